@@ -1,0 +1,109 @@
+//! Schedulers: what decides *when* the next event runs.
+//!
+//! A simulation implements [`Model`]; a scheduler pops events from an
+//! [`EventQueue`] and hands them to it. The as-fast-as-possible scheduler here
+//! runs them back to back. The real-time scheduler (in the I/O layer, because it
+//! reads the wall clock) drives the same trait and differs only in waiting for
+//! each event's wall-clock moment and injecting packets from real interfaces
+//! between events. The model never knows which one is driving it.
+
+use crate::queue::EventQueue;
+use crate::time::SimTime;
+
+/// A discrete-event model: a state machine driven by timed events.
+pub trait Model {
+    /// The event type this model schedules for itself.
+    type Event;
+    /// Handles one event at time `now`; may schedule more on `queue`.
+    fn handle(&mut self, now: SimTime, event: Self::Event, queue: &mut EventQueue<Self::Event>);
+}
+
+/// What a scheduler reports at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunStats {
+    /// Events handled during this call.
+    pub events: u64,
+    /// Simulated time reached.
+    pub end: SimTime,
+}
+
+/// Runs `model` as fast as possible until the queue is empty or the next event
+/// is after `until`; then sets the current time to `until` (if the queue
+/// reached it). Events due exactly at `until` run.
+///
+/// `progress` is called every `progress_every` events with the current time and
+/// the number of events so far; returning `false` stops the run early (e.g. on
+/// Ctrl-C).
+pub fn run_afap<M: Model>(
+    model: &mut M,
+    queue: &mut EventQueue<M::Event>,
+    until: SimTime,
+    progress_every: u64,
+    mut progress: impl FnMut(SimTime, u64) -> bool,
+) -> RunStats {
+    let start_events = queue.events_processed();
+    let every = progress_every.max(1);
+    let mut next_report = every;
+    loop {
+        match queue.peek_time() {
+            Some(t) if t <= until => {}
+            _ => break,
+        }
+        let (now, event) = queue.pop().expect("peeked");
+        model.handle(now, event, queue);
+        let done = queue.events_processed() - start_events;
+        if done >= next_report {
+            next_report += every;
+            if !progress(now, done) {
+                return RunStats {
+                    events: done,
+                    end: queue.now(),
+                };
+            }
+        }
+    }
+    if until != SimTime::MAX && queue.now() < until {
+        queue.advance_to(until);
+    }
+    RunStats {
+        events: queue.events_processed() - start_events,
+        end: queue.now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::SimDuration;
+
+    /// A ticker that reschedules itself every 10 ns.
+    struct Ticker(Vec<u64>);
+    impl Model for Ticker {
+        type Event = ();
+        fn handle(&mut self, now: SimTime, _: (), q: &mut EventQueue<()>) {
+            self.0.push(now.as_nanos());
+            q.schedule(now + SimDuration::from_nanos(10), ());
+        }
+    }
+
+    #[test]
+    fn runs_until_the_horizon_inclusive() {
+        let mut m = Ticker(vec![]);
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::ZERO, ());
+        let stats = run_afap(&mut m, &mut q, SimTime::from_nanos(30), 1, |_, _| true);
+        assert_eq!(m.0, [0, 10, 20, 30]);
+        assert_eq!(stats.events, 4);
+        assert_eq!(stats.end, SimTime::from_nanos(30));
+        assert_eq!(q.len(), 1, "the event at 40 ns stays pending");
+    }
+
+    #[test]
+    fn progress_can_stop_the_run() {
+        let mut m = Ticker(vec![]);
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::ZERO, ());
+        let stats = run_afap(&mut m, &mut q, SimTime::MAX, 5, |_, n| n < 10);
+        assert_eq!(stats.events, 10);
+    }
+}
