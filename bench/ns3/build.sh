@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Build the ns-3 side of netloop's simulation-speed benchmark.
+#   bench/ns3/build.sh            -> bench/ns3/build/dumbbell
+# Installs Debian's ns-3 (3.37) and friends only if missing, then compiles
+# dumbbell.cc with -O2 against pkg-config's ns3-* flags. Idempotent and quiet
+# when the binary is newer than the source and this script.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+src="$here/dumbbell.cc"
+out="$here/build/dumbbell"
+
+pkgs=(libns3-dev ns3 libgsl-dev pkg-config g++)
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+        missing+=("$p")
+    fi
+done
+if ((${#missing[@]})); then
+    echo "build.sh: installing ${missing[*]}" >&2
+    if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+
+if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
+    exit 0
+fi
+
+mods=(ns3-core ns3-network ns3-internet ns3-point-to-point ns3-applications)
+# Debian's ns3 .pc files carry a bogus "-I/usr;" entry; drop anything with ';'.
+cflags=$(pkg-config --cflags "${mods[@]}" | tr ' ' '\n' | grep -v ';' | tr '\n' ' ')
+libs=$(pkg-config --libs "${mods[@]}")
+mkdir -p "$here/build"
+echo "build.sh: compiling $out" >&2
+# shellcheck disable=SC2086
+g++ -std=c++17 -O2 -DNDEBUG $cflags -o "$out.tmp" "$src" $libs -lpthread
+mv -f "$out.tmp" "$out"

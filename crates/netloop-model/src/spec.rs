@@ -1,0 +1,454 @@
+//! The plain-data description of a network: what a topology file, the Python
+//! API or a test says, before anything is built.
+//!
+//! [`NetworkSpec`] is the one contract between front ends and the model:
+//! `netloop-config` turns a TOML file into it (and owns file/line error
+//! reporting), and [`crate::Network::build`] turns it into a running model
+//! (assigning addresses and routes that the spec leaves out). Everything here
+//! is data with defaults; validation of references and ranges happens in
+//! `Network::build`, which names the offending item in its errors, and in the
+//! config loader, which adds the file and line.
+
+use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+
+/// An IPv4 address with its prefix length, e.g. `198.18.0.1/24`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ipv4Cidr {
+    /// The address.
+    pub addr: Ipv4Addr,
+    /// The prefix length, 0..=32.
+    pub prefix: u8,
+}
+
+impl Ipv4Cidr {
+    /// The network mask as a `u32`.
+    pub fn mask(self) -> u32 {
+        if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - self.prefix as u32)
+        }
+    }
+    /// The network address (host bits cleared).
+    pub fn network(self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+    }
+    /// Whether `ip` lies in this prefix.
+    pub fn contains(self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+    }
+    /// Parses `"a.b.c.d/len"`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (a, p) = text
+            .split_once('/')
+            .ok_or_else(|| format!("'{text}' is not an IPv4 prefix: missing '/length'"))?;
+        let addr: Ipv4Addr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{text}' is not an IPv4 prefix: '{a}' is not an IPv4 address"))?;
+        let prefix: u8 = p
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or_else(|| format!("'{text}' is not an IPv4 prefix: length '{p}' is not 0..32"))?;
+        Ok(Ipv4Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// A whole network and how to run it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NetworkSpec {
+    /// Run settings.
+    pub run: RunSpec,
+    /// Nodes, in declaration order.
+    pub nodes: Vec<NodeSpec>,
+    /// Links, in declaration order.
+    pub links: Vec<LinkSpec>,
+    /// Static routes added to the automatic ones.
+    pub routes: Vec<RouteSpec>,
+    /// Simulated traffic.
+    pub traffic: Vec<TrafficSpec>,
+    /// Scheduled changes to links.
+    pub events: Vec<LinkEventSpec>,
+    /// The block from which link subnets are assigned automatically
+    /// (default `198.18.0.0/15`, the benchmarking range of RFC 2544).
+    pub address_pool: Option<Ipv4Cidr>,
+}
+
+/// How long to run and with which seed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Simulated duration of the run.
+    pub duration: SimDuration,
+    /// The seed of every random stream.
+    pub seed: u64,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            duration: SimDuration::from_secs(10),
+            seed: 1,
+        }
+    }
+}
+
+/// What kind of node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum NodeKind {
+    /// A simulated end host (ARP, ICMP, UDP, TCP via smoltcp).
+    Host,
+    /// An IPv4 router.
+    Router(RouterSpec),
+    /// An Ethernet learning bridge.
+    Switch(SwitchSpec),
+}
+
+/// Router settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RouterSpec {
+    /// Packets forwarded per second; `None` is unlimited (the default). OPNET's
+    /// default of 50 000 pps is what capped its SITL throughput.
+    pub forwarding_rate: Option<PacketRate>,
+    /// Packets that may wait for the forwarding engine when it is rate-limited.
+    pub forwarding_queue: u32,
+}
+
+impl Default for RouterSpec {
+    fn default() -> Self {
+        RouterSpec {
+            forwarding_rate: None,
+            forwarding_queue: 1000,
+        }
+    }
+}
+
+/// Switch settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchSpec {
+    /// Entries in the MAC learning table (bounded; the oldest entry is evicted).
+    pub mac_table_size: u32,
+    /// How long a learned MAC entry lives without being refreshed.
+    pub mac_aging: SimDuration,
+}
+
+impl Default for SwitchSpec {
+    fn default() -> Self {
+        SwitchSpec {
+            mac_table_size: 8192,
+            mac_aging: SimDuration::from_secs(300),
+        }
+    }
+}
+
+/// A node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// What it is.
+    pub kind: NodeKind,
+}
+
+/// One end of a link.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EndpointSpec {
+    /// The node's name.
+    pub node: String,
+    /// The interface's address, if given; otherwise assigned from the link's
+    /// subnet. Ignored (must be `None`) on switches.
+    pub address: Option<Ipv4Cidr>,
+}
+
+/// A point-to-point, full-duplex link.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LinkSpec {
+    /// Unique name; defaults to `"a-b"` (front ends fill it in).
+    pub name: String,
+    /// First end.
+    pub a: EndpointSpec,
+    /// Second end.
+    pub b: EndpointSpec,
+    /// The subnet for automatic addresses on this link, if not automatic.
+    pub subnet: Option<Ipv4Cidr>,
+    /// Parameters of the direction a → b.
+    pub a_to_b: DirectionSpec,
+    /// Parameters of the direction b → a.
+    pub b_to_a: DirectionSpec,
+}
+
+/// Parameters of one direction of a link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSpec {
+    /// Line rate; `None` is unlimited (no serialization delay).
+    pub rate: Option<DataRate>,
+    /// Propagation delay.
+    pub delay: SimDuration,
+    /// Random variation added to the delay.
+    pub jitter: Option<JitterSpec>,
+    /// Random loss on the wire.
+    pub loss: LossSpec,
+    /// Probability that a frame has one random bit flipped.
+    pub corrupt: f64,
+    /// Probability that a frame is delivered twice.
+    pub duplicate: f64,
+    /// Largest IP packet (Ethernet payload) the link carries, in bytes.
+    pub mtu: u32,
+    /// Bytes per frame counted on the wire but not held in the frame:
+    /// preamble + start delimiter (8), FCS (4), inter-frame gap (12) = 24 by
+    /// default, so that 1 Gbit/s gives the real 941 Mbit/s of TCP goodput.
+    pub overhead: u32,
+    /// The transmit queue in front of the line.
+    pub queue: QueueSpec,
+}
+
+impl Default for DirectionSpec {
+    fn default() -> Self {
+        DirectionSpec {
+            rate: None,
+            delay: SimDuration::ZERO,
+            jitter: None,
+            loss: LossSpec::None,
+            corrupt: 0.0,
+            duplicate: 0.0,
+            mtu: 1500,
+            overhead: 24,
+            queue: QueueSpec::default(),
+        }
+    }
+}
+
+/// Delay variation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JitterSpec {
+    /// Scale of the variation: the half-width for `uniform` (delay ± amount),
+    /// the standard deviation for `normal`, the mean extra delay for `pareto`.
+    pub amount: SimDuration,
+    /// The distribution.
+    pub distribution: JitterDistribution,
+    /// Whether a frame may overtake an earlier one (netem's behaviour). By
+    /// default a frame never arrives before the one sent before it.
+    pub reorder: bool,
+}
+
+/// Shape of the delay variation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JitterDistribution {
+    /// Uniform on [delay − amount, delay + amount] (clamped at 0).
+    Uniform,
+    /// Normal with standard deviation `amount` (clamped at 0).
+    Normal,
+    /// Pareto (shape 3) extra delay with mean `amount`: a heavy tail.
+    Pareto,
+}
+
+/// Random loss on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "kebab-case")]
+pub enum LossSpec {
+    /// No random loss.
+    None,
+    /// Each frame is lost independently with probability `p`.
+    Bernoulli {
+        /// Loss probability in [0, 1].
+        p: f64,
+    },
+    /// The Gilbert–Elliott two-state model: a good and a bad state, each
+    /// with its own loss probability. Mean burst (bad-state) length is 1/r,
+    /// mean gap (good-state) length 1/p frames.
+    GilbertElliott {
+        /// Probability of moving good → bad per frame.
+        p: f64,
+        /// Probability of moving bad → good per frame.
+        r: f64,
+        /// Loss probability in the good state (often 0).
+        loss_good: f64,
+        /// Loss probability in the bad state (often 1).
+        loss_bad: f64,
+    },
+}
+
+/// Transmit queue settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSpec {
+    /// Most frames held; `None` is no packet limit.
+    pub packets: Option<u32>,
+    /// Most bytes held; `None` is no byte limit.
+    pub bytes: Option<Bytes>,
+    /// The queue discipline.
+    pub discipline: QueueDiscipline,
+}
+
+impl Default for QueueSpec {
+    fn default() -> Self {
+        QueueSpec {
+            packets: Some(1000),
+            bytes: None,
+            discipline: QueueDiscipline::DropTail,
+        }
+    }
+}
+
+/// Queue disciplines (RED, CoDel and FQ-CoDel are planned behind the same
+/// trait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueDiscipline {
+    /// First in, first out; arrivals to a full queue are dropped.
+    DropTail,
+}
+
+/// A static route on a router or host.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RouteSpec {
+    /// The node the route is installed on.
+    pub node: String,
+    /// Destination prefix.
+    pub prefix: Ipv4Cidr,
+    /// Next-hop address (must be on a directly connected subnet).
+    pub via: Ipv4Addr,
+}
+
+/// A simulated traffic flow (or `count` identical ones).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrafficSpec {
+    /// Unique name; replicated flows are named `name#0`, `name#1`, ….
+    pub name: String,
+    /// Source host.
+    pub from: String,
+    /// Destination host.
+    pub to: String,
+    /// When the flow starts.
+    pub start: SimDuration,
+    /// When it stops sending; `None` is the end of the run.
+    pub stop: Option<SimDuration>,
+    /// Number of identical flows (each with its own ports and random stream).
+    pub count: u32,
+    /// The traffic pattern.
+    pub kind: TrafficKind,
+}
+
+/// Traffic patterns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TrafficKind {
+    /// ICMP echo requests at a fixed interval; RTTs measured.
+    Ping {
+        /// Time between requests.
+        interval: SimDuration,
+        /// ICMP payload size.
+        size: Bytes,
+    },
+    /// UDP datagrams at a constant bit rate (payload bits).
+    UdpCbr {
+        /// Payload bit rate.
+        rate: DataRate,
+        /// UDP payload size (at least 20 bytes: sequence and timestamp).
+        size: Bytes,
+    },
+    /// UDP datagrams with exponential gaps (a Poisson process) of mean rate.
+    UdpPoisson {
+        /// Mean payload bit rate.
+        rate: DataRate,
+        /// UDP payload size.
+        size: Bytes,
+    },
+    /// Constant bit rate during "on" periods, silence during "off" periods;
+    /// period lengths are exponential with the given means.
+    UdpOnOff {
+        /// Payload bit rate while on.
+        rate: DataRate,
+        /// UDP payload size.
+        size: Bytes,
+        /// Mean on-period.
+        on: SimDuration,
+        /// Mean off-period.
+        off: SimDuration,
+    },
+    /// A TCP bulk transfer of `bytes` (or until `stop` if `None`).
+    TcpBulk {
+        /// Bytes to send.
+        bytes: Option<Bytes>,
+    },
+    /// TCP request/response transactions on one connection.
+    TcpRr {
+        /// Request size.
+        request: Bytes,
+        /// Response size.
+        response: Bytes,
+        /// Time between the starts of requests; `None` is back-to-back.
+        interval: Option<SimDuration>,
+    },
+    /// UDP probes with TTL 1, 2, … recording who answers (time-exceeded from
+    /// each router, then port-unreachable from the destination).
+    Traceroute {
+        /// Largest TTL tried.
+        max_hops: u8,
+    },
+}
+
+/// Which direction(s) of a link an event changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// Both directions.
+    Both,
+    /// From the link's `a` end to its `b` end.
+    AToB,
+    /// From `b` to `a`.
+    BToA,
+}
+
+/// A change to a link at a given simulated time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LinkEventSpec {
+    /// When.
+    pub at: SimDuration,
+    /// Which link (by name).
+    pub link: String,
+    /// Which direction(s).
+    pub direction: Direction,
+    /// What happens.
+    pub action: LinkAction,
+}
+
+/// What a link event does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum LinkAction {
+    /// The link goes down: queued and in-flight frames are dropped
+    /// (`link_down`) and new ones are refused until it comes up.
+    Down,
+    /// The link comes back up.
+    Up,
+    /// Parameters change; fields left `None` keep their value.
+    Set(LinkChange),
+}
+
+/// New values for some parameters of a link direction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkChange {
+    /// New rate (`Some(None)` makes it unlimited).
+    pub rate: Option<Option<DataRate>>,
+    /// New propagation delay.
+    pub delay: Option<SimDuration>,
+    /// New jitter (`Some(None)` removes it).
+    pub jitter: Option<Option<JitterSpec>>,
+    /// New loss model.
+    pub loss: Option<LossSpec>,
+    /// New corruption probability.
+    pub corrupt: Option<f64>,
+    /// New duplication probability.
+    pub duplicate: Option<f64>,
+}
