@@ -28,12 +28,16 @@ if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
     exit 0
 fi
 
-mods=(ns3-core ns3-network ns3-internet ns3-point-to-point ns3-applications)
+mods=(ns3-core ns3-network ns3-internet ns3-point-to-point ns3-applications ns3-traffic-control)
 # Debian's ns3 .pc files carry a bogus "-I/usr;" entry; drop anything with ';'.
 cflags=$(pkg-config --cflags "${mods[@]}" | tr ' ' '\n' | grep -v ';' | tr '\n' ' ')
 libs=$(pkg-config --libs "${mods[@]}")
 mkdir -p "$here/build"
 echo "build.sh: compiling $out" >&2
+# Debian builds ns-3 3.37 with the "release" profile but with NS_LOG compiled
+# in (NS3_LOG_ENABLE), which changes some class layouts (e.g. UdpClient):
+# define it here too so this program sees the same ABI as the libraries.
+# No log component is enabled at run time.
 # shellcheck disable=SC2086
-g++ -std=c++17 -O2 -DNDEBUG $cflags -o "$out.tmp" "$src" $libs -lpthread
+g++ -std=c++17 -O2 -DNS3_LOG_ENABLE $cflags -o "$out.tmp" "$src" $libs -lpthread
 mv -f "$out.tmp" "$out"

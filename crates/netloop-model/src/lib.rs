@@ -3,11 +3,50 @@
 //! The model is sans-I/O and clock-free: time is an argument, nothing here
 //! reads a wall clock or touches a file descriptor. The same model runs as fast
 //! as possible (tests, plain simulation) and in real time (the I/O layer's
-//! scheduler), and can exchange frames with real interfaces through
-//! "external" ports that the I/O layer drives.
+//! scheduler), and exchanges frames with real interfaces through external
+//! nodes that the I/O layer drives.
+//!
+//! A tour:
+//! - [`spec`]: the plain-data description of a network ([`NetworkSpec`]).
+//! - [`build`]: turns a spec into a [`Simulation`], assigning addresses and
+//!   shortest-path routes the spec leaves out.
+//! - [`network`]: the event loop between nodes — link queues, transmitters,
+//!   channels, arrivals — and the [`network::Node`] types.
+//! - [`link`], [`qdisc`]: one link direction's timing and impairments; queue
+//!   disciplines behind one small trait.
+//! - [`switch`], [`router`], [`host`]: the node types. Hosts carry their
+//!   traffic applications ([`apps`]) and run TCP in smoltcp.
+//! - [`arp`], [`routing`]: neighbour caches and longest-prefix match, shared by
+//!   routers and hosts.
+//! - [`stats`], [`results`]: drop reasons, counters, the conservation ledger,
+//!   and the versioned JSON results.
 
+pub mod apps;
+pub mod arp;
+pub mod build;
 pub mod error;
+pub mod host;
+pub mod link;
+pub mod network;
+pub mod node;
+pub mod qdisc;
+pub mod results;
+pub mod router;
+pub mod routing;
 pub mod spec;
+pub mod stats;
+pub mod switch;
 
+pub use build::Simulation;
 pub use error::{BuildError, ItemRef};
 pub use spec::NetworkSpec;
+
+/// A frame: the bytes of an Ethernet frame, from destination MAC to the end of
+/// the payload (no preamble, no FCS).
+pub type Frame = Vec<u8>;
+/// Index of a node in its network.
+pub type NodeId = usize;
+/// Index of a port within its node.
+pub type PortId = usize;
+/// Index of a link in its network.
+pub type LinkId = usize;

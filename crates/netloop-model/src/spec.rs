@@ -48,12 +48,10 @@ impl Ipv4Cidr {
             .trim()
             .parse()
             .map_err(|_| format!("'{text}' is not an IPv4 prefix: '{a}' is not an IPv4 address"))?;
-        let prefix: u8 = p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| format!("'{text}' is not an IPv4 prefix: length '{p}' is not 0..32"))?;
+        let prefix: u8 =
+            p.trim().parse().ok().filter(|p| *p <= 32).ok_or_else(|| {
+                format!("'{text}' is not an IPv4 prefix: length '{p}' is not 0..32")
+            })?;
         Ok(Ipv4Cidr { addr, prefix })
     }
 }

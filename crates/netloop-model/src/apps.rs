@@ -1,0 +1,1 @@
+//! Traffic applications. (Scaffolding.)

@@ -1,0 +1,358 @@
+//! ARP (RFC 826) and the neighbour cache shared by routers and hosts.
+//!
+//! Frames for a next hop whose MAC is unknown wait here (a bounded number per
+//! neighbour) while requests are retried; when the reply comes they leave in
+//! order, and if it never comes they are dropped as `arp_unresolved`. Waiting
+//! frames count as in flight for packet conservation.
+//!
+//! Entries learned from any ARP packet addressed to us (RFC 826's "merge"
+//! rule, restricted to our own subnets so a spoofer can't fill the table with
+//! foreign addresses) live for `lifetime` and the table is bounded.
+
+use netloop_core::{SimDuration, SimTime};
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
+    EthernetRepr,
+};
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use crate::node::{NodeCtx, PortInfo};
+use crate::stats::{DropReason, Origin};
+use crate::{Frame, PortId};
+
+/// Timer token used by the ARP retry tick; nodes route it to [`Arp::timer`].
+pub const ARP_TIMER: u64 = 1 << 63;
+
+/// Bounds and timers of the neighbour cache.
+#[derive(Clone, Debug)]
+pub struct ArpConfig {
+    /// Time between retries of an unanswered request.
+    pub retry: SimDuration,
+    /// Requests sent before giving up.
+    pub attempts: u8,
+    /// Frames that may wait for one neighbour.
+    pub max_pending: usize,
+    /// How long a learned entry lives.
+    pub lifetime: SimDuration,
+    /// Most entries held.
+    pub max_entries: usize,
+}
+
+impl Default for ArpConfig {
+    fn default() -> Self {
+        ArpConfig {
+            retry: SimDuration::from_secs(1),
+            attempts: 3,
+            max_pending: 64,
+            lifetime: SimDuration::from_secs(60),
+            max_entries: 4096,
+        }
+    }
+}
+
+enum State {
+    Resolved {
+        mac: EthernetAddress,
+        expires: SimTime,
+    },
+    Pending {
+        frames: Vec<Frame>,
+        tries: u8,
+        next_retry: SimTime,
+    },
+}
+
+struct Entry {
+    port: PortId,
+    state: State,
+}
+
+/// A neighbour cache with its waiting frames.
+pub struct Arp {
+    config: ArpConfig,
+    origin: Origin,
+    entries: HashMap<Ipv4Addr, Entry>,
+    pending_frames: u64,
+    /// Requests sent, replies sent (for reports).
+    pub requests_sent: u64,
+    /// Replies sent.
+    pub replies_sent: u64,
+}
+
+/// Builds an ARP frame.
+fn arp_frame(
+    op: ArpOperation,
+    src_mac: EthernetAddress,
+    src_ip: Ipv4Addr,
+    dst_mac: EthernetAddress,
+    dst_ip: Ipv4Addr,
+) -> Frame {
+    let arp = ArpRepr::EthernetIpv4 {
+        operation: op,
+        source_hardware_addr: src_mac,
+        source_protocol_addr: src_ip,
+        target_hardware_addr: if op == ArpOperation::Request {
+            EthernetAddress([0; 6])
+        } else {
+            dst_mac
+        },
+        target_protocol_addr: dst_ip,
+    };
+    let eth = EthernetRepr {
+        src_addr: src_mac,
+        dst_addr: if op == ArpOperation::Request {
+            EthernetAddress::BROADCAST
+        } else {
+            dst_mac
+        },
+        ethertype: EthernetProtocol::Arp,
+    };
+    let mut buf = vec![0u8; eth.buffer_len() + arp.buffer_len()];
+    let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
+    eth.emit(&mut f);
+    arp.emit(&mut ArpPacket::new_unchecked(f.payload_mut()));
+    buf
+}
+
+impl Arp {
+    /// An empty cache; frames it creates (requests, replies) are recorded with
+    /// `origin`.
+    pub fn new(config: ArpConfig, origin: Origin) -> Self {
+        Arp {
+            config,
+            origin,
+            entries: HashMap::new(),
+            pending_frames: 0,
+            requests_sent: 0,
+            replies_sent: 0,
+        }
+    }
+
+    /// Frames waiting for resolution.
+    pub fn in_flight(&self) -> u64 {
+        self.pending_frames
+    }
+
+    /// The MAC of `ip` if it is known and fresh.
+    pub fn lookup(&self, ip: Ipv4Addr, now: SimTime) -> Option<EthernetAddress> {
+        match self.entries.get(&ip)?.state {
+            State::Resolved { mac, expires } if expires > now => Some(mac),
+            _ => None,
+        }
+    }
+
+    /// Sends `frame` (an Ethernet frame whose destination MAC will be filled
+    /// in) to next hop `ip` out of `port`, resolving `ip` first if needed.
+    pub fn send(
+        &mut self,
+        port: PortId,
+        info: &PortInfo,
+        ip: Ipv4Addr,
+        mut frame: Frame,
+        ctx: &mut NodeCtx,
+    ) {
+        if let Some(mac) = self.lookup(ip, ctx.now) {
+            frame[0..6].copy_from_slice(mac.as_bytes());
+            ctx.send(port, frame);
+            return;
+        }
+        let now = ctx.now;
+        let entry = self.entries.get(&ip);
+        let is_new = !matches!(
+            entry,
+            Some(Entry {
+                state: State::Pending { .. },
+                ..
+            })
+        );
+        if is_new {
+            if self.entries.len() >= self.config.max_entries
+                && !self.entries.contains_key(&ip)
+                && !self.evict_one(now)
+            {
+                ctx.drop_frame(DropReason::ArpUnresolved);
+                return;
+            }
+            self.entries.insert(
+                ip,
+                Entry {
+                    port,
+                    state: State::Pending {
+                        frames: Vec::new(),
+                        tries: 1,
+                        next_retry: now + self.config.retry,
+                    },
+                },
+            );
+            self.request(port, info, ip, ctx);
+            ctx.timer(now + self.config.retry, ARP_TIMER);
+        }
+        let Some(Entry {
+            state: State::Pending { frames, .. },
+            ..
+        }) = self.entries.get_mut(&ip)
+        else {
+            unreachable!("entry was just made pending")
+        };
+        if frames.len() >= self.config.max_pending {
+            ctx.drop_frame(DropReason::ArpUnresolved);
+        } else {
+            frames.push(frame);
+            self.pending_frames += 1;
+        }
+    }
+
+    /// Removes an expired entry to make room; false if none could be removed.
+    fn evict_one(&mut self, now: SimTime) -> bool {
+        let victim = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.state, State::Resolved { expires, .. } if expires <= now))
+            .map(|(ip, _)| *ip)
+            .min();
+        match victim {
+            Some(ip) => {
+                self.entries.remove(&ip);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn request(&mut self, port: PortId, info: &PortInfo, ip: Ipv4Addr, ctx: &mut NodeCtx) {
+        let Some(me) = info.addr else { return };
+        ctx.create(self.origin);
+        self.requests_sent += 1;
+        ctx.send(
+            port,
+            arp_frame(
+                ArpOperation::Request,
+                info.mac,
+                me.addr,
+                EthernetAddress::BROADCAST,
+                ip,
+            ),
+        );
+    }
+
+    /// Handles an ARP frame that arrived on `port` (the whole Ethernet frame).
+    /// Consumes it: the caller must not count it again.
+    pub fn receive(&mut self, port: PortId, info: &PortInfo, frame: &[u8], ctx: &mut NodeCtx) {
+        let repr = EthernetFrame::new_checked(frame).ok().and_then(|f| {
+            ArpPacket::new_checked(f.payload())
+                .ok()
+                .and_then(|p| ArpRepr::parse(&p).ok())
+        });
+        let Some(ArpRepr::EthernetIpv4 {
+            operation,
+            source_hardware_addr: smac,
+            source_protocol_addr: sip,
+            target_protocol_addr: tip,
+            ..
+        }) = repr
+        else {
+            ctx.drop_frame(DropReason::Malformed);
+            return;
+        };
+        let Some(me) = info.addr else {
+            ctx.drop_frame(DropReason::NotForUs);
+            return;
+        };
+        ctx.deliver(crate::stats::Sink::from_origin(self.origin));
+        // Learn only neighbours on our own subnet, with a unicast MAC.
+        if me.contains(sip) && smac.is_unicast() && sip != me.addr {
+            self.learn(port, info, sip, smac, ctx);
+        }
+        if operation == ArpOperation::Request && tip == me.addr {
+            ctx.create(self.origin);
+            self.replies_sent += 1;
+            ctx.send(
+                port,
+                arp_frame(ArpOperation::Reply, info.mac, me.addr, smac, sip),
+            );
+        }
+    }
+
+    fn learn(
+        &mut self,
+        port: PortId,
+        _info: &PortInfo,
+        ip: Ipv4Addr,
+        mac: EthernetAddress,
+        ctx: &mut NodeCtx,
+    ) {
+        let expires = ctx.now + self.config.lifetime;
+        if !self.entries.contains_key(&ip)
+            && self.entries.len() >= self.config.max_entries
+            && !self.evict_one(ctx.now)
+        {
+            return;
+        }
+        let old = self.entries.insert(
+            ip,
+            Entry {
+                port,
+                state: State::Resolved { mac, expires },
+            },
+        );
+        if let Some(Entry {
+            port: wport,
+            state: State::Pending { frames, .. },
+        }) = old
+        {
+            self.pending_frames -= frames.len() as u64;
+            for mut f in frames {
+                f[0..6].copy_from_slice(mac.as_bytes());
+                ctx.send(wport, f);
+            }
+        }
+    }
+
+    /// The retry tick: re-sends requests that are due and gives up on
+    /// neighbours that never answered. `ports` are the node's ports.
+    pub fn timer(&mut self, ports: &[PortInfo], ctx: &mut NodeCtx) {
+        let now = ctx.now;
+        let mut retry = Vec::new();
+        let mut give_up = Vec::new();
+        let mut next: Option<SimTime> = None;
+        for (ip, e) in &mut self.entries {
+            if let State::Pending {
+                tries, next_retry, ..
+            } = &mut e.state
+            {
+                if *next_retry > now {
+                    next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
+                } else if *tries >= self.config.attempts {
+                    give_up.push(*ip);
+                } else {
+                    *tries += 1;
+                    *next_retry = now + self.config.retry;
+                    next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
+                    retry.push((*ip, e.port));
+                }
+            }
+        }
+        // Deterministic order regardless of the hash map's.
+        retry.sort();
+        give_up.sort();
+        for (ip, port) in retry {
+            self.request(port, &ports[port], ip, ctx);
+        }
+        for ip in give_up {
+            if let Some(Entry {
+                state: State::Pending { frames, .. },
+                ..
+            }) = self.entries.remove(&ip)
+            {
+                self.pending_frames -= frames.len() as u64;
+                for _ in frames {
+                    ctx.drop_frame(DropReason::ArpUnresolved);
+                }
+            }
+        }
+        if let Some(t) = next {
+            ctx.timer(t, ARP_TIMER);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Point-to-point, full-duplex links: a transmit queue, a transmitter that
+//! serialises frames at the line rate, and a channel that adds propagation
+//! delay, jitter, loss, corruption and duplication.
+//!
+//! Each direction is independent ([`LinkDir`]) with its own parameters, queue,
+//! counters and random stream. Timing follows ns-3's point-to-point model: a
+//! frame occupies the transmitter for `(len + overhead) * 8 / rate` (len padded
+//! to Ethernet's 60-byte minimum; overhead is preamble, FCS and inter-frame gap)
+//! and arrives `delay (+ jitter)` after its last bit left. Loss, corruption and
+//! duplication happen on the wire, after the frame has used its transmission
+//! time — as on a real medium, and unlike netem, which drops before queueing.
+//!
+//! This module decides *what* happens to a frame; `network` schedules the
+//! events that make it happen.
+
+use netloop_core::{RngStream, SimDuration, SimTime};
+use rand_distr::{Distribution, Normal};
+
+use crate::qdisc::{self, QueueDisc};
+use crate::spec::{DirectionSpec, JitterDistribution, LinkChange, LossSpec};
+use crate::stats::DirStats;
+use crate::{Frame, NodeId, PortId};
+
+/// Ethernet's minimum frame size without FCS; shorter frames are padded on
+/// the wire.
+pub const MIN_FRAME: u64 = 60;
+/// Ethernet header length (no VLAN tag).
+pub const ETH_HEADER: usize = 14;
+
+/// The impairment model of one direction: timing and randomness.
+pub struct Channel {
+    /// Current parameters.
+    pub spec: DirectionSpec,
+    rng: RngStream,
+    /// Gilbert–Elliott state: true in the bad state.
+    ge_bad: bool,
+    /// Arrival time of the last frame, for jitter without reordering.
+    last_arrival: SimTime,
+}
+
+impl Channel {
+    /// A channel with parameters `spec` drawing from `rng`.
+    pub fn new(spec: DirectionSpec, rng: RngStream) -> Self {
+        Channel {
+            spec,
+            rng,
+            ge_bad: false,
+            last_arrival: SimTime::ZERO,
+        }
+    }
+
+    /// Time the transmitter is busy with a frame of `len` bytes.
+    pub fn tx_time(&self, len: usize) -> SimDuration {
+        match self.spec.rate {
+            None => SimDuration::ZERO,
+            Some(rate) => rate.tx_time((len as u64).max(MIN_FRAME) + self.spec.overhead as u64),
+        }
+    }
+
+    /// Whether the loss model loses the next frame (advancing its state).
+    pub fn lose(&mut self) -> bool {
+        match self.spec.loss {
+            LossSpec::None => false,
+            LossSpec::Bernoulli { p } => self.rng.chance(p),
+            LossSpec::GilbertElliott {
+                p,
+                r,
+                loss_good,
+                loss_bad,
+            } => {
+                // Loss is decided in the current state, then the state moves:
+                // a bad period of n frames is then exactly n consecutive
+                // bad-state frames, with mean length 1/r.
+                let lost = self
+                    .rng
+                    .chance(if self.ge_bad { loss_bad } else { loss_good });
+                self.ge_bad = if self.ge_bad {
+                    !self.rng.chance(r)
+                } else {
+                    self.rng.chance(p)
+                };
+                lost
+            }
+        }
+    }
+
+    /// Arrival time of a frame whose last bit left at `now`.
+    pub fn arrival(&mut self, now: SimTime) -> SimTime {
+        let base = now + self.spec.delay;
+        let Some(j) = &self.spec.jitter else {
+            // Without jitter arrivals are already in order.
+            return base;
+        };
+        let a = j.amount.as_nanos() as f64;
+        let offset_ns: f64 = match j.distribution {
+            JitterDistribution::Uniform => (self.rng.uniform() * 2.0 - 1.0) * a,
+            JitterDistribution::Normal => Normal::new(0.0, a)
+                .map(|n| n.sample(&mut self.rng))
+                .unwrap_or(0.0),
+            JitterDistribution::Pareto => {
+                // Lomax (Pareto type II) with shape 3 and mean `a`: scale 2a.
+                let u = 1.0 - self.rng.uniform();
+                2.0 * a * (u.powf(-1.0 / 3.0) - 1.0)
+            }
+        };
+        let t = (base.as_nanos() as f64 + offset_ns).max(now.as_nanos() as f64);
+        let mut at = SimTime::from_nanos(t.round() as u64);
+        if !j.reorder && at < self.last_arrival {
+            at = self.last_arrival;
+        }
+        self.last_arrival = self.last_arrival.max(at);
+        at
+    }
+
+    /// Flips one random bit with the corruption probability; says whether it did.
+    pub fn corrupt(&mut self, frame: &mut Frame) -> bool {
+        if frame.is_empty() || !self.rng.chance(self.spec.corrupt) {
+            return false;
+        }
+        let bit = self.rng.below(frame.len() as u64 * 8);
+        frame[(bit / 8) as usize] ^= 1 << (bit % 8);
+        true
+    }
+
+    /// Whether to deliver an extra copy of the frame.
+    pub fn duplicate(&mut self) -> bool {
+        self.rng.chance(self.spec.duplicate)
+    }
+
+    /// Applies a run-time change.
+    pub fn apply(&mut self, c: &LinkChange) {
+        if let Some(r) = c.rate {
+            self.spec.rate = r;
+        }
+        if let Some(d) = c.delay {
+            self.spec.delay = d;
+        }
+        if let Some(j) = &c.jitter {
+            self.spec.jitter = j.clone();
+        }
+        if let Some(l) = &c.loss {
+            self.spec.loss = l.clone();
+            self.ge_bad = false;
+        }
+        if let Some(p) = c.corrupt {
+            self.spec.corrupt = p;
+        }
+        if let Some(p) = c.duplicate {
+            self.spec.duplicate = p;
+        }
+    }
+}
+
+/// One direction of a link.
+pub struct LinkDir {
+    /// Timing and impairments.
+    pub channel: Channel,
+    /// Frames waiting for the transmitter.
+    pub queue: Box<dyn QueueDisc>,
+    /// The frame being serialised, if any.
+    pub in_tx: Option<Frame>,
+    /// Whether the direction is up.
+    pub up: bool,
+    /// Bumped when the link goes down, so that events for frames that were on
+    /// the wire or in the transmitter at that moment are recognised as stale.
+    pub epoch: u32,
+    /// Counters.
+    pub stats: DirStats,
+    /// The receiving end.
+    pub to: (NodeId, PortId),
+}
+
+impl LinkDir {
+    /// A direction delivering to `to`.
+    pub fn new(spec: DirectionSpec, rng: RngStream, to: (NodeId, PortId)) -> Self {
+        let queue = qdisc::from_spec(&spec.queue);
+        LinkDir {
+            channel: Channel::new(spec, rng),
+            queue,
+            in_tx: None,
+            up: true,
+            epoch: 0,
+            stats: DirStats::default(),
+            to,
+        }
+    }
+
+    /// Records the queue's occupancy for the high-water marks.
+    pub fn note_queue(&mut self) {
+        let s = &mut self.stats;
+        s.queue_high_water_packets = s.queue_high_water_packets.max(self.queue.len() as u64);
+        s.queue_high_water_bytes = s.queue_high_water_bytes.max(self.queue.bytes());
+    }
+}
+
+/// A full-duplex link between two node ports.
+pub struct Link {
+    /// Unique name.
+    pub name: String,
+    /// The two ends: `ends[0]` is `a`, `ends[1]` is `b`.
+    pub ends: [(NodeId, PortId); 2],
+    /// `dirs[0]` is a → b, `dirs[1]` is b → a.
+    pub dirs: [LinkDir; 2],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::JitterSpec;
+    use netloop_core::DataRate;
+
+    fn chan(spec: DirectionSpec) -> Channel {
+        Channel::new(spec, RngStream::new(1, "test"))
+    }
+
+    #[test]
+    fn tx_time_counts_overhead_and_padding() {
+        let c = chan(DirectionSpec {
+            rate: Some(DataRate::from_mbps(1000)),
+            ..DirectionSpec::default()
+        });
+        // 1514-byte frame + 24 overhead = 1538 bytes = 12304 ns at 1 Gbit/s.
+        assert_eq!(c.tx_time(1514).as_nanos(), 12_304);
+        // A 42-byte ARP frame is padded to 60: 84 bytes = 672 ns.
+        assert_eq!(c.tx_time(42).as_nanos(), 672);
+        assert_eq!(
+            chan(DirectionSpec::default()).tx_time(1514),
+            SimDuration::ZERO
+        );
+    }
+
+    #[test]
+    fn jitter_without_reorder_keeps_order() {
+        let mut c = chan(DirectionSpec {
+            delay: SimDuration::from_millis(10),
+            jitter: Some(JitterSpec {
+                amount: SimDuration::from_millis(5),
+                distribution: JitterDistribution::Uniform,
+                reorder: false,
+            }),
+            ..DirectionSpec::default()
+        });
+        let mut last = SimTime::ZERO;
+        let mut spread = (u64::MAX, 0);
+        for i in 0..10_000u64 {
+            let now = SimTime::from_nanos(i * 100_000);
+            let at = c.arrival(now);
+            assert!(at >= last, "reordered");
+            last = at;
+            let d = (at - now).as_nanos();
+            spread = (spread.0.min(d), spread.1.max(d));
+        }
+        assert!(spread.0 >= 5_000_000 && spread.1 <= 15_000_000 + 100_000 * 100);
+        assert!(
+            spread.1 - spread.0 > 5_000_000,
+            "jitter has no effect: {spread:?}"
+        );
+    }
+
+    #[test]
+    fn gilbert_elliott_with_certain_states_alternates_bursts() {
+        let mut c = chan(DirectionSpec {
+            loss: LossSpec::GilbertElliott {
+                p: 1.0,
+                r: 1.0,
+                loss_good: 0.0,
+                loss_bad: 1.0,
+            },
+            ..DirectionSpec::default()
+        });
+        let pattern: Vec<bool> = (0..6).map(|_| c.lose()).collect();
+        assert_eq!(pattern, [false, true, false, true, false, true]);
+    }
+}

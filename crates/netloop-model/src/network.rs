@@ -1,0 +1,471 @@
+//! The network as a discrete-event model: nodes joined by links, driven by
+//! events from a [`netloop_core::EventQueue`].
+//!
+//! This module owns the life of a frame between nodes: offering it to a link
+//! direction, queueing, serialisation, the channel, arrival, and dispatching it
+//! to the receiving node. Nodes own what happens inside them (see `node`).
+//! Frames enter from outside the model only through [`Network::inject`] at an
+//! external node, and leave only through an external node's outbox — the two
+//! places the real-time I/O layer connects to.
+//!
+//! Partitioning (later): the only event that crosses from one node to another
+//! is [`Event::Arrive`], always at least the link's propagation delay after the
+//! frame's last bit left, so a link between partitions carries its lookahead.
+
+use netloop_core::{EventQueue, Model, SimTime};
+use std::collections::VecDeque;
+
+use crate::host::Host;
+use crate::link::{Link, ETH_HEADER};
+use crate::node::{NodeCtx, PortInfo};
+use crate::router::Router;
+use crate::spec::{Direction, LinkAction, NetworkSpec};
+use crate::stats::{DropReason, Ledger, Origin, Sink};
+use crate::switch::Switch;
+use crate::{Frame, LinkId, NodeId, PortId};
+
+/// An event of the network model.
+#[derive(Debug)]
+pub enum Event {
+    /// The transmitter of a link direction finished serialising its frame.
+    TxDone {
+        /// The link.
+        link: u32,
+        /// 0 = a → b, 1 = b → a.
+        dir: u8,
+        /// The direction's epoch when transmission started.
+        epoch: u32,
+    },
+    /// A frame reaches the far end of a link direction.
+    Arrive {
+        /// The link.
+        link: u32,
+        /// 0 = a → b, 1 = b → a.
+        dir: u8,
+        /// The direction's epoch when the frame left.
+        epoch: u32,
+        /// The frame.
+        frame: Frame,
+    },
+    /// A node's timer.
+    Timer {
+        /// The node.
+        node: u32,
+        /// The node's own token.
+        token: u64,
+    },
+    /// A scheduled change to a link (index into the spec's events).
+    LinkEvent {
+        /// Index into [`NetworkSpec::events`].
+        index: u32,
+    },
+}
+
+/// A node on the graph.
+pub enum Node {
+    /// A simulated host.
+    Host(Box<Host>),
+    /// A router.
+    Router(Box<Router>),
+    /// A learning bridge.
+    Switch(Switch),
+    /// A port to the world outside the model: frames that reach it wait in
+    /// `outbox` for the I/O layer; frames from outside enter with
+    /// [`Network::inject`].
+    External(External),
+}
+
+/// A node whose one port leads out of the model.
+#[derive(Default)]
+pub struct External {
+    /// Frames waiting to be written to the real interface.
+    pub outbox: VecDeque<Frame>,
+}
+
+/// Something that wants to see frames on a link (pcap writers, tracing).
+/// Called when a frame starts transmission (`rx = false`) and when it arrives
+/// at the far end (`rx = true`).
+pub trait Tap: Send {
+    /// One frame; `dir` is 0 for a → b, 1 for b → a.
+    fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]);
+}
+
+/// The network model.
+pub struct Network {
+    pub(crate) spec: NetworkSpec,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) names: Vec<String>,
+    pub(crate) ports: Vec<Vec<PortInfo>>,
+    /// For each node and port: the link and which side of it (0 = a, 1 = b).
+    pub(crate) port_links: Vec<Vec<(LinkId, usize)>>,
+    pub(crate) links: Vec<Link>,
+    pub(crate) ledger: Ledger,
+    taps: Vec<Vec<Box<dyn Tap>>>,
+    out: Vec<(PortId, Frame)>,
+    timers: Vec<(SimTime, u64)>,
+}
+
+impl Network {
+    pub(crate) fn new(
+        spec: NetworkSpec,
+        nodes: Vec<Node>,
+        names: Vec<String>,
+        ports: Vec<Vec<PortInfo>>,
+        port_links: Vec<Vec<(LinkId, usize)>>,
+        links: Vec<Link>,
+    ) -> Self {
+        let taps = (0..links.len()).map(|_| Vec::new()).collect();
+        Network {
+            spec,
+            nodes,
+            names,
+            ports,
+            port_links,
+            links,
+            ledger: Ledger::default(),
+            taps,
+            out: Vec::new(),
+            timers: Vec::new(),
+        }
+    }
+
+    /// The spec this network was built from.
+    pub fn spec(&self) -> &NetworkSpec {
+        &self.spec
+    }
+    /// Node names, indexed by [`NodeId`].
+    pub fn node_names(&self) -> &[String] {
+        &self.names
+    }
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.names.iter().position(|n| n == name)
+    }
+    /// The node with id `id`.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id]
+    }
+    /// The node with id `id`, mutably (e.g. to drain an external outbox).
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id]
+    }
+    /// The ports of node `id`.
+    pub fn ports(&self, id: NodeId) -> &[PortInfo] {
+        &self.ports[id]
+    }
+    /// All links.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+    /// The link called `name`.
+    pub fn link_id(&self, name: &str) -> Option<LinkId> {
+        self.links.iter().position(|l| l.name == name)
+    }
+    /// The conservation ledger.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+    /// Adds a tap on link `link`.
+    pub fn add_tap(&mut self, link: LinkId, tap: Box<dyn Tap>) {
+        self.taps[link].push(tap);
+    }
+
+    /// Hands a frame from the outside world to external node `node`, at the
+    /// queue's current time. Returns `false` (and counts nothing) if `node` is
+    /// not an external node.
+    pub fn inject(&mut self, q: &mut EventQueue<Event>, node: NodeId, frame: Frame) -> bool {
+        if !matches!(self.nodes.get(node), Some(Node::External(_))) {
+            return false;
+        }
+        self.ledger.create(Origin::External);
+        self.offer(q.now(), node, 0, frame, q);
+        true
+    }
+
+    /// Offers `frame` to the link on `port` of `node`.
+    fn offer(
+        &mut self,
+        now: SimTime,
+        node: NodeId,
+        port: PortId,
+        frame: Frame,
+        q: &mut EventQueue<Event>,
+    ) {
+        let (link, side) = self.port_links[node][port];
+        let d = &mut self.links[link].dirs[side];
+        d.stats.offered_packets += 1;
+        let reason = if !d.up {
+            Some(DropReason::LinkDown)
+        } else if frame.len() > d.channel.spec.mtu as usize + ETH_HEADER {
+            Some(DropReason::MtuExceeded)
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            d.stats.drops.add(r);
+            self.ledger.drop_frame(r);
+            return;
+        }
+        if d.in_tx.is_none() && d.queue.is_empty() {
+            self.start_tx(now, link, side, frame, q);
+        } else {
+            match d.queue.enqueue(now, frame) {
+                Ok(()) => d.note_queue(),
+                Err((_, r)) => {
+                    d.stats.drops.add(r);
+                    self.ledger.drop_frame(r);
+                }
+            }
+        }
+    }
+
+    fn start_tx(
+        &mut self,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        frame: Frame,
+        q: &mut EventQueue<Event>,
+    ) {
+        for tap in &mut self.taps[link] {
+            tap.frame(now, side, false, &frame);
+        }
+        let d = &mut self.links[link].dirs[side];
+        d.stats.sent_packets += 1;
+        d.stats.sent_bytes += frame.len() as u64;
+        let t = d.channel.tx_time(frame.len());
+        d.in_tx = Some(frame);
+        q.schedule(
+            now + t,
+            Event::TxDone {
+                link: link as u32,
+                dir: side as u8,
+                epoch: d.epoch,
+            },
+        );
+    }
+
+    fn tx_done(
+        &mut self,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        epoch: u32,
+        q: &mut EventQueue<Event>,
+    ) {
+        let d = &mut self.links[link].dirs[side];
+        if d.epoch != epoch {
+            return; // the link went down meanwhile; the frame was dropped then
+        }
+        let mut frame = d
+            .in_tx
+            .take()
+            .expect("TxDone without a frame in the transmitter");
+        if d.channel.lose() {
+            d.stats.drops.add(DropReason::RandomLoss);
+            self.ledger.drop_frame(DropReason::RandomLoss);
+        } else {
+            if d.channel.corrupt(&mut frame) {
+                d.stats.corrupted += 1;
+            }
+            let at = d.channel.arrival(now);
+            let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
+            if d.channel.duplicate() {
+                d.stats.duplicated += 1;
+                self.ledger.create(Origin::LinkDuplicate);
+                let copy = frame.clone();
+                q.schedule(
+                    at,
+                    Event::Arrive {
+                        link: l,
+                        dir,
+                        epoch,
+                        frame: copy,
+                    },
+                );
+            }
+            q.schedule(
+                at,
+                Event::Arrive {
+                    link: l,
+                    dir,
+                    epoch,
+                    frame,
+                },
+            );
+        }
+        let d = &mut self.links[link].dirs[side];
+        if let Some(next) = d.queue.dequeue(now) {
+            self.start_tx(now, link, side, next, q);
+        }
+    }
+
+    fn arrive(
+        &mut self,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        epoch: u32,
+        frame: Frame,
+        q: &mut EventQueue<Event>,
+    ) {
+        let d = &mut self.links[link].dirs[side];
+        if d.epoch != epoch {
+            d.stats.drops.add(DropReason::LinkDown);
+            self.ledger.drop_frame(DropReason::LinkDown);
+            return;
+        }
+        d.stats.received_packets += 1;
+        d.stats.received_bytes += frame.len() as u64;
+        let (node, port) = d.to;
+        for tap in &mut self.taps[link] {
+            tap.frame(now, side, true, &frame);
+        }
+        self.dispatch(now, node, q, |n, ctx| match n {
+            Node::Host(h) => h.receive(port, frame, ctx),
+            Node::Router(r) => r.receive(port, frame, ctx),
+            Node::Switch(s) => s.receive(port, frame, ctx),
+            Node::External(e) => {
+                ctx.deliver(Sink::External);
+                e.outbox.push_back(frame);
+            }
+        });
+    }
+
+    /// Runs `f` on node `node` with a context, then carries out what it asked
+    /// for (frames to send, timers to set).
+    fn dispatch(
+        &mut self,
+        now: SimTime,
+        node: NodeId,
+        q: &mut EventQueue<Event>,
+        f: impl FnOnce(&mut Node, &mut NodeCtx),
+    ) {
+        let mut out = std::mem::take(&mut self.out);
+        {
+            let mut ctx = NodeCtx {
+                now,
+                out: &mut out,
+                timers: &mut self.timers,
+                ledger: &mut self.ledger,
+            };
+            f(&mut self.nodes[node], &mut ctx);
+        }
+        for (at, token) in self.timers.drain(..) {
+            q.schedule(
+                at,
+                Event::Timer {
+                    node: node as u32,
+                    token,
+                },
+            );
+        }
+        for (port, frame) in out.drain(..) {
+            self.offer(now, node, port, frame, q);
+        }
+        self.out = out;
+    }
+
+    fn link_event(&mut self, now: SimTime, index: usize) {
+        let ev = self.spec.events[index].clone();
+        let Some(link) = self.link_id(&ev.link) else {
+            return; // validated at build time
+        };
+        let sides: &[usize] = match ev.direction {
+            Direction::Both => &[0, 1],
+            Direction::AToB => &[0],
+            Direction::BToA => &[1],
+        };
+        for &side in sides {
+            let d = &mut self.links[link].dirs[side];
+            match &ev.action {
+                LinkAction::Down => {
+                    if !d.up {
+                        continue;
+                    }
+                    d.up = false;
+                    d.epoch = d.epoch.wrapping_add(1);
+                    let mut n = d.queue.clear() as u64;
+                    n += d.in_tx.take().is_some() as u64;
+                    for _ in 0..n {
+                        d.stats.drops.add(DropReason::LinkDown);
+                        self.ledger.drop_frame(DropReason::LinkDown);
+                    }
+                }
+                LinkAction::Up => d.up = true,
+                LinkAction::Set(change) => d.channel.apply(change),
+            }
+        }
+        let _ = now;
+    }
+
+    /// Frames currently inside the model: in link queues and transmitters, on
+    /// wires (pending arrivals in `q`), and held by nodes (forwarding queues,
+    /// frames waiting for ARP, external outboxes).
+    pub fn in_flight(&self, q: &EventQueue<Event>) -> InFlight {
+        let mut f = InFlight::default();
+        for l in &self.links {
+            for d in &l.dirs {
+                f.queued += d.queue.len() as u64;
+                f.transmitting += d.in_tx.is_some() as u64;
+            }
+        }
+        f.on_wire = q
+            .pending()
+            .filter(|(_, e)| matches!(e, Event::Arrive { .. }))
+            .count() as u64;
+        for n in &self.nodes {
+            f.in_nodes += match n {
+                Node::Host(h) => h.in_flight(),
+                Node::Router(r) => r.in_flight(),
+                Node::Switch(_) | Node::External(_) => 0,
+            };
+        }
+        f
+    }
+}
+
+/// Frames inside the model at one moment, by where they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InFlight {
+    /// Waiting in link transmit queues.
+    pub queued: u64,
+    /// Being serialised.
+    pub transmitting: u64,
+    /// Propagating on a wire.
+    pub on_wire: u64,
+    /// Held inside nodes (router forwarding queues, ARP waits).
+    pub in_nodes: u64,
+}
+
+impl InFlight {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.queued + self.transmitting + self.on_wire + self.in_nodes
+    }
+}
+
+impl Model for Network {
+    type Event = Event;
+    fn handle(&mut self, now: SimTime, event: Event, q: &mut EventQueue<Event>) {
+        match event {
+            Event::TxDone { link, dir, epoch } => {
+                self.tx_done(now, link as usize, dir as usize, epoch, q)
+            }
+            Event::Arrive {
+                link,
+                dir,
+                epoch,
+                frame,
+            } => self.arrive(now, link as usize, dir as usize, epoch, frame, q),
+            Event::Timer { node, token } => {
+                self.dispatch(now, node as usize, q, |n, ctx| match n {
+                    Node::Host(h) => h.timer(token, ctx),
+                    Node::Router(r) => r.timer(token, ctx),
+                    Node::Switch(_) | Node::External(_) => {}
+                })
+            }
+            Event::LinkEvent { index } => self.link_event(now, index as usize),
+        }
+    }
+}

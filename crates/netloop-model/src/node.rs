@@ -1,0 +1,101 @@
+//! The interface between the network and its nodes.
+//!
+//! A node sees frames arrive on its ports and timers fire; it answers by
+//! sending frames on ports, setting timers and recording what happened to the
+//! frames in the conservation ledger — all through a [`NodeCtx`], never by
+//! touching links or the event queue itself. That keeps every node type a
+//! self-contained state machine that tests can drive directly.
+//!
+//! Ledger duties of a node: `create` for every frame it brings into existence
+//! (not for frames it forwards), `deliver` for every frame it consumes,
+//! `drop_frame` with a reason for every frame it discards.
+
+use netloop_core::SimTime;
+use smoltcp::wire::EthernetAddress;
+
+use crate::spec::Ipv4Cidr;
+use crate::stats::{DropReason, Ledger, Origin, Sink};
+use crate::{Frame, LinkId, PortId};
+
+/// What a node knows about one of its ports.
+#[derive(Clone, Debug)]
+pub struct PortInfo {
+    /// The port's MAC address.
+    pub mac: EthernetAddress,
+    /// Its IPv4 address, if it has one (switch ports don't).
+    pub addr: Option<Ipv4Cidr>,
+    /// MTU of the attached link (largest IP packet), in bytes.
+    pub mtu: u32,
+    /// The link it is attached to.
+    pub link: LinkId,
+    /// The port's interface name, e.g. `eth0`.
+    pub name: String,
+}
+
+/// A node's window onto the network while it handles one event.
+pub struct NodeCtx<'a> {
+    /// The current simulated time.
+    pub now: SimTime,
+    pub(crate) out: &'a mut Vec<(PortId, Frame)>,
+    pub(crate) timers: &'a mut Vec<(SimTime, u64)>,
+    pub(crate) ledger: &'a mut Ledger,
+}
+
+impl<'a> NodeCtx<'a> {
+    /// A context writing into the given buffers (for tests that drive a node
+    /// directly).
+    pub fn new(
+        now: SimTime,
+        out: &'a mut Vec<(PortId, Frame)>,
+        timers: &'a mut Vec<(SimTime, u64)>,
+        ledger: &'a mut Ledger,
+    ) -> Self {
+        NodeCtx {
+            now,
+            out,
+            timers,
+            ledger,
+        }
+    }
+    /// Sends `frame` out of `port`.
+    #[inline]
+    pub fn send(&mut self, port: PortId, frame: Frame) {
+        self.out.push((port, frame));
+    }
+    /// Asks for [`crate::network`] to call the node's timer handler with
+    /// `token` at `at`. Nodes ignore timers they no longer want.
+    #[inline]
+    pub fn timer(&mut self, at: SimTime, token: u64) {
+        self.timers.push((at.max(self.now), token));
+    }
+    /// Records a frame this node created.
+    #[inline]
+    pub fn create(&mut self, origin: Origin) {
+        self.ledger.create(origin);
+    }
+    /// Records a frame this node consumed.
+    #[inline]
+    pub fn deliver(&mut self, sink: Sink) {
+        self.ledger.deliver(sink);
+    }
+    /// Records a frame this node dropped.
+    #[inline]
+    pub fn drop_frame(&mut self, reason: DropReason) {
+        self.ledger.drop_frame(reason);
+    }
+}
+
+/// A deterministic MAC address for port `port` of node `node`: locally
+/// administered unicast (02:…), unique within a network of up to 2^24 nodes
+/// with up to 2^16 ports each.
+pub fn mac_for(node: usize, port: usize) -> EthernetAddress {
+    let (n, p) = (node as u32, port as u16);
+    EthernetAddress([
+        0x02,
+        (n >> 16) as u8,
+        (n >> 8) as u8,
+        n as u8,
+        (p >> 8) as u8,
+        p as u8,
+    ])
+}
