@@ -295,15 +295,19 @@ main(int argc, char** argv)
 
     // With no queue disc, ns-3's flow control stops the device's tx queue as
     // soon as its 1000-packet DropTail queue is full, and TrafficControlLayer
-    // then discards further packets itself (trace source "Drop") instead of
+    // then discards further packets itself (trace source "TcDrop") instead of
     // handing them to the device; so overflow drops show up here, not in the
     // device queue's own drop counter. The callback costs nothing unless a
     // packet is dropped.
     for (NodeList::Iterator it = NodeList::Begin(); it != NodeList::End(); ++it)
     {
-        (*it)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
-            "Drop",
-            MakeCallback(&CountTcDrop));
+        if (!(*it)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
+                "TcDrop",
+                MakeCallback(&CountTcDrop)))
+        {
+            std::fprintf(stderr, "dumbbell: no TrafficControlLayer trace source \"TcDrop\"\n");
+            return 1;
+        }
     }
 
     // Applications.

@@ -140,7 +140,10 @@ mod tests {
             err(12, 9, "link 'r1-r2'", Some("delay")).to_string(),
             "x.toml:12:9: link 'r1-r2', field 'delay': bad"
         );
-        assert_eq!(err(3, 1, "node 'h1'", None).to_string(), "x.toml:3:1: node 'h1': bad");
+        assert_eq!(
+            err(3, 1, "node 'h1'", None).to_string(),
+            "x.toml:3:1: node 'h1': bad"
+        );
         assert_eq!(err(3, 1, "", None).to_string(), "x.toml:3:1: bad");
         assert_eq!(err(0, 0, "", None).to_string(), "x.toml: bad");
     }

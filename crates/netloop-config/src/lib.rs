@@ -1,1 +1,130 @@
-//! placeholder
+//! netloop's topology files: TOML in, a [`NetworkSpec`] out, and errors that
+//! name the file, line, column, item and field.
+//!
+//! ```no_run
+//! let loaded = netloop_config::load(std::path::Path::new("examples/dumbbell.toml"))
+//!     .unwrap_or_else(|errors| {
+//!         eprintln!("{errors}");
+//!         std::process::exit(1)
+//!     });
+//! println!("{} nodes", loaded.spec.nodes.len());
+//! ```
+//!
+//! The format is described in `docs/topology.md`. A tour of this crate:
+//! - [`load`], [`parse_str`], [`parse_bytes`]: the entry points (`netloop
+//!   check` and `netloop run` call [`load`]).
+//! - `sections`: the schema — one module per top-level table (`[run]`,
+//!   `[[node]]`, `[[link]]`, …), the layering of link parameters, and the
+//!   checks between items (unknown nodes, duplicate names, address
+//!   conflicts).
+//! - `reader` and `value`: reading one table's fields and one value's
+//!   quantity, with messages that quote the value and say what was expected.
+//!   Quantities (`"10ms"`, `"1Gbps"`) are parsed by `netloop_core::units`.
+//! - [`ConfigError`], [`ConfigErrors`]: what went wrong, every instance of it,
+//!   sorted by line.
+//! - [`SourceMap`]: where each item and field of the spec was written, so
+//!   that errors found later by `netloop_model::Network::build` (which knows
+//!   items only by index) still point at a line: [`SourceMap::located`].
+//!
+//! What this crate does *not* own: the spec types (`netloop_model::spec`,
+//! the one contract between front ends and the model), automatic address
+//! and route assignment, and checks that need them (the model's
+//! `Network::build`).
+//!
+//! How it reads a file: the TOML parser's spanned document
+//! ([`toml::de::DeTable`], whose values are [`toml::Spanned`]) is walked by
+//! hand rather than deserialized with serde derive. serde stops at the first
+//! error and knows nothing of "did you mean", cross references or layered
+//! defaults; walking the tree lets one pass report every problem with its
+//! position.
+
+mod error;
+mod reader;
+mod sections;
+mod source;
+mod suggest;
+mod value;
+
+use std::path::Path;
+
+pub use error::{ConfigError, ConfigErrors};
+use netloop_model::NetworkSpec;
+pub use source::{ItemLocations, Location, SourceMap};
+
+use reader::Diag;
+
+/// A loaded topology: the spec, and where each of its parts was written.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The network described by the file.
+    pub spec: NetworkSpec,
+    /// Positions of its items and fields, for errors found later.
+    pub sources: SourceMap,
+}
+
+/// Reads and checks the topology file at `path`. Errors name the file as
+/// `path` displays.
+pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
+    let file = path.display().to_string();
+    match std::fs::read(path) {
+        Ok(bytes) => parse_bytes(&bytes, &file),
+        Err(e) => Err(ConfigError {
+            file,
+            line: 0,
+            column: 0,
+            item: String::new(),
+            field: None,
+            message: format!("cannot read the file: {e}"),
+        }
+        .into()),
+    }
+}
+
+/// Checks topology text as if it were the file `file_name`.
+pub fn parse_str(text: &str, file_name: &str) -> Result<Loaded, ConfigErrors> {
+    let mut d = Diag::new(file_name, text);
+    let (doc, syntax) = toml::de::DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        // Only syntax errors are reported when there are any: the parser's
+        // recovery guesses at what was meant, and checking its guesses would
+        // add errors about things the user never wrote.
+        for e in syntax {
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().replace('\n', "; ");
+            d.error(&span, "", None, format!("invalid TOML: {message}"));
+        }
+        return Err(ConfigErrors::new(d.errors));
+    }
+    let mut loader = sections::Loader::new(&mut d);
+    loader.read(doc.get_ref());
+    let (spec, sources) = (loader.spec, loader.map);
+    if d.errors.is_empty() {
+        Ok(Loaded { spec, sources })
+    } else {
+        Err(ConfigErrors::new(d.errors))
+    }
+}
+
+/// Checks topology bytes as if they were the file `file_name`; text that is
+/// not UTF-8 is an error at the first bad byte (TOML files are UTF-8).
+pub fn parse_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, ConfigErrors> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_str(text, file_name),
+        Err(e) => {
+            let good = &bytes[..e.valid_up_to()];
+            // The prefix is valid UTF-8 by definition; lossy conversion is
+            // only there so that this can't panic.
+            let good = String::from_utf8_lossy(good);
+            let at = source::LineIndex::new(&good).locate(good.len());
+            Err(ConfigError {
+                file: file_name.to_string(),
+                line: at.line,
+                column: at.column,
+                item: String::new(),
+                field: None,
+                message: "the file is not valid UTF-8 text (TOML files must be UTF-8)".to_string(),
+            }
+            .into())
+        }
+    }
+}

@@ -38,7 +38,13 @@ impl<'s> Diag<'s> {
     }
 
     /// Records an error at the start of `span`.
-    pub(crate) fn error(&mut self, span: &Range<usize>, item: &str, field: Option<&str>, message: impl Into<String>) {
+    pub(crate) fn error(
+        &mut self,
+        span: &Range<usize>,
+        item: &str,
+        field: Option<&str>,
+        message: impl Into<String>,
+    ) {
         let at = self.locate(span);
         self.errors.push(ConfigError {
             file: self.file.clone(),
@@ -103,13 +109,23 @@ impl<'a, 'i> Table<'a, 'i> {
 
     /// The keys present, with their spans, in file order.
     pub(crate) fn keys(&self) -> Vec<(&'a str, Range<usize>)> {
-        let mut keys: Vec<_> = self.table.iter().map(|(k, _)| (k.get_ref().as_ref(), k.span())).collect();
+        let mut keys: Vec<_> = self
+            .table
+            .iter()
+            .map(|(k, _)| (k.get_ref().as_ref(), k.span()))
+            .collect();
         keys.sort_by_key(|(_, span)| span.start);
         keys
     }
 
     /// Records an error about field `key` at `span`.
-    pub(crate) fn error_at(&mut self, d: &mut Diag<'_>, span: &Range<usize>, key: Option<&str>, message: impl Into<String>) {
+    pub(crate) fn error_at(
+        &mut self,
+        d: &mut Diag<'_>,
+        span: &Range<usize>,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) {
         self.failed = true;
         let field = key.map(|k| self.path(k));
         d.error(span, &self.what, field.as_deref(), message);
@@ -117,7 +133,10 @@ impl<'a, 'i> Table<'a, 'i> {
 
     /// Records an error about field `key`, at its value.
     pub(crate) fn error(&mut self, d: &mut Diag<'_>, key: &str, message: impl Into<String>) {
-        let span = self.get(key).map(|v| v.span()).unwrap_or_else(|| self.span.clone());
+        let span = self
+            .get(key)
+            .map(|v| v.span())
+            .unwrap_or_else(|| self.span.clone());
         self.error_at(d, &span, Some(key), message);
     }
 
@@ -129,7 +148,12 @@ impl<'a, 'i> Table<'a, 'i> {
 
     /// Reads optional field `key` with `read`. `None` if absent or invalid
     /// (the error is recorded).
-    pub(crate) fn opt<T>(&mut self, d: &mut Diag<'_>, key: &str, read: impl FnOnce(&Value<'i>) -> Read<T>) -> Option<T> {
+    pub(crate) fn opt<T>(
+        &mut self,
+        d: &mut Diag<'_>,
+        key: &str,
+        read: impl FnOnce(&Value<'i>) -> Read<T>,
+    ) -> Option<T> {
         let v = self.get(key)?;
         match read(v) {
             Ok(x) => Some(x),
@@ -142,7 +166,13 @@ impl<'a, 'i> Table<'a, 'i> {
 
     /// Reads required field `key`; if it is missing, says so at the item's
     /// header, with `hint` on what to write.
-    pub(crate) fn req<T>(&mut self, d: &mut Diag<'_>, key: &str, hint: &str, read: impl FnOnce(&Value<'i>) -> Read<T>) -> Option<T> {
+    pub(crate) fn req<T>(
+        &mut self,
+        d: &mut Diag<'_>,
+        key: &str,
+        hint: &str,
+        read: impl FnOnce(&Value<'i>) -> Read<T>,
+    ) -> Option<T> {
         if !self.has(key) {
             let message = format!("missing required field '{}' ({hint})", self.path(key));
             self.error_item(d, message);
@@ -154,15 +184,27 @@ impl<'a, 'i> Table<'a, 'i> {
     /// Reports every key that is not in `known` (with the closest known
     /// name), and every known key for which `misplaced` returns a reason it
     /// doesn't belong here (a router key on a host, `rate` on a ping).
-    pub(crate) fn check_keys(&mut self, d: &mut Diag<'_>, known: &[&str], misplaced: impl Fn(&str) -> Option<String>) {
+    pub(crate) fn check_keys(
+        &mut self,
+        d: &mut Diag<'_>,
+        known: &[&str],
+        misplaced: impl Fn(&str) -> Option<String>,
+    ) {
         for (key, span) in self.keys() {
             if !known.contains(&key) {
-                let message = format!(
-                    "unknown field '{}'{}; known fields are: {}",
-                    crate::value::quote(key),
-                    did_you_mean(key, known.iter().copied()),
-                    known.join(", ")
-                );
+                // A suggestion is enough when there is one; otherwise list
+                // what is allowed here.
+                let hint = did_you_mean(key, known.iter().copied());
+                let hint = if hint.is_empty() {
+                    format!("; known fields are: {}", known.join(", "))
+                } else {
+                    hint
+                };
+                let within = match self.prefix.strip_suffix('.') {
+                    Some(table) => format!(" in '{table}'"),
+                    None => String::new(),
+                };
+                let message = format!("unknown field '{}'{within}{hint}", crate::value::quote(key));
                 self.error_at(d, &span, None, message);
             } else if let Some(reason) = misplaced(key) {
                 self.error_at(d, &span, Some(key), reason);
@@ -172,12 +214,20 @@ impl<'a, 'i> Table<'a, 'i> {
 
     /// A sub-table in field `key` (`[link.a_to_b]` or an inline table), or
     /// an error if `key` holds something else.
-    pub(crate) fn sub_table(&mut self, d: &mut Diag<'_>, key: &str, example: &str) -> Option<Table<'a, 'i>> {
+    pub(crate) fn sub_table(
+        &mut self,
+        d: &mut Diag<'_>,
+        key: &str,
+        example: &str,
+    ) -> Option<Table<'a, 'i>> {
         let v = self.get(key)?;
         match v.get_ref() {
             DeValue::Table(t) => Some(self.child(key, t, v.span())),
             other => {
-                let message = format!("expected a table like {example}, found {}", crate::value::describe(other));
+                let message = format!(
+                    "expected a table like {example}, found {}",
+                    crate::value::describe(other)
+                );
                 self.error_at(d, &v.span(), Some(key), message);
                 None
             }
@@ -187,7 +237,11 @@ impl<'a, 'i> Table<'a, 'i> {
 
 /// Records where an item and each of its fields are, recursing into
 /// sub-tables so that `a_to_b.rate` and `queue.packets` have positions too.
-pub(crate) fn record_locations(d: &Diag<'_>, span: &Range<usize>, table: &DeTable<'_>) -> ItemLocations {
+pub(crate) fn record_locations(
+    d: &Diag<'_>,
+    span: &Range<usize>,
+    table: &DeTable<'_>,
+) -> ItemLocations {
     let mut fields = BTreeMap::new();
     record_fields(d, "", table, &mut fields);
     ItemLocations {
@@ -196,7 +250,12 @@ pub(crate) fn record_locations(d: &Diag<'_>, span: &Range<usize>, table: &DeTabl
     }
 }
 
-fn record_fields(d: &Diag<'_>, prefix: &str, table: &DeTable<'_>, out: &mut BTreeMap<String, Location>) {
+fn record_fields(
+    d: &Diag<'_>,
+    prefix: &str,
+    table: &DeTable<'_>,
+    out: &mut BTreeMap<String, Location>,
+) {
     for (k, v) in table.iter() {
         let path = format!("{prefix}{}", k.get_ref());
         out.insert(path.clone(), d.locate(&v.span()));

@@ -197,11 +197,26 @@ mod tests {
             ..Default::default()
         };
         let mut link = ItemLocations {
-            at: Location { line: 10, column: 1 },
+            at: Location {
+                line: 10,
+                column: 1,
+            },
             ..Default::default()
         };
-        link.fields.insert("delay".into(), Location { line: 12, column: 9 });
-        link.fields.insert("addresses".into(), Location { line: 11, column: 13 });
+        link.fields.insert(
+            "delay".into(),
+            Location {
+                line: 12,
+                column: 9,
+            },
+        );
+        link.fields.insert(
+            "addresses".into(),
+            Location {
+                line: 11,
+                column: 13,
+            },
+        );
         map.links.push(link);
         let err = |field, item| BuildError {
             item,
@@ -211,7 +226,10 @@ mod tests {
         };
         let e = map.located(&err(Some("a_to_b.delay"), ItemRef::Link(0)));
         assert_eq!((e.line, e.column), (12, 9));
-        assert_eq!(e.to_string(), "t.toml:12:9: link 'r1-r2', field 'a_to_b.delay': bad");
+        assert_eq!(
+            e.to_string(),
+            "t.toml:12:9: link 'r1-r2', field 'a_to_b.delay': bad"
+        );
         let e = map.located(&err(Some("address"), ItemRef::Link(0)));
         assert_eq!((e.line, e.column), (11, 13));
         let e = map.located(&err(Some("mtu"), ItemRef::Link(0)));

@@ -7,12 +7,21 @@
 
 /// The candidate closest to `word`, if it is close enough to be a plausible
 /// typo: at most one edit for short words, up to three for long ones.
-pub(crate) fn closest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+pub(crate) fn closest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
     // Comparisons are case-insensitive so that `Router` finds `router`, and
     // '-' and '_' count as the same so that `a-to-b` finds `a_to_b`.
     let norm = |s: &str| -> Vec<char> {
         s.chars()
-            .map(|c| if c == '-' { '_' } else { c.to_ascii_lowercase() })
+            .map(|c| {
+                if c == '-' {
+                    '_'
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            })
             .collect()
     };
     let w = norm(word);
@@ -32,7 +41,10 @@ pub(crate) fn closest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c s
 }
 
 /// `"; did you mean 'x'?"` or nothing.
-pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> String {
+pub(crate) fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> String {
     closest(word, candidates)
         .map(|c| format!("; did you mean '{c}'?"))
         .unwrap_or_default()
@@ -67,7 +79,10 @@ mod tests {
     use super::*;
 
     fn d(a: &str, b: &str) -> usize {
-        distance(&a.chars().collect::<Vec<_>>(), &b.chars().collect::<Vec<_>>())
+        distance(
+            &a.chars().collect::<Vec<_>>(),
+            &b.chars().collect::<Vec<_>>(),
+        )
     }
 
     #[test]

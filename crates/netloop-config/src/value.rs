@@ -105,7 +105,9 @@ pub(crate) fn integer_in(v: &Value<'_>, lo: i128, hi: i128, what: &str) -> Read<
         None => return expected("an integer", v.get_ref()),
     };
     if n < lo || n > hi {
-        return Err(format!("{n} is out of range: expected {what} in {lo}..={hi}"));
+        return Err(format!(
+            "{n} is out of range: expected {what} from {lo} to {hi}"
+        ));
     }
     Ok(n)
 }
@@ -183,8 +185,12 @@ pub(crate) fn packet_rate_or_unlimited(v: &Value<'_>) -> Read<Option<PacketRate>
     match v.get_ref() {
         DeValue::String(s) => PacketRate::parse(s).map(Some).map_err(|e| e.to_string()),
         other => match integer_of(other) {
-            Some(Ok(n)) if n > 0 && n <= u64::MAX as i128 => Ok(Some(PacketRate::from_pps(n as u64))),
-            Some(Ok(n)) => Err(format!("{n} is not a packet rate: expected a positive number of packets per second")),
+            Some(Ok(n)) if n > 0 && n <= u64::MAX as i128 => {
+                Ok(Some(PacketRate::from_pps(n as u64)))
+            }
+            Some(Ok(n)) => Err(format!(
+                "{n} is not a packet rate: expected a positive number of packets per second"
+            )),
             Some(Err(e)) => Err(e),
             None => expected("a packet rate like '50000pps' or 'unlimited'", other),
         },
@@ -197,7 +203,9 @@ pub(crate) fn size(v: &Value<'_>) -> Read<Bytes> {
         DeValue::String(s) => Bytes::parse(s).map_err(|e| e.to_string()),
         other => match integer_of(other) {
             Some(Ok(n)) if n >= 0 && n <= u64::MAX as i128 => Ok(Bytes::new(n as u64)),
-            Some(Ok(n)) => Err(format!("{n} is not a size: expected a number of bytes, 0 or more")),
+            Some(Ok(n)) => Err(format!(
+                "{n} is not a size: expected a number of bytes, 0 or more"
+            )),
             Some(Err(e)) => Err(e),
             None => expected("a size like '1500B' or '64kB'", other),
         },
@@ -230,7 +238,12 @@ pub(crate) fn probability(v: &Value<'_>) -> Read<f64> {
             .parse()
             .ok()
             .filter(|p: &f64| p.is_finite())
-            .ok_or_else(|| format!("'{}' is not a percentage: expected a number before '%', e.g. '1%' or '0.5%'", quote(text)))?;
+            .ok_or_else(|| {
+                format!(
+                    "'{}' is not a percentage: expected a number before '%', e.g. '1%' or '0.5%'",
+                    quote(text)
+                )
+            })?;
         if !(0.0..=100.0).contains(&pct) {
             return Err(format!("'{}' is outside 0%..100%", quote(text)));
         }
@@ -247,7 +260,9 @@ pub(crate) fn probability(v: &Value<'_>) -> Read<f64> {
         } else {
             String::new()
         };
-        return Err(format!("{p} is not a probability: expected a number in [0, 1]{hint}"));
+        return Err(format!(
+            "{p} is not a probability: expected a number in [0, 1]{hint}"
+        ));
     }
     Ok(p)
 }
@@ -256,7 +271,9 @@ pub(crate) fn probability(v: &Value<'_>) -> Read<f64> {
 /// interface address).
 pub(crate) fn cidr(v: &Value<'_>) -> Read<Ipv4Cidr> {
     match v.get_ref() {
-        DeValue::String(s) => Ipv4Cidr::parse(s).map_err(|e| format!("{e} (expected e.g. '198.18.0.1/24')")),
+        DeValue::String(s) => {
+            Ipv4Cidr::parse(s).map_err(|e| format!("{e} (expected e.g. '198.18.0.1/24')"))
+        }
         other => expected("an IPv4 prefix string like '198.18.0.0/24'", other),
     }
 }
@@ -286,9 +303,12 @@ pub(crate) fn ipv4(v: &Value<'_>) -> Read<Ipv4Addr> {
                     quote(s)
                 ));
             }
-            s.trim()
-                .parse()
-                .map_err(|_| format!("'{}' is not an IPv4 address (expected e.g. '198.18.0.2')", quote(s)))
+            s.trim().parse().map_err(|_| {
+                format!(
+                    "'{}' is not an IPv4 address (expected e.g. '198.18.0.2')",
+                    quote(s)
+                )
+            })
         }
         other => expected("an IPv4 address string like '198.18.0.2'", other),
     }
@@ -326,21 +346,35 @@ mod tests {
         assert_eq!(probability(&val("1")), Ok(1.0));
         assert_eq!(probability(&val("'1%'")), Ok(0.01));
         assert_eq!(probability(&val("'0.5 %'")), Ok(0.005));
-        assert!(probability(&val("1.5")).unwrap_err().contains("not a probability"));
+        assert!(probability(&val("1.5"))
+            .unwrap_err()
+            .contains("not a probability"));
         assert!(probability(&val("5")).unwrap_err().contains("write '5%'"));
         assert!(probability(&val("nan")).is_err());
         assert!(probability(&val("-0.1")).is_err());
-        assert!(probability(&val("'150%'")).unwrap_err().contains("outside 0%..100%"));
-        assert!(probability(&val("'x%'")).unwrap_err().contains("not a percentage"));
-        assert!(probability(&val("'0.5'")).unwrap_err().contains("found string '0.5'"));
+        assert!(probability(&val("'150%'"))
+            .unwrap_err()
+            .contains("outside 0%..100%"));
+        assert!(probability(&val("'x%'"))
+            .unwrap_err()
+            .contains("not a percentage"));
+        assert!(probability(&val("'0.5'"))
+            .unwrap_err()
+            .contains("found string '0.5'"));
     }
 
     #[test]
     fn rates_sizes_and_integers() {
         assert_eq!(rate_or_unlimited(&val("'unlimited'")), Ok(None));
-        assert_eq!(rate_or_unlimited(&val("'1Gbps'")), Ok(Some(DataRate::from_mbps(1000))));
+        assert_eq!(
+            rate_or_unlimited(&val("'1Gbps'")),
+            Ok(Some(DataRate::from_mbps(1000)))
+        );
         assert!(rate(&val("'unlimited'")).is_err());
-        assert_eq!(packet_rate_or_unlimited(&val("50000")), Ok(Some(PacketRate::from_pps(50_000))));
+        assert_eq!(
+            packet_rate_or_unlimited(&val("50000")),
+            Ok(Some(PacketRate::from_pps(50_000)))
+        );
         assert!(packet_rate_or_unlimited(&val("0")).is_err());
         assert_eq!(size(&val("1500")), Ok(Bytes::new(1500)));
         assert_eq!(size(&val("'64kB'")), Ok(Bytes::new(64_000)));
@@ -350,18 +384,29 @@ mod tests {
         assert_eq!(u32_in(&val("1_000"), 0, 10_000, "n"), Ok(1000));
         assert_eq!(
             u32_in(&val("9"), 68, 65535, "an MTU").unwrap_err(),
-            "9 is out of range: expected an MTU in 68..=65535"
+            "9 is out of range: expected an MTU from 68 to 65535"
         );
-        assert!(u32_in(&val("'9'"), 0, 1, "n").unwrap_err().contains("found string '9'"));
+        assert!(u32_in(&val("'9'"), 0, 1, "n")
+            .unwrap_err()
+            .contains("found string '9'"));
     }
 
     #[test]
     fn addresses() {
-        assert_eq!(cidr(&val("'198.18.0.1/24'")).unwrap().to_string(), "198.18.0.1/24");
-        assert!(cidr(&val("'198.18.0.1'")).unwrap_err().contains("missing '/length'"));
-        assert!(network(&val("'198.18.0.1/24'")).unwrap_err().contains("'198.18.0.0/24'"));
+        assert_eq!(
+            cidr(&val("'198.18.0.1/24'")).unwrap().to_string(),
+            "198.18.0.1/24"
+        );
+        assert!(cidr(&val("'198.18.0.1'"))
+            .unwrap_err()
+            .contains("missing '/length'"));
+        assert!(network(&val("'198.18.0.1/24'"))
+            .unwrap_err()
+            .contains("'198.18.0.0/24'"));
         assert_eq!(ipv4(&val("'198.18.0.2'")), Ok(Ipv4Addr::new(198, 18, 0, 2)));
-        assert!(ipv4(&val("'198.18.0.2/24'")).unwrap_err().contains("without '/length'"));
+        assert!(ipv4(&val("'198.18.0.2/24'"))
+            .unwrap_err()
+            .contains("without '/length'"));
         assert!(ipv4(&val("'198.18.0.256'")).is_err());
     }
 

@@ -1,1 +1,441 @@
-//! Results. (Scaffolding.)
+//! The results of a run: a versioned, documented schema (see
+//! `docs/results-schema.md`), serialised as JSON by the front ends.
+//!
+//! Everything here is derived from the model's state at the end of a run, in
+//! a fixed order (spec order for links, flows and nodes; fixed key order in
+//! maps), so that the same topology and seed give byte-identical JSON. The
+//! only non-deterministic values — wall-clock time and the rates derived from
+//! it — live in the separate `wall` object.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+use crate::apps::{App, Hop, Samples};
+use crate::build::Simulation;
+use crate::network::{InFlight, Node};
+use crate::stats::{DirStats, DropCounts, Origin, Sink};
+
+/// Name of the schema.
+pub const SCHEMA: &str = "netloop-results";
+/// Version of the schema; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A whole run's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// What ran.
+    pub meta: Meta,
+    /// Wall-clock measurements (not deterministic).
+    pub wall: Option<Wall>,
+    /// Per link, per direction.
+    pub links: Vec<LinkResult>,
+    /// Per flow.
+    pub flows: Vec<FlowResult>,
+    /// Per node.
+    pub nodes: Vec<NodeResult>,
+    /// Packet conservation.
+    pub conservation: Conservation,
+}
+
+/// Run metadata.
+#[derive(Clone, Debug, Serialize)]
+pub struct Meta {
+    /// netloop's version.
+    pub netloop_version: String,
+    /// The topology file, if the run came from one.
+    pub topology: Option<String>,
+    /// The seed.
+    pub seed: u64,
+    /// `afap` (as fast as possible) or `realtime`.
+    pub mode: String,
+    /// Configured duration, ns.
+    pub duration_ns: u64,
+    /// Simulated time reached, ns (less than the duration if stopped early).
+    pub sim_time_reached_ns: u64,
+    /// Events processed.
+    pub events_processed: u64,
+}
+
+/// Wall-clock measurements of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Wall {
+    /// Wall-clock seconds the run took.
+    pub seconds: f64,
+    /// Simulated seconds per wall-clock second.
+    pub sim_per_wall: f64,
+    /// Events per wall-clock second.
+    pub events_per_second: f64,
+}
+
+/// One direction of a link.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirResult {
+    /// Line rate at the end of the run in bit/s (`null` = unlimited).
+    pub rate_bps: Option<u64>,
+    /// Propagation delay at the end of the run, ns.
+    pub delay_ns: u64,
+    /// Whether the direction was up at the end.
+    pub up: bool,
+    /// Counters.
+    #[serde(flatten)]
+    pub stats: DirStats,
+}
+
+/// A link.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkResult {
+    /// Name.
+    pub name: String,
+    /// `node:interface` of end a.
+    pub a: String,
+    /// `node:interface` of end b.
+    pub b: String,
+    /// Direction a → b.
+    pub a_to_b: DirResult,
+    /// Direction b → a.
+    pub b_to_a: DirResult,
+}
+
+/// Summary of a distribution of nanosecond values.
+#[derive(Clone, Debug, Serialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Smallest.
+    pub min: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// Summarises `s`, or `None` if it is empty. Count, min, max, mean and
+    /// standard deviation are exact; percentiles are within ±0.1 %.
+    pub fn of(s: &Samples) -> Option<Self> {
+        if s.count == 0 {
+            return None;
+        }
+        let h = &s.hist;
+        Some(Percentiles {
+            count: s.count,
+            min: s.min,
+            mean: (s.mean() * 1000.0).round() / 1000.0,
+            stdev: (s.stdev() * 1000.0).round() / 1000.0,
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: s.max,
+        })
+    }
+}
+
+/// TCP-specific results.
+#[derive(Clone, Debug, Serialize)]
+pub struct TcpResult {
+    /// Payload bytes the client wrote.
+    pub bytes_sent: u64,
+    /// Payload bytes that reached the receiving application.
+    pub bytes_received: u64,
+    /// Goodput in bit/s: payload received over the time from connection
+    /// start to completion (or to the last byte received).
+    pub goodput_bps: f64,
+    /// When a sized transfer completed, ns (`null` if it didn't).
+    pub completed_ns: Option<u64>,
+    /// Completed request/response transactions.
+    pub transactions: u64,
+}
+
+/// One flow.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowResult {
+    /// Name.
+    pub name: String,
+    /// Traffic kind.
+    pub kind: &'static str,
+    /// Sending host.
+    pub from: String,
+    /// Receiving host.
+    pub to: String,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// Stop, ns.
+    pub stop_ns: u64,
+    /// Packets (datagrams, echo requests, probes) sent; `null` for TCP.
+    pub sent_packets: Option<u64>,
+    /// Packets received (unique); `null` for TCP.
+    pub received_packets: Option<u64>,
+    /// Payload bytes received by the application.
+    pub received_bytes: u64,
+    /// Received payload bits per second, from the flow's start to the last
+    /// arrival (so a queue that drains after the source stopped counts).
+    pub throughput_bps: f64,
+    /// Fraction of packets sent that were not received (packets still in
+    /// flight at the end count as not received); `null` for TCP.
+    pub loss: Option<f64>,
+    /// One-way delay (UDP), round-trip time (ping) or transaction latency
+    /// (tcp-rr), ns.
+    pub delay_ns: Option<Percentiles>,
+    /// RFC 3550 interarrival jitter at the end, ns (UDP only).
+    pub jitter_ns: Option<f64>,
+    /// Packets that arrived after a later one (UDP only).
+    pub reordered: Option<u64>,
+    /// Duplicate packets (UDP only).
+    pub duplicates: Option<u64>,
+    /// TCP results.
+    pub tcp: Option<TcpResult>,
+    /// Traceroute hops.
+    pub hops: Option<Vec<Hop>>,
+}
+
+/// One node.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeResult {
+    /// Name.
+    pub name: String,
+    /// `host`, `router`, `switch` or `external`.
+    pub kind: &'static str,
+    /// Interfaces: name, MAC and address.
+    pub interfaces: Vec<Interface>,
+    /// Node-type counters.
+    pub stats: serde_json::Value,
+}
+
+/// An interface of a node.
+#[derive(Clone, Debug, Serialize)]
+pub struct Interface {
+    /// Interface name.
+    pub name: String,
+    /// MAC address.
+    pub mac: String,
+    /// IPv4 address with prefix, if any.
+    pub address: Option<String>,
+    /// The link it is attached to.
+    pub link: String,
+}
+
+/// The packet-conservation block.
+#[derive(Clone, Debug, Serialize)]
+pub struct Conservation {
+    /// Frames created, by origin.
+    pub created: BTreeMap<Origin, u64>,
+    /// Total created.
+    pub created_total: u64,
+    /// Frames delivered, by sink.
+    pub delivered: BTreeMap<Sink, u64>,
+    /// Total delivered.
+    pub delivered_total: u64,
+    /// Frames dropped, by reason.
+    pub dropped: DropCounts,
+    /// Total dropped.
+    pub dropped_total: u64,
+    /// Frames inside the model at the end, by place.
+    pub in_flight: InFlight,
+    /// Total in flight.
+    pub in_flight_total: u64,
+    /// created − delivered − dropped − in flight. Must be 0.
+    pub unaccounted: i64,
+}
+
+fn rate(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        (bytes as f64 * 8.0 * 1e9 / ns as f64 * 1000.0).round() / 1000.0
+    }
+}
+
+impl Simulation {
+    /// The packet-conservation block as of now.
+    pub fn conservation(&self) -> Conservation {
+        let l = self.net.ledger();
+        let in_flight = self.net.in_flight(&self.queue);
+        let (c, d, x, f) = (l.created_total(), l.delivered_total(), l.dropped.total(), in_flight.total());
+        Conservation {
+            created: l.created.clone(),
+            created_total: c,
+            delivered: l.delivered.clone(),
+            delivered_total: d,
+            dropped: l.dropped.clone(),
+            dropped_total: x,
+            in_flight,
+            in_flight_total: f,
+            unaccounted: c as i64 - d as i64 - x as i64 - f as i64,
+        }
+    }
+
+    /// The results as of now. `wall` is the wall-clock time the run took (if
+    /// measured); `topology` names the file it came from.
+    pub fn results(&self, mode: &str, wall_seconds: Option<f64>, topology: Option<String>) -> Results {
+        let net = &self.net;
+        let spec = net.spec();
+        let now = self.queue.now();
+        let names = net.node_names();
+        let end_ns = now.as_nanos();
+        let meta = Meta {
+            netloop_version: env!("CARGO_PKG_VERSION").to_string(),
+            topology,
+            seed: spec.run.seed,
+            mode: mode.to_string(),
+            duration_ns: spec.run.duration.as_nanos(),
+            sim_time_reached_ns: end_ns,
+            events_processed: self.queue.events_processed(),
+        };
+        let wall = wall_seconds.map(|s| Wall {
+            seconds: s,
+            sim_per_wall: if s > 0.0 { now.as_secs_f64() / s } else { 0.0 },
+            events_per_second: if s > 0.0 { self.queue.events_processed() as f64 / s } else { 0.0 },
+        });
+        let end_name = |(n, p): (usize, usize)| format!("{}:{}", names[n], net.ports(n)[p].name);
+        let links = net
+            .links()
+            .iter()
+            .map(|l| {
+                let dir = |i: usize| {
+                    let d = &l.dirs[i];
+                    DirResult {
+                        rate_bps: d.channel.spec.rate.map(|r| r.bps()),
+                        delay_ns: d.channel.spec.delay.as_nanos(),
+                        up: d.up,
+                        stats: d.stats.clone(),
+                    }
+                };
+                LinkResult { name: l.name.clone(), a: end_name(l.ends[0]), b: end_name(l.ends[1]), a_to_b: dir(0), b_to_a: dir(1) }
+            })
+            .collect();
+        let app = |n: usize, i: usize| -> Option<&App> {
+            match net.node(n) {
+                Node::Host(h) => h.apps().get(i),
+                _ => None,
+            }
+        };
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| {
+                let active_ns = f.stop.min(now).as_nanos().saturating_sub(f.start.as_nanos());
+                let mut r = FlowResult {
+                    name: f.name.clone(),
+                    kind: f.kind,
+                    from: names[f.from].clone(),
+                    to: names[f.to].clone(),
+                    start_ns: f.start.as_nanos(),
+                    stop_ns: f.stop.as_nanos(),
+                    sent_packets: None,
+                    received_packets: None,
+                    received_bytes: 0,
+                    throughput_bps: 0.0,
+                    loss: None,
+                    delay_ns: None,
+                    jitter_ns: None,
+                    reordered: None,
+                    duplicates: None,
+                    tcp: None,
+                    hops: None,
+                };
+                let loss = |sent: u64, got: u64| if sent == 0 { 0.0 } else { (sent.saturating_sub(got)) as f64 / sent as f64 };
+                match (app(f.from, f.src_app), f.dst_app.and_then(|d| app(f.to, d))) {
+                    (Some(App::UdpSource(s)), Some(App::UdpSink(k))) => {
+                        let st = &k.stats;
+                        r.sent_packets = Some(s.sent);
+                        r.received_packets = Some(st.received);
+                        r.received_bytes = st.bytes;
+                        let span = st.last_rx.map_or(active_ns, |t| t.as_nanos().saturating_sub(f.start.as_nanos()));
+                        r.throughput_bps = rate(st.bytes, span);
+                        r.loss = Some(loss(s.sent, st.received));
+                        r.delay_ns = Percentiles::of(&st.delay);
+                        r.jitter_ns = Some((st.jitter_ns * 1000.0).round() / 1000.0);
+                        r.reordered = Some(st.reordered);
+                        r.duplicates = Some(st.duplicates);
+                    }
+                    (Some(App::Ping(p)), _) => {
+                        r.sent_packets = Some(p.sent);
+                        r.received_packets = Some(p.received);
+                        r.received_bytes = p.received * p.size as u64;
+                        r.loss = Some(loss(p.sent, p.received));
+                        r.delay_ns = Percentiles::of(&p.rtt);
+                    }
+                    (Some(App::Traceroute(t)), _) => {
+                        r.sent_packets = Some(t.ttl as u64);
+                        r.received_packets = Some(t.hops.iter().filter(|h| h.address.is_some()).count() as u64);
+                        r.hops = Some(t.hops.clone());
+                    }
+                    (Some(App::TcpClient(c)), Some(App::TcpServer(s))) => {
+                        let bulk = matches!(c.mode, crate::apps::TcpMode::Bulk { .. });
+                        let (received, first, last) = if bulk {
+                            (s.stats.bytes_received, c.stats.started, s.stats.completed.or(s.stats.last_rx))
+                        } else {
+                            (c.stats.bytes_received, c.stats.started, c.stats.last_rx)
+                        };
+                        let span = match (first, last) {
+                            (Some(a), Some(b)) if b > a => (b - a).as_nanos(),
+                            _ => 0,
+                        };
+                        r.received_bytes = received;
+                        r.throughput_bps = rate(received, active_ns);
+                        r.delay_ns = if bulk { None } else { Percentiles::of(&c.stats.latency) };
+                        r.tcp = Some(TcpResult {
+                            bytes_sent: c.stats.bytes_sent,
+                            bytes_received: received,
+                            goodput_bps: rate(received, span),
+                            completed_ns: s.stats.completed.map(|t| t.as_nanos()),
+                            transactions: c.stats.transactions,
+                        });
+                    }
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        let nodes = (0..names.len())
+            .map(|n| {
+                let (kind, stats) = match net.node(n) {
+                    Node::Host(h) => ("host", serde_json::to_value(&h.stats)),
+                    Node::Router(r) => ("router", serde_json::to_value(r.stats())),
+                    Node::Switch(s) => ("switch", serde_json::to_value(&s.stats)),
+                    Node::External(_) => ("external", Ok(serde_json::Value::Null)),
+                };
+                NodeResult {
+                    name: names[n].clone(),
+                    kind,
+                    interfaces: net
+                        .ports(n)
+                        .iter()
+                        .map(|p| Interface {
+                            name: p.name.clone(),
+                            mac: p.mac.to_string(),
+                            address: p.addr.map(|a| a.to_string()),
+                            link: net.links()[p.link].name.clone(),
+                        })
+                        .collect(),
+                    stats: stats.unwrap_or(serde_json::Value::Null),
+                }
+            })
+            .collect();
+        Results {
+            schema: SCHEMA,
+            schema_version: SCHEMA_VERSION,
+            meta,
+            wall,
+            links,
+            flows,
+            nodes,
+            conservation: self.conservation(),
+        }
+    }
+}

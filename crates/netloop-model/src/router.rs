@@ -28,8 +28,16 @@ impl Router {
     }
     /// Handles timer `token`.
     pub fn timer(&mut self, _token: u64, _ctx: &mut NodeCtx) {}
+    /// Counters.
+    pub fn stats(&self) -> &RouterStats {
+        &RouterStats
+    }
     /// Frames held inside the router.
     pub fn in_flight(&self) -> u64 {
         0
     }
 }
+
+/// Router counters.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RouterStats;

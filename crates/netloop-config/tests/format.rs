@@ -1,0 +1,502 @@
+//! What the format means: defaults, the layering of link parameters, default
+//! names, and errors that need more than one file to show.
+
+use netloop_config::{parse_str, ConfigErrors, Loaded};
+use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
+use netloop_model::spec::{
+    DirectionSpec, JitterDistribution, JitterSpec, LinkAction, LossSpec, NodeKind, QueueSpec,
+    RunSpec, TrafficKind,
+};
+use netloop_model::{BuildError, ItemRef};
+
+const NODES: &str = r#"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "h2"
+kind = "host"
+[[node]]
+name = "r1"
+kind = "router"
+"#;
+
+fn ok(text: &str) -> Loaded {
+    parse_str(text, "t.toml").unwrap_or_else(|e| panic!("unexpected errors:\n{e}"))
+}
+
+fn errors(text: &str) -> ConfigErrors {
+    match parse_str(text, "t.toml") {
+        Ok(_) => panic!("expected errors in:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// The one error of `text`, printed.
+fn one_error(text: &str) -> String {
+    let e = errors(text);
+    assert_eq!(e.len(), 1, "expected one error, got:\n{e}");
+    e.to_string()
+}
+
+#[test]
+fn an_empty_file_is_an_empty_network_with_default_run() {
+    let l = ok("");
+    assert_eq!(l.spec.run.duration, RunSpec::default().duration);
+    assert_eq!(l.spec.run.seed, 1);
+    assert_eq!(l.spec.address_pool, None);
+    assert!(l.spec.nodes.is_empty());
+}
+
+#[test]
+fn run_settings() {
+    let l = ok("[run]\nduration = \"1.5min\"\nseed = 7\naddress_pool = \"198.18.0.0/16\"\n");
+    assert_eq!(l.spec.run.duration, SimDuration::from_secs(90));
+    assert_eq!(l.spec.run.seed, 7);
+    assert_eq!(l.spec.address_pool.unwrap().to_string(), "198.18.0.0/16");
+}
+
+#[test]
+fn node_kinds_and_their_defaults() {
+    let l = ok(r#"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "r2"
+kind = "router"
+forwarding_rate = "50kpps"
+forwarding_queue = 10
+[[node]]
+name = "sw1"
+kind = "switch"
+[[node]]
+name = "sw2"
+kind = "switch"
+mac_table_size = 16
+mac_aging = "1s"
+"#);
+    let kinds: Vec<&NodeKind> = l.spec.nodes.iter().map(|n| &n.kind).collect();
+    assert_eq!(kinds[0], &NodeKind::Host);
+    let NodeKind::Router(r1) = kinds[1] else {
+        panic!()
+    };
+    assert_eq!((r1.forwarding_rate, r1.forwarding_queue), (None, 1000));
+    let NodeKind::Router(r2) = kinds[2] else {
+        panic!()
+    };
+    assert_eq!(
+        (r2.forwarding_rate, r2.forwarding_queue),
+        (Some(PacketRate::from_pps(50_000)), 10)
+    );
+    let NodeKind::Switch(s1) = kinds[3] else {
+        panic!()
+    };
+    assert_eq!(
+        (s1.mac_table_size, s1.mac_aging),
+        (8192, SimDuration::from_secs(300))
+    );
+    let NodeKind::Switch(s2) = kinds[4] else {
+        panic!()
+    };
+    assert_eq!(
+        (s2.mac_table_size, s2.mac_aging),
+        (16, SimDuration::from_secs(1))
+    );
+}
+
+#[test]
+fn a_bare_link_has_the_spec_defaults() {
+    let l = ok(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n"
+    ));
+    let link = &l.spec.links[0];
+    assert_eq!(link.name, "h1-r1");
+    assert_eq!((link.a.node.as_str(), link.b.node.as_str()), ("h1", "r1"));
+    assert_eq!(
+        (link.a.address, link.b.address, link.subnet),
+        (None, None, None)
+    );
+    assert_eq!(link.a_to_b, DirectionSpec::default());
+    assert_eq!(link.b_to_a, DirectionSpec::default());
+}
+
+#[test]
+fn parameters_layer_defaults_link_direction() {
+    let l = ok(&format!(
+        r#"
+[defaults.link]
+rate = "1Gbps"
+delay = "1ms"
+jitter_distribution = "pareto"
+queue = {{ packets = 50 }}
+{NODES}
+[[link]]
+endpoints = ["h1", "r1"]
+delay = "5ms"
+jitter = "1ms"
+queue = {{ bytes = "64kB" }}
+[link.a_to_b]
+rate = "10Mbps"
+[link.b_to_a]
+delay = "20ms"
+jitter = "none"
+queue = {{ packets = "unlimited", discipline = "drop-tail" }}
+
+[[link]]
+endpoints = ["h2", "r1"]
+"#
+    ));
+    let ab = &l.spec.links[0].a_to_b;
+    assert_eq!(ab.rate, Some(DataRate::from_mbps(10)));
+    assert_eq!(ab.delay, SimDuration::from_millis(5));
+    assert_eq!(
+        ab.jitter,
+        Some(JitterSpec {
+            amount: SimDuration::from_millis(1),
+            distribution: JitterDistribution::Pareto,
+            reorder: false
+        })
+    );
+    // Queue keys layer one by one: packets from the defaults, bytes from
+    // the link.
+    assert_eq!(
+        ab.queue,
+        QueueSpec {
+            packets: Some(50),
+            bytes: Some(Bytes::new(64_000)),
+            ..QueueSpec::default()
+        }
+    );
+    let ba = &l.spec.links[0].b_to_a;
+    assert_eq!(ba.rate, Some(DataRate::from_mbps(1000)));
+    assert_eq!(ba.delay, SimDuration::from_millis(20));
+    assert_eq!(ba.jitter, None);
+    assert_eq!(ba.queue.packets, None);
+    assert_eq!(ba.queue.bytes, Some(Bytes::new(64_000)));
+    // The second link has only the defaults.
+    let other = &l.spec.links[1].a_to_b;
+    assert_eq!(
+        (other.rate, other.delay, other.jitter.clone()),
+        (
+            Some(DataRate::from_mbps(1000)),
+            SimDuration::from_millis(1),
+            None
+        )
+    );
+    assert_eq!(other.queue.packets, Some(50));
+}
+
+#[test]
+fn loss_forms() {
+    let link = |loss: &str| {
+        let l = ok(&format!(
+            "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nloss = {loss}\n"
+        ));
+        l.spec.links[0].a_to_b.loss.clone()
+    };
+    assert_eq!(link("0.02"), LossSpec::Bernoulli { p: 0.02 });
+    assert_eq!(link("\"2%\""), LossSpec::Bernoulli { p: 0.02 });
+    assert_eq!(link("0"), LossSpec::None);
+    assert_eq!(link("\"none\""), LossSpec::None);
+    assert_eq!(
+        link("{ model = \"bernoulli\", p = 0.1 }"),
+        LossSpec::Bernoulli { p: 0.1 }
+    );
+    assert_eq!(link("{ model = \"none\" }"), LossSpec::None);
+    assert_eq!(
+        link("{ model = \"gilbert-elliott\", p = \"1%\", r = 0.5 }"),
+        LossSpec::GilbertElliott {
+            p: 0.01,
+            r: 0.5,
+            loss_good: 0.0,
+            loss_bad: 1.0
+        }
+    );
+    let e = one_error(&format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nloss = {{ model = \"gilbert-elliott\", p = 0.1 }}\n"));
+    assert!(e.contains("missing required field 'loss.r'"), "{e}");
+    let e = one_error(&format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nloss = {{ model = \"bernoulli\", p = 0.1, r = 0.2 }}\n"));
+    assert!(
+        e.contains("'r' applies only to loss model 'gilbert-elliott'"),
+        "{e}"
+    );
+    let e = one_error(&format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nloss = {{ model = \"gilbert\", p = 0.1 }}\n"));
+    assert!(e.contains("'gilbert' is not a known loss model"), "{e}");
+}
+
+#[test]
+fn addresses() {
+    let l = ok(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nsubnet = \"198.18.7.0/24\"\naddresses = [\"198.18.7.10\", \"auto\"]\n"
+    ));
+    // A bare address takes the subnet's length.
+    assert_eq!(
+        l.spec.links[0].a.address.unwrap().to_string(),
+        "198.18.7.10/24"
+    );
+    assert_eq!(l.spec.links[0].b.address, None);
+    let e = one_error(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\naddresses = [\"198.18.0.1/24\", \"198.18.0.1/24\"]\n"
+    ));
+    assert!(
+        e.contains("both endpoints have the address 198.18.0.1"),
+        "{e}"
+    );
+    let e = one_error(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\naddresses = [\"198.18.0.255/24\", \"auto\"]\n"
+    ));
+    assert!(e.contains("broadcast address"), "{e}");
+    let e = one_error(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\naddresses = [\"auto\"]\n"
+    ));
+    assert!(e.contains("found only one"), "{e}");
+    let e = one_error(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nsubnet = \"198.18.0.0/32\"\n"
+    ));
+    assert!(e.contains("no room for two addresses"), "{e}");
+}
+
+#[test]
+fn traffic_defaults_per_kind() {
+    let l = ok(&format!(
+        r#"{NODES}
+[[traffic]]
+kind = "ping"
+from = "h1"
+to = "h2"
+[[traffic]]
+kind = "udp-cbr"
+from = "h1"
+to = "h2"
+rate = "1Mbps"
+[[traffic]]
+kind = "udp-onoff"
+from = "h1"
+to = "h2"
+rate = "1Mbps"
+on = "1s"
+off = "2s"
+[[traffic]]
+kind = "tcp-bulk"
+from = "h1"
+to = "h2"
+bytes = "10MB"
+[[traffic]]
+kind = "tcp-rr"
+from = "h1"
+to = "h2"
+[[traffic]]
+kind = "traceroute"
+from = "h1"
+to = "h2"
+"#
+    ));
+    let t = &l.spec.traffic;
+    assert_eq!(
+        t[0].kind,
+        TrafficKind::Ping {
+            interval: SimDuration::from_secs(1),
+            size: Bytes::new(56)
+        }
+    );
+    assert_eq!(
+        (t[0].start, t[0].stop, t[0].count),
+        (SimDuration::ZERO, None, 1)
+    );
+    assert_eq!(
+        t[1].kind,
+        TrafficKind::UdpCbr {
+            rate: DataRate::from_mbps(1),
+            size: Bytes::new(1000)
+        }
+    );
+    assert_eq!(
+        t[2].kind,
+        TrafficKind::UdpOnOff {
+            rate: DataRate::from_mbps(1),
+            size: Bytes::new(1000),
+            on: SimDuration::from_secs(1),
+            off: SimDuration::from_secs(2)
+        }
+    );
+    assert_eq!(
+        t[3].kind,
+        TrafficKind::TcpBulk {
+            bytes: Some(Bytes::new(10_000_000))
+        }
+    );
+    assert_eq!(
+        t[4].kind,
+        TrafficKind::TcpRr {
+            request: Bytes::new(100),
+            response: Bytes::new(1000),
+            interval: None
+        }
+    );
+    assert_eq!(t[5].kind, TrafficKind::Traceroute { max_hops: 30 });
+    let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ping-1",
+            "udp-cbr-1",
+            "udp-onoff-1",
+            "tcp-bulk-1",
+            "tcp-rr-1",
+            "traceroute-1"
+        ]
+    );
+}
+
+#[test]
+fn default_traffic_names_skip_explicit_ones() {
+    let flow =
+        |name: &str| format!("[[traffic]]\n{name}kind = \"ping\"\nfrom = \"h1\"\nto = \"h2\"\n");
+    let l = ok(&format!(
+        "{NODES}{}{}{}",
+        flow(""),
+        flow("name = \"ping-2\"\n"),
+        flow("")
+    ));
+    let names: Vec<&str> = l.spec.traffic.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["ping-1", "ping-2", "ping-3"]);
+}
+
+#[test]
+fn traffic_timing_errors() {
+    let flow = |extra: &str| {
+        format!("{NODES}[run]\nduration = \"10s\"\n[[traffic]]\nkind = \"tcp-bulk\"\nfrom = \"h1\"\nto = \"h2\"\n{extra}")
+    };
+    // [run] after the nodes is still the run table.
+    assert_eq!(
+        ok(&flow("start = \"9s\"\n")).spec.traffic[0].start,
+        SimDuration::from_secs(9)
+    );
+    let e = one_error(&flow("start = \"10s\"\n"));
+    assert!(e.contains("starts at 10s, but the run ends at 10s"), "{e}");
+    let e = one_error(&flow("start = \"1s\"\nstop = \"1s\"\n"));
+    assert!(e.contains("stop (1s) must be after start (1s)"), "{e}");
+    let e = one_error(&flow("interval = \"1s\"\n"));
+    assert!(
+        e.contains("'interval' does not apply to traffic of kind 'tcp-bulk'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn events() {
+    let base = format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n[[event]]\nat = \"1s\"\nlink = \"h1-r1\"\n");
+    let l = ok(&format!("{base}action = \"set\"\njitter = \"2ms\"\njitter_distribution = \"normal\"\nloss = 0\nrate = \"unlimited\"\n"));
+    let LinkAction::Set(c) = &l.spec.events[0].action else {
+        panic!()
+    };
+    assert_eq!(
+        c.jitter,
+        Some(Some(JitterSpec {
+            amount: SimDuration::from_millis(2),
+            distribution: JitterDistribution::Normal,
+            reorder: false
+        }))
+    );
+    assert_eq!(c.loss, Some(LossSpec::None));
+    assert_eq!(c.rate, Some(None));
+    assert_eq!((c.delay, c.corrupt, c.duplicate), (None, None, None));
+    let e = one_error(&format!("{base}action = \"set\"\nreorder = true\n"));
+    assert!(
+        e.contains("'reorder' needs 'jitter' in the same event"),
+        "{e}"
+    );
+    let e = one_error(&format!("{base}action = \"up\"\ndirection = \"a-to-b\"\n"));
+    assert!(e.contains("did you mean 'a_to_b'?"), "{e}");
+    let e = one_error(&format!("{base}action = \"flap\"\n"));
+    assert!(
+        e.contains("'flap' is not a known action: expected one of down, up, set"),
+        "{e}"
+    );
+    // An event exactly at the end of the run is allowed.
+    ok(&format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n[[event]]\nat = \"10s\"\nlink = \"h1-r1\"\naction = \"down\"\n"));
+}
+
+#[test]
+fn routes() {
+    let route = "[[route]]\nnode = \"r1\"\nprefix = \"198.19.0.0/24\"\nvia = \"198.18.0.2\"\n";
+    let l = ok(&format!("{NODES}{route}"));
+    assert_eq!(l.spec.routes[0].prefix.to_string(), "198.19.0.0/24");
+    assert_eq!(l.spec.routes[0].via.to_string(), "198.18.0.2");
+    let e = one_error(&format!("{NODES}{route}{route}"));
+    assert!(
+        e.contains("'r1' already has a route to 198.19.0.0/24 (line"),
+        "{e}"
+    );
+    let e = one_error(&format!(
+        "{NODES}[[route]]\nnode = \"r1\"\nprefix = \"198.19.0.1/24\"\nvia = \"198.18.0.2\"\n"
+    ));
+    assert!(e.contains("host bits set"), "{e}");
+}
+
+#[test]
+fn names_are_checked() {
+    let e = one_error("[[node]]\nname = \"h 1\"\nkind = \"host\"\n");
+    assert!(
+        e.contains("'h 1' is not a valid name: ' ' is not allowed"),
+        "{e}"
+    );
+    let e = one_error("[[node]]\nname = \"\"\nkind = \"host\"\n");
+    assert!(e.contains("must not be empty"), "{e}");
+}
+
+#[test]
+fn build_errors_are_located_at_the_field() {
+    let text = format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\naddresses = [\"198.18.0.1/24\", \"auto\"]\n");
+    let l = ok(&text);
+    let err = BuildError {
+        item: ItemRef::Link(0),
+        what: "link 'h1-r1'".into(),
+        field: Some("address"),
+        message: "198.18.0.1 is also assigned automatically".into(),
+    };
+    let e = l.sources.located(&err);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("addresses"))
+        .unwrap()
+        + 1;
+    assert_eq!((e.line, e.column), (line, 13));
+    assert_eq!(
+        e.to_string(),
+        format!("t.toml:{line}:13: link 'h1-r1', field 'address': 198.18.0.1 is also assigned automatically")
+    );
+    // A field the file doesn't set points at the item's header.
+    let e = l.sources.located(&BuildError {
+        field: Some("mtu"),
+        ..err.clone()
+    });
+    let header = text.lines().position(|l| l == "[[link]]").unwrap() + 1;
+    assert_eq!((e.line, e.column), (header, 1));
+    // Run settings without a [run] table point at the start.
+    let e = l.sources.located(&BuildError {
+        item: ItemRef::Run,
+        field: Some("duration"),
+        ..err
+    });
+    assert_eq!((e.line, e.column), (1, 1));
+}
+
+#[test]
+fn unreadable_input() {
+    let e = netloop_config::load(std::path::Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/x.toml: cannot read the file"),
+        "{e}"
+    );
+    let e = netloop_config::parse_bytes(b"[run]\nseed = \xff\n", "b.toml").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "b.toml:2:8: the file is not valid UTF-8 text (TOML files must be UTF-8)"
+    );
+}
