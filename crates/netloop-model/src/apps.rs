@@ -56,7 +56,11 @@ impl Default for Samples {
 impl Samples {
     /// Adds a sample.
     pub fn record(&mut self, v: u64) {
-        self.hist.saturating_record(v);
+        // `record` grows the auto-resizing histogram; it fails only past
+        // its absolute limit, where saturating at the top is right.
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
         self.count += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
@@ -468,7 +472,10 @@ mod tests {
     fn probe_header_round_trips() {
         let mut b = [0u8; 32];
         write_probe(&mut b, 7, 1 << 40, SimTime::from_nanos(123_456_789));
-        assert_eq!(read_probe(&b), Some((7, 1 << 40, SimTime::from_nanos(123_456_789))));
+        assert_eq!(
+            read_probe(&b),
+            Some((7, 1 << 40, SimTime::from_nanos(123_456_789)))
+        );
         assert_eq!(read_probe(&b[..19]), None);
     }
 
@@ -480,7 +487,10 @@ mod tests {
         s.record(2, ms(2), 100, ms(14)); // transit 12 ms
         s.record(1, ms(1), 100, ms(15)); // reordered, transit 14 ms
         s.record(1, ms(1), 100, ms(16)); // duplicate
-        assert_eq!((s.received, s.duplicates, s.reordered, s.bytes), (3, 1, 1, 300));
+        assert_eq!(
+            (s.received, s.duplicates, s.reordered, s.bytes),
+            (3, 1, 1, 300)
+        );
         // J = 0 + (2ms - 0)/16, then + (2ms - J)/16.
         let j1 = 2e6 / 16.0;
         let j2 = j1 + (2e6 - j1) / 16.0;
@@ -496,7 +506,9 @@ mod tests {
             src_port: 1,
             dst_port: 2,
             size: 100,
-            pattern: Pattern::Cbr { interval: SimDuration::from_millis(1) },
+            pattern: Pattern::Cbr {
+                interval: SimDuration::from_millis(1),
+            },
             rng: RngStream::new(1, "t"),
             stop: SimTime::from_nanos(3_000_000),
             sent: 0,

@@ -5,9 +5,9 @@
 //! order, and if it never comes they are dropped as `arp_unresolved`. Waiting
 //! frames count as in flight for packet conservation.
 //!
-//! Entries learned from any ARP packet addressed to us (RFC 826's "merge"
-//! rule, restricted to our own subnets so a spoofer can't fill the table with
-//! foreign addresses) live for `lifetime` and the table is bounded.
+//! Entries follow RFC 826's merge rule (update what we have; add only when the
+//! packet is for us), restricted to our own subnets; they live for `lifetime`
+//! and the table is bounded.
 
 use netloop_core::{SimDuration, SimTime};
 use smoltcp::wire::{
@@ -260,8 +260,15 @@ impl Arp {
             return;
         };
         ctx.deliver(crate::stats::Sink::from_origin(self.origin));
-        // Learn only neighbours on our own subnet, with a unicast MAC.
-        if me.contains(sip) && smac.is_unicast() && sip != me.addr {
+        // RFC 826's merge rule: update an entry we already have; add one only
+        // if the packet is for us. Only neighbours on our own subnet with a
+        // unicast MAC: overheard broadcasts must not fill the table.
+        let for_us = tip == me.addr;
+        if me.contains(sip)
+            && smac.is_unicast()
+            && sip != me.addr
+            && (for_us || self.entries.contains_key(&sip))
+        {
             self.learn(port, info, sip, smac, ctx);
         }
         if operation == ArpOperation::Request && tip == me.addr {

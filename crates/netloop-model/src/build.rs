@@ -25,7 +25,10 @@ use rand::RngCore;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::Ipv4Addr;
 
-use crate::apps::{self, App, Pattern, TcpClient, TcpMode, TcpServer, TcpStats, Traceroute, UdpSink, UdpSource, PROBE_HEADER};
+use crate::apps::{
+    self, App, Pattern, TcpClient, TcpMode, TcpServer, TcpStats, Traceroute, UdpSink, UdpSource,
+    PROBE_HEADER,
+};
 use crate::error::{BuildError, ItemRef};
 use crate::host::Host;
 use crate::link::{Link, LinkDir};
@@ -33,7 +36,9 @@ use crate::network::{Event, Network, Node};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, RoutingTable};
-use crate::spec::{DirectionSpec, EndpointSpec, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec, NodeKind, TrafficKind};
+use crate::spec::{
+    DirectionSpec, EndpointSpec, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec, NodeKind, TrafficKind,
+};
 use crate::switch::Switch;
 use crate::{LinkId, NodeId, PortId};
 
@@ -96,7 +101,12 @@ impl Simulation {
     }
 
     /// Runs as fast as possible until simulated time `until`.
-    pub fn run_until(&mut self, until: SimTime, every: u64, progress: impl FnMut(SimTime, u64) -> bool) -> RunStats {
+    pub fn run_until(
+        &mut self,
+        until: SimTime,
+        every: u64,
+        progress: impl FnMut(SimTime, u64) -> bool,
+    ) -> RunStats {
         netloop_core::run_afap(&mut self.net, &mut self.queue, until, every, progress)
     }
 }
@@ -171,32 +181,70 @@ impl<'a> Builder<'a> {
             ItemRef::Link(i) => format!("link '{}'", s.links[i].name),
             ItemRef::Route(i) => format!("route {} on '{}'", s.routes[i].prefix, s.routes[i].node),
             ItemRef::Traffic(i) => format!("traffic '{}'", s.traffic[i].name),
-            ItemRef::Event(i) => format!("event at {} on link '{}'", s.events[i].at, s.events[i].link),
+            ItemRef::Event(i) => {
+                format!("event at {} on link '{}'", s.events[i].at, s.events[i].link)
+            }
         };
-        BuildError { item, what, field, message }
+        BuildError {
+            item,
+            what,
+            field,
+            message,
+        }
     }
 
-    fn node_ref(&self, item: ItemRef, field: &'static str, name: &str) -> Result<NodeId, BuildError> {
+    fn node_ref(
+        &self,
+        item: ItemRef,
+        field: &'static str,
+        name: &str,
+    ) -> Result<NodeId, BuildError> {
         self.ids.get(name).copied().ok_or_else(|| {
-            let mut known: Vec<&str> = self.spec.nodes.iter().map(|n| n.name.as_str()).take(10).collect();
+            let mut known: Vec<&str> = self
+                .spec
+                .nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .take(10)
+                .collect();
             if self.spec.nodes.len() > 10 {
                 known.push("…");
             }
-            self.err(item, Some(field), format!("'{name}' is not a node; nodes are: {}", known.join(", ")))
+            self.err(
+                item,
+                Some(field),
+                format!("'{name}' is not a node; nodes are: {}", known.join(", ")),
+            )
         })
     }
 
     fn build(mut self) -> Result<Simulation, BuildError> {
         let spec = self.spec;
         if spec.run.duration == SimDuration::ZERO {
-            return Err(self.err(ItemRef::Run, Some("duration"), "the run duration must be positive".into()));
+            return Err(self.err(
+                ItemRef::Run,
+                Some("duration"),
+                "the run duration must be positive".into(),
+            ));
         }
         for (i, n) in spec.nodes.iter().enumerate() {
             if n.name.is_empty() {
-                return Err(self.err(ItemRef::Node(i), Some("name"), "a node needs a non-empty name".into()));
+                return Err(self.err(
+                    ItemRef::Node(i),
+                    Some("name"),
+                    "a node needs a non-empty name".into(),
+                ));
             }
             if let Some(&first) = self.ids.get(n.name.as_str()) {
-                return Err(self.err(ItemRef::Node(i), Some("name"), format!("duplicate node name '{}' (first declared as node #{})", n.name, first + 1)));
+                return Err(self.err(
+                    ItemRef::Node(i),
+                    Some("name"),
+                    format!(
+                        "duplicate node name '{}' (first declared as node #{})",
+                        n.name,
+                        first + 1
+                    ),
+                ));
             }
             self.ids.insert(&n.name, i);
         }
@@ -213,7 +261,11 @@ impl<'a> Builder<'a> {
     fn check_dir(&self, i: usize, d: &DirectionSpec) -> Result<(), BuildError> {
         let prob = |f: &'static str, p: f64| -> Result<(), BuildError> {
             if !(0.0..=1.0).contains(&p) || p.is_nan() {
-                Err(self.err(ItemRef::Link(i), Some(f), format!("{p} is not a probability (expected a number in [0, 1])")))
+                Err(self.err(
+                    ItemRef::Link(i),
+                    Some(f),
+                    format!("{p} is not a probability (expected a number in [0, 1])"),
+                ))
             } else {
                 Ok(())
             }
@@ -221,7 +273,12 @@ impl<'a> Builder<'a> {
         match d.loss {
             LossSpec::None => {}
             LossSpec::Bernoulli { p } => prob("loss", p)?,
-            LossSpec::GilbertElliott { p, r, loss_good, loss_bad } => {
+            LossSpec::GilbertElliott {
+                p,
+                r,
+                loss_good,
+                loss_bad,
+            } => {
                 for v in [p, r, loss_good, loss_bad] {
                     prob("loss", v)?;
                 }
@@ -230,7 +287,11 @@ impl<'a> Builder<'a> {
         prob("corrupt", d.corrupt)?;
         prob("duplicate", d.duplicate)?;
         if d.mtu < 68 {
-            return Err(self.err(ItemRef::Link(i), Some("mtu"), format!("{} is below IPv4's minimum MTU of 68", d.mtu)));
+            return Err(self.err(
+                ItemRef::Link(i),
+                Some("mtu"),
+                format!("{} is below IPv4's minimum MTU of 68", d.mtu),
+            ));
         }
         Ok(())
     }
@@ -240,18 +301,33 @@ impl<'a> Builder<'a> {
         let mut names = HashSet::new();
         for (i, l) in spec.links.iter().enumerate() {
             if !names.insert(l.name.as_str()) {
-                return Err(self.err(ItemRef::Link(i), Some("name"), format!("duplicate link name '{}'", l.name)));
+                return Err(self.err(
+                    ItemRef::Link(i),
+                    Some("name"),
+                    format!("duplicate link name '{}'", l.name),
+                ));
             }
             let a = self.node_ref(ItemRef::Link(i), "endpoints", &l.a.node)?;
             let b = self.node_ref(ItemRef::Link(i), "endpoints", &l.b.node)?;
             if a == b {
-                return Err(self.err(ItemRef::Link(i), Some("endpoints"), format!("a link from '{}' to itself", l.a.node)));
+                return Err(self.err(
+                    ItemRef::Link(i),
+                    Some("endpoints"),
+                    format!("a link from '{}' to itself", l.a.node),
+                ));
             }
             self.check_dir(i, &l.a_to_b)?;
             self.check_dir(i, &l.b_to_a)?;
-            for (side, (node, ep, dir)) in [(a, &l.a, &l.a_to_b), (b, &l.b, &l.b_to_a)].into_iter().enumerate() {
+            for (side, (node, ep, dir)) in [(a, &l.a, &l.a_to_b), (b, &l.b, &l.b_to_a)]
+                .into_iter()
+                .enumerate()
+            {
                 if is_switch(&spec.nodes[node].kind) && ep.address.is_some() {
-                    return Err(self.err(ItemRef::Link(i), Some("addresses"), format!("'{}' is a switch; switch ports have no IP address", ep.node)));
+                    return Err(self.err(
+                        ItemRef::Link(i),
+                        Some("addresses"),
+                        format!("'{}' is a switch; switch ports have no IP address", ep.node),
+                    ));
                 }
                 let port = self.ports[node].len();
                 self.ports[node].push(PortInfo {
@@ -286,7 +362,11 @@ impl<'a> Builder<'a> {
             let next = self.segments.len();
             let s = *seg_of_root.entry(root).or_insert(next);
             if s == next {
-                self.segments.push(Segment { links: Vec::new(), ifaces: Vec::new(), subnet: None });
+                self.segments.push(Segment {
+                    links: Vec::new(),
+                    ifaces: Vec::new(),
+                    subnet: None,
+                });
             }
             self.segments[s].links.push(li);
         }
@@ -308,7 +388,11 @@ impl<'a> Builder<'a> {
 
     fn endpoint(&self, link: LinkId, side: usize) -> &EndpointSpec {
         let l = &self.spec.links[link];
-        if side == 0 { &l.a } else { &l.b }
+        if side == 0 {
+            &l.a
+        } else {
+            &l.b
+        }
     }
 
     fn assign_addresses(&mut self) -> Result<(), BuildError> {
@@ -320,7 +404,10 @@ impl<'a> Builder<'a> {
             let mut subnet: Option<(Ipv4Cidr, LinkId)> = None;
             for &li in &self.segments[si].links {
                 if let Some(s) = self.spec.links[li].subnet {
-                    let s = Ipv4Cidr { addr: s.network(), prefix: s.prefix };
+                    let s = Ipv4Cidr {
+                        addr: s.network(),
+                        prefix: s.prefix,
+                    };
                     if let Some((prev, pl)) = subnet {
                         if prev != s {
                             return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("subnet {s} differs from {prev} given on link '{}' of the same switched segment", self.spec.links[pl].name)));
@@ -332,7 +419,13 @@ impl<'a> Builder<'a> {
             if subnet.is_none() {
                 for &(_, _, li, side) in &self.segments[si].ifaces {
                     if let Some(a) = self.endpoint(li, side).address {
-                        subnet = Some((Ipv4Cidr { addr: a.network(), prefix: a.prefix }, li));
+                        subnet = Some((
+                            Ipv4Cidr {
+                                addr: a.network(),
+                                prefix: a.prefix,
+                            },
+                            li,
+                        ));
                         break;
                     }
                 }
@@ -343,14 +436,20 @@ impl<'a> Builder<'a> {
             }
         }
         // Automatic subnets.
-        let auto: Vec<usize> = (0..self.segments.len()).filter(|&s| self.segments[s].subnet.is_none() && !self.segments[s].ifaces.is_empty()).collect();
+        let auto: Vec<usize> = (0..self.segments.len())
+            .filter(|&s| self.segments[s].subnet.is_none() && !self.segments[s].ifaces.is_empty())
+            .collect();
         let pool_size = 1u64 << (32 - pool.prefix as u32);
         let mut cursor = u32::from(pool.network()) as u64;
         let pool_end = cursor + pool_size;
         let fits_24 = pool.prefix <= 24 && (auto.len() as u64) * 256 <= pool_size;
         for &si in &auto {
             let needed = self.segments[si].ifaces.len() as u64 + 2;
-            let prefix = if fits_24 && needed <= 256 { 24 } else { (32 - needed.next_power_of_two().trailing_zeros()).min(30) as u8 };
+            let prefix = if fits_24 && needed <= 256 {
+                24
+            } else {
+                (32 - needed.next_power_of_two().trailing_zeros()).min(30) as u8
+            };
             let size = 1u64 << (32 - prefix as u32);
             loop {
                 cursor = cursor.div_ceil(size) * size;
@@ -358,8 +457,14 @@ impl<'a> Builder<'a> {
                     let li = self.segments[si].links[0];
                     return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("the address pool {pool} is exhausted; give a larger address_pool or explicit subnets")));
                 }
-                let cand = Ipv4Cidr { addr: Ipv4Addr::from(cursor as u32), prefix };
-                if used_blocks.iter().any(|u| u.contains(cand.addr) || cand.contains(u.addr)) {
+                let cand = Ipv4Cidr {
+                    addr: Ipv4Addr::from(cursor as u32),
+                    prefix,
+                };
+                if used_blocks
+                    .iter()
+                    .any(|u| u.contains(cand.addr) || cand.contains(u.addr))
+                {
                     cursor += size;
                     continue;
                 }
@@ -372,22 +477,44 @@ impl<'a> Builder<'a> {
         // Addresses: explicit ones checked, the rest numbered.
         let mut taken: HashMap<Ipv4Addr, LinkId> = HashMap::new();
         for si in 0..self.segments.len() {
-            let Some(subnet) = self.segments[si].subnet else { continue };
+            let Some(subnet) = self.segments[si].subnet else {
+                continue;
+            };
             let ifaces = self.segments[si].ifaces.clone();
             for &(node, port, li, side) in &ifaces {
-                let Some(a) = self.endpoint(li, side).address else { continue };
+                let Some(a) = self.endpoint(li, side).address else {
+                    continue;
+                };
                 if a.prefix != subnet.prefix || !subnet.contains(a.addr) {
-                    return Err(self.err(ItemRef::Link(li), Some("addresses"), format!("address {a} of '{}' is not in this segment's subnet {subnet}", self.spec.nodes[node].name)));
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some("addresses"),
+                        format!(
+                            "address {a} of '{}' is not in this segment's subnet {subnet}",
+                            self.spec.nodes[node].name
+                        ),
+                    ));
                 }
                 if let Some(&other) = taken.get(&a.addr) {
-                    return Err(self.err(ItemRef::Link(li), Some("addresses"), format!("address {} is already used on link '{}'", a.addr, self.spec.links[other].name)));
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some("addresses"),
+                        format!(
+                            "address {} is already used on link '{}'",
+                            a.addr, self.spec.links[other].name
+                        ),
+                    ));
                 }
                 taken.insert(a.addr, li);
                 self.ports[node][port].addr = Some(a);
             }
             let base = u32::from(subnet.network());
             let size = 1u32 << (32 - subnet.prefix as u32);
-            let (first, last) = if subnet.prefix >= 31 { (0, size - 1) } else { (1, size - 2) };
+            let (first, last) = if subnet.prefix >= 31 {
+                (0, size - 1)
+            } else {
+                (1, size - 2)
+            };
             let mut host = first;
             for &(node, port, li, _) in &ifaces {
                 if self.ports[node][port].addr.is_some() {
@@ -395,13 +522,23 @@ impl<'a> Builder<'a> {
                 }
                 loop {
                     if host > last {
-                        return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("subnet {subnet} has no free address left for '{}'", self.spec.nodes[node].name)));
+                        return Err(self.err(
+                            ItemRef::Link(li),
+                            Some("subnet"),
+                            format!(
+                                "subnet {subnet} has no free address left for '{}'",
+                                self.spec.nodes[node].name
+                            ),
+                        ));
                     }
                     let a = Ipv4Addr::from(base + host);
                     host += 1;
                     if let std::collections::hash_map::Entry::Vacant(e) = taken.entry(a) {
                         e.insert(li);
-                        self.ports[node][port].addr = Some(Ipv4Cidr { addr: a, prefix: subnet.prefix });
+                        self.ports[node][port].addr = Some(Ipv4Cidr {
+                            addr: a,
+                            prefix: subnet.prefix,
+                        });
                         break;
                     }
                 }
@@ -423,18 +560,36 @@ impl<'a> Builder<'a> {
                 continue;
             }
             for (port, info) in self.ports[n].iter().enumerate() {
-                if let (Some(s), Some(_)) = (self.port_segment[n][port].and_then(|s| self.segments[s].subnet), info.addr) {
-                    table.insert(Route { prefix: s, via: None, port });
+                if let (Some(s), Some(_)) = (
+                    self.port_segment[n][port].and_then(|s| self.segments[s].subnet),
+                    info.addr,
+                ) {
+                    table.insert(Route {
+                        prefix: s,
+                        via: None,
+                        port,
+                    });
                 }
             }
             // A host on one segment with exactly one router: default route.
             if !self.is_router(n) && self.ports[n].len() == 1 {
                 if let Some(seg) = self.port_segment[n][0] {
-                    let routers: Vec<_> = self.segments[seg].ifaces.iter().filter(|&&(m, ..)| self.is_router(m)).collect();
+                    let routers: Vec<_> = self.segments[seg]
+                        .ifaces
+                        .iter()
+                        .filter(|&&(m, ..)| self.is_router(m))
+                        .collect();
                     if routers.len() == 1 {
                         let &(r, rp, ..) = routers[0];
                         if let Some(a) = self.ports[r][rp].addr {
-                            table.insert(Route { prefix: Ipv4Cidr { addr: Ipv4Addr::UNSPECIFIED, prefix: 0 }, via: Some(a.addr), port: 0 });
+                            table.insert(Route {
+                                prefix: Ipv4Cidr {
+                                    addr: Ipv4Addr::UNSPECIFIED,
+                                    prefix: 0,
+                                },
+                                via: Some(a.addr),
+                                port: 0,
+                            });
                         }
                         continue;
                     }
@@ -464,7 +619,11 @@ impl<'a> Builder<'a> {
                     }
                     seen_seg[seg] = true;
                     if let Some(s) = self.segments[seg].subnet {
-                        table.insert(Route { prefix: s, via: Some(via), port: out_port });
+                        table.insert(Route {
+                            prefix: s,
+                            via: Some(via),
+                            port: out_port,
+                        });
                     }
                     for &(m, ..) in &self.segments[seg].ifaces {
                         if self.is_router(m) && !seen_node[m] {
@@ -478,13 +637,34 @@ impl<'a> Builder<'a> {
         for (i, r) in spec.routes.iter().enumerate() {
             let n = self.node_ref(ItemRef::Route(i), "node", &r.node)?;
             if is_switch(&spec.nodes[n].kind) {
-                return Err(self.err(ItemRef::Route(i), Some("node"), format!("'{}' is a switch; switches have no routes", r.node)));
+                return Err(self.err(
+                    ItemRef::Route(i),
+                    Some("node"),
+                    format!("'{}' is a switch; switches have no routes", r.node),
+                ));
             }
-            let Some(port) = self.ports[n].iter().position(|p| p.addr.is_some_and(|a| a.contains(r.via))) else {
-                return Err(self.err(ItemRef::Route(i), Some("via"), format!("next hop {} is not on a subnet directly connected to '{}'", r.via, r.node)));
+            let Some(port) = self.ports[n]
+                .iter()
+                .position(|p| p.addr.is_some_and(|a| a.contains(r.via)))
+            else {
+                return Err(self.err(
+                    ItemRef::Route(i),
+                    Some("via"),
+                    format!(
+                        "next hop {} is not on a subnet directly connected to '{}'",
+                        r.via, r.node
+                    ),
+                ));
             };
-            let prefix = Ipv4Cidr { addr: r.prefix.network(), prefix: r.prefix.prefix };
-            tables[n].insert(Route { prefix, via: Some(r.via), port });
+            let prefix = Ipv4Cidr {
+                addr: r.prefix.network(),
+                prefix: r.prefix.prefix,
+            };
+            tables[n].insert(Route {
+                prefix,
+                via: Some(r.via),
+                port,
+            });
         }
         Ok(tables)
     }
@@ -501,7 +681,9 @@ impl<'a> Builder<'a> {
                     let hseed = RngStream::new(seed, &format!("host/{}", n.name)).next_u64();
                     Node::Host(Box::new(Host::new(ports, table, hseed)))
                 }
-                NodeKind::Router(r) => Node::Router(Box::new(Router::new(&n.name, ports, r, table))),
+                NodeKind::Router(r) => {
+                    Node::Router(Box::new(Router::new(&n.name, ports, r, table)))
+                }
                 NodeKind::Switch(s) => Node::Switch(Switch::new(ports, s.clone())),
             });
         }
@@ -511,8 +693,15 @@ impl<'a> Builder<'a> {
             .enumerate()
             .map(|(li, l)| {
                 let end = |side: usize| {
-                    let node = self.ids[if side == 0 { l.a.node.as_str() } else { l.b.node.as_str() }];
-                    let port = self.port_links[node].iter().position(|&(x, s)| x == li && s == side).expect("port made for every end");
+                    let node = self.ids[if side == 0 {
+                        l.a.node.as_str()
+                    } else {
+                        l.b.node.as_str()
+                    }];
+                    let port = self.port_links[node]
+                        .iter()
+                        .position(|&(x, s)| x == li && s == side)
+                        .expect("port made for every end");
                     (node, port)
                 };
                 let (a, b) = (end(0), end(1));
@@ -520,8 +709,16 @@ impl<'a> Builder<'a> {
                     name: l.name.clone(),
                     ends: [a, b],
                     dirs: [
-                        LinkDir::new(l.a_to_b.clone(), RngStream::new(seed, &format!("link/{}/a_to_b", l.name)), b),
-                        LinkDir::new(l.b_to_a.clone(), RngStream::new(seed, &format!("link/{}/b_to_a", l.name)), a),
+                        LinkDir::new(
+                            l.a_to_b.clone(),
+                            RngStream::new(seed, &format!("link/{}/a_to_b", l.name)),
+                            b,
+                        ),
+                        LinkDir::new(
+                            l.b_to_a.clone(),
+                            RngStream::new(seed, &format!("link/{}/b_to_a", l.name)),
+                            a,
+                        ),
                     ],
                 }
             })
@@ -530,15 +727,30 @@ impl<'a> Builder<'a> {
         let end = SimTime::ZERO + spec.run.duration;
         for (i, ev) in spec.events.iter().enumerate() {
             if !links.iter().any(|l| l.name == ev.link) {
-                return Err(self.err(ItemRef::Event(i), Some("link"), format!("'{}' is not a link", ev.link)));
+                return Err(self.err(
+                    ItemRef::Event(i),
+                    Some("link"),
+                    format!("'{}' is not a link", ev.link),
+                ));
             }
             if ev.at > spec.run.duration {
-                return Err(self.err(ItemRef::Event(i), Some("at"), format!("{} is after the end of the run ({})", ev.at, spec.run.duration)));
+                return Err(self.err(
+                    ItemRef::Event(i),
+                    Some("at"),
+                    format!(
+                        "{} is after the end of the run ({})",
+                        ev.at, spec.run.duration
+                    ),
+                ));
             }
             if let LinkAction::Set(c) = &ev.action {
                 for p in [c.corrupt, c.duplicate].into_iter().flatten() {
                     if !(0.0..=1.0).contains(&p) {
-                        return Err(self.err(ItemRef::Event(i), None, format!("{p} is not a probability (expected a number in [0, 1])")));
+                        return Err(self.err(
+                            ItemRef::Event(i),
+                            None,
+                            format!("{p} is not a probability (expected a number in [0, 1])"),
+                        ));
                     }
                 }
             }
@@ -554,17 +766,32 @@ impl<'a> Builder<'a> {
         for (ti, t) in spec.traffic.iter().enumerate() {
             let item = ItemRef::Traffic(ti);
             if !flow_names.insert(t.name.as_str()) {
-                return Err(self.err(item, Some("name"), format!("duplicate traffic name '{}'", t.name)));
+                return Err(self.err(
+                    item,
+                    Some("name"),
+                    format!("duplicate traffic name '{}'", t.name),
+                ));
             }
             let from = self.node_ref(item, "from", &t.from)?;
             let to = self.node_ref(item, "to", &t.to)?;
             for (f, n) in [("from", from), ("to", to)] {
                 if !matches!(spec.nodes[n].kind, NodeKind::Host) {
-                    return Err(self.err(item, Some(f), format!("'{}' is not a host; simulated traffic runs between hosts", spec.nodes[n].name)));
+                    return Err(self.err(
+                        item,
+                        Some(f),
+                        format!(
+                            "'{}' is not a host; simulated traffic runs between hosts",
+                            spec.nodes[n].name
+                        ),
+                    ));
                 }
             }
             if from == to {
-                return Err(self.err(item, Some("to"), format!("traffic from '{}' to itself", t.from)));
+                return Err(self.err(
+                    item,
+                    Some("to"),
+                    format!("traffic from '{}' to itself", t.from),
+                ));
             }
             if t.count == 0 {
                 return Err(self.err(item, Some("count"), "count must be at least 1".into()));
@@ -572,13 +799,23 @@ impl<'a> Builder<'a> {
             let start = SimTime::ZERO + t.start;
             let stop = t.stop.map_or(end, |s| SimTime::ZERO + s);
             if stop <= start {
-                return Err(self.err(item, Some("stop"), format!("stop ({stop}) must be after start ({start})")));
+                return Err(self.err(
+                    item,
+                    Some("stop"),
+                    format!("stop ({stop}) must be after start ({start})"),
+                ));
             }
             let Some(dst) = self.ports[to].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
-                return Err(self.err(item, Some("to"), format!("'{}' has no IPv4 address (is it connected?)", t.to)));
+                return Err(self.err(
+                    item,
+                    Some("to"),
+                    format!("'{}' has no IPv4 address (is it connected?)", t.to),
+                ));
             };
             let (udp_size, udp_rate) = match &t.kind {
-                TrafficKind::UdpCbr { rate, size } | TrafficKind::UdpPoisson { rate, size } | TrafficKind::UdpOnOff { rate, size, .. } => (Some(size.get()), Some(*rate)),
+                TrafficKind::UdpCbr { rate, size }
+                | TrafficKind::UdpPoisson { rate, size }
+                | TrafficKind::UdpOnOff { rate, size, .. } => (Some(size.get()), Some(*rate)),
                 _ => (None, None),
             };
             if let Some(size) = udp_size {
@@ -587,36 +824,85 @@ impl<'a> Builder<'a> {
                 }
             }
             for k in 0..t.count {
-                let name = if t.count == 1 { t.name.clone() } else { format!("{}#{k}", t.name) };
+                let name = if t.count == 1 {
+                    t.name.clone()
+                } else {
+                    format!("{}#{k}", t.name)
+                };
                 let flow = flows.len() as u32;
                 let rng = RngStream::new(seed, &format!("traffic/{name}"));
-                let alloc = |m: &mut HashMap<NodeId, u16>, n: NodeId, base: u16, field: &'static str| -> Result<u16, BuildError> {
+                let alloc = |m: &mut HashMap<NodeId, u16>,
+                             n: NodeId,
+                             base: u16,
+                             field: &'static str|
+                 -> Result<u16, BuildError> {
                     let p = m.entry(n).or_insert(base);
                     let v = *p;
-                    *p = p.checked_add(1).ok_or_else(|| self.err(item, Some(field), format!("too many flows on '{}': ran out of ports", spec.nodes[n].name)))?;
+                    *p = p.checked_add(1).ok_or_else(|| {
+                        self.err(
+                            item,
+                            Some(field),
+                            format!(
+                                "too many flows on '{}': ran out of ports",
+                                spec.nodes[n].name
+                            ),
+                        )
+                    })?;
                     Ok(v)
                 };
                 let (src_app, dst_app) = {
                     let mut src_host = |app: App| -> usize {
-                        let Node::Host(h) = &mut nodes[from] else { unreachable!("checked above") };
+                        let Node::Host(h) = &mut nodes[from] else {
+                            unreachable!("checked above")
+                        };
                         h.add_app(app, TCP_BUFFER)
                     };
                     match &t.kind {
-                        TrafficKind::UdpCbr { .. } | TrafficKind::UdpPoisson { .. } | TrafficKind::UdpOnOff { .. } => {
+                        TrafficKind::UdpCbr { .. }
+                        | TrafficKind::UdpPoisson { .. }
+                        | TrafficKind::UdpOnOff { .. } => {
                             let size = udp_size.expect("udp") as usize;
                             let rate = udp_rate.expect("udp");
-                            let interval = SimDuration::from_nanos(((size as u128 * 8 * 1_000_000_000) / rate.bps() as u128).max(1) as u64);
+                            let interval = SimDuration::from_nanos(
+                                ((size as u128 * 8 * 1_000_000_000) / rate.bps() as u128).max(1)
+                                    as u64,
+                            );
                             let pattern = match &t.kind {
                                 TrafficKind::UdpCbr { .. } => Pattern::Cbr { interval },
-                                TrafficKind::UdpPoisson { .. } => Pattern::Poisson { mean: interval },
-                                TrafficKind::UdpOnOff { on, off, .. } => Pattern::OnOff { interval, on: *on, off: *off, on_until: SimTime::ZERO },
+                                TrafficKind::UdpPoisson { .. } => {
+                                    Pattern::Poisson { mean: interval }
+                                }
+                                TrafficKind::UdpOnOff { on, off, .. } => Pattern::OnOff {
+                                    interval,
+                                    on: *on,
+                                    off: *off,
+                                    on_until: SimTime::ZERO,
+                                },
                                 _ => unreachable!(),
                             };
                             let dst_port = alloc(&mut next_listen, to, 5001, "to")?;
                             let src_port = alloc(&mut next_src, from, 49152, "from")?;
-                            let s = src_host(App::UdpSource(UdpSource { flow, dst, src_port, dst_port, size, pattern, rng, stop, sent: 0 }));
-                            let Node::Host(h) = &mut nodes[to] else { unreachable!() };
-                            let d = h.add_app(App::UdpSink(UdpSink { flow, stats: apps::SinkStats::default() }), TCP_BUFFER);
+                            let s = src_host(App::UdpSource(UdpSource {
+                                flow,
+                                dst,
+                                src_port,
+                                dst_port,
+                                size,
+                                pattern,
+                                rng,
+                                stop,
+                                sent: 0,
+                            }));
+                            let Node::Host(h) = &mut nodes[to] else {
+                                unreachable!()
+                            };
+                            let d = h.add_app(
+                                App::UdpSink(UdpSink {
+                                    flow,
+                                    stats: apps::SinkStats::default(),
+                                }),
+                                TCP_BUFFER,
+                            );
                             h.bind_udp(dst_port, d);
                             (s, Some(d))
                         }
@@ -653,8 +939,18 @@ impl<'a> Builder<'a> {
                         }
                         TrafficKind::TcpBulk { .. } | TrafficKind::TcpRr { .. } => {
                             let mode = match &t.kind {
-                                TrafficKind::TcpBulk { bytes } => TcpMode::Bulk { bytes: bytes.map(|b| b.get()) },
-                                TrafficKind::TcpRr { request, response, interval } => TcpMode::Rr { request: request.get().max(1), response: response.get().max(1), interval: *interval },
+                                TrafficKind::TcpBulk { bytes } => TcpMode::Bulk {
+                                    bytes: bytes.map(|b| b.get()),
+                                },
+                                TrafficKind::TcpRr {
+                                    request,
+                                    response,
+                                    interval,
+                                } => TcpMode::Rr {
+                                    request: request.get().max(1),
+                                    response: response.get().max(1),
+                                    interval: *interval,
+                                },
                                 _ => unreachable!(),
                             };
                             let dst_port = alloc(&mut next_listen, to, 5001, "to")?;
@@ -684,20 +980,57 @@ impl<'a> Builder<'a> {
                                 closed: false,
                                 stats: TcpStats::default(),
                             }));
-                            let Node::Host(h) = &mut nodes[to] else { unreachable!() };
-                            let d = h.add_app(App::TcpServer(TcpServer { flow, handle, port: dst_port, mode, req_left: req, resp_left: 0, expect, stats: TcpStats::default() }), TCP_BUFFER);
+                            let Node::Host(h) = &mut nodes[to] else {
+                                unreachable!()
+                            };
+                            let d = h.add_app(
+                                App::TcpServer(TcpServer {
+                                    flow,
+                                    handle,
+                                    port: dst_port,
+                                    mode,
+                                    req_left: req,
+                                    resp_left: 0,
+                                    expect,
+                                    stats: TcpStats::default(),
+                                }),
+                                TCP_BUFFER,
+                            );
                             (s, Some(d))
                         }
                     }
                 };
                 starts.push((start, from, src_app));
-                flows.push(FlowInfo { name, kind: kind_name(&t.kind), spec_index: ti, from, to, start, stop, src_app, dst_app });
+                flows.push(FlowInfo {
+                    name,
+                    kind: kind_name(&t.kind),
+                    spec_index: ti,
+                    from,
+                    to,
+                    start,
+                    stop,
+                    src_app,
+                    dst_app,
+                });
             }
         }
         for (at, node, app) in starts {
-            queue.schedule(at, Event::Timer { node: node as u32, token: app as u64 });
+            queue.schedule(
+                at,
+                Event::Timer {
+                    node: node as u32,
+                    token: app as u64,
+                },
+            );
         }
-        let net = Network::new(spec.clone(), nodes, names, self.ports, self.port_links, links);
+        let net = Network::new(
+            spec.clone(),
+            nodes,
+            names,
+            self.ports,
+            self.port_links,
+            links,
+        );
         Ok(Simulation { net, queue, flows })
     }
 }

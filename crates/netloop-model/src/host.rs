@@ -22,8 +22,8 @@ use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, HardwareAddress, Icmpv4Message,
-    Icmpv4Packet, Icmpv4Repr, IpCidr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
+    EthernetAddress, EthernetFrame, EthernetProtocol, HardwareAddress, Icmpv4Message, Icmpv4Packet,
+    Icmpv4Repr, IpCidr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
 };
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -238,7 +238,9 @@ impl Host {
         ip.is_broadcast()
             || self.ports.iter().any(|p| {
                 p.addr.is_some_and(|a| {
-                    a.addr == ip || (a.prefix < 31 && ip == Ipv4Addr::from(u32::from(a.network()) | !a.mask()))
+                    a.addr == ip
+                        || (a.prefix < 31
+                            && ip == Ipv4Addr::from(u32::from(a.network()) | !a.mask()))
                 })
             })
     }
@@ -257,7 +259,11 @@ impl Host {
         };
         let dst = eth.dst_addr();
         if dst != self.ports[port].mac && !dst.is_broadcast() {
-            ctx.drop_frame(if dst.is_multicast() { DropReason::Unsupported } else { DropReason::NotForUs });
+            ctx.drop_frame(if dst.is_multicast() {
+                DropReason::Unsupported
+            } else {
+                DropReason::NotForUs
+            });
             return;
         }
         match eth.ethertype() {
@@ -312,8 +318,12 @@ impl Host {
         let payload = &pkt[hl..];
         match ip.next_header() {
             IpProtocol::Udp => {
-                let Ok(udp) = UdpPacket::new_checked(payload) else { return false };
-                let Some(&idx) = self.udp_apps.get(&udp.dst_port()) else { return false };
+                let Ok(udp) = UdpPacket::new_checked(payload) else {
+                    return false;
+                };
+                let Some(&idx) = self.udp_apps.get(&udp.dst_port()) else {
+                    return false;
+                };
                 if let App::UdpSink(sink) = &mut self.apps[idx] {
                     let data = udp.payload();
                     if let Some((_, seq, sent)) = apps::read_probe(data) {
@@ -324,10 +334,14 @@ impl Host {
                 false
             }
             IpProtocol::Icmp => {
-                let Ok(icmp) = Icmpv4Packet::new_checked(payload) else { return false };
+                let Ok(icmp) = Icmpv4Packet::new_checked(payload) else {
+                    return false;
+                };
                 match icmp.msg_type() {
                     Icmpv4Message::EchoReply => {
-                        let Some(&idx) = self.icmp_apps.get(&icmp.echo_ident()) else { return false };
+                        let Some(&idx) = self.icmp_apps.get(&icmp.echo_ident()) else {
+                            return false;
+                        };
                         if let App::Ping(p) = &mut self.apps[idx] {
                             if let Some(sent) = p.outstanding.remove(&icmp.echo_seq_no()) {
                                 p.received += 1;
@@ -347,7 +361,13 @@ impl Host {
     }
 
     /// An ICMP error quoting one of our traceroute probes.
-    fn icmp_error(&mut self, from: Ipv4Addr, msg: Icmpv4Message, quoted: &[u8], ctx: &mut NodeCtx) -> bool {
+    fn icmp_error(
+        &mut self,
+        from: Ipv4Addr,
+        msg: Icmpv4Message,
+        quoted: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> bool {
         let inner = Ipv4Packet::new_unchecked(quoted);
         if quoted.len() < 20 || inner.next_header() != IpProtocol::Udp {
             return false;
@@ -358,8 +378,12 @@ impl Host {
         }
         let sport = u16::from_be_bytes([quoted[hl], quoted[hl + 1]]);
         let dport = u16::from_be_bytes([quoted[hl + 2], quoted[hl + 3]]);
-        let Some(&idx) = self.udp_apps.get(&sport) else { return false };
-        let App::Traceroute(t) = &mut self.apps[idx] else { return false };
+        let Some(&idx) = self.udp_apps.get(&sport) else {
+            return false;
+        };
+        let App::Traceroute(t) = &mut self.apps[idx] else {
+            return false;
+        };
         if t.done || t.ttl == 0 || dport != TRACEROUTE_BASE_PORT.wrapping_add(t.ttl as u16 - 1) {
             return true; // a late answer to an earlier probe
         }
@@ -400,9 +424,18 @@ impl Host {
                     ctx.timer(n, idx as u64);
                 }
                 if send {
-                    let (flow, seq, dst, sp, dp, size) = (s.flow, s.sent, s.dst, s.src_port, s.dst_port, s.size);
+                    let (flow, seq, dst, sp, dp, size) =
+                        (s.flow, s.sent, s.dst, s.src_port, s.dst_port, s.size);
                     s.sent += 1;
-                    self.send_udp(sp, dst, dp, DEFAULT_TTL, size, |b| apps::write_probe(b, flow, seq, now), ctx);
+                    self.send_udp(
+                        sp,
+                        dst,
+                        dp,
+                        DEFAULT_TTL,
+                        size,
+                        |b| apps::write_probe(b, flow, seq, now),
+                        ctx,
+                    );
                 }
             }
             App::Ping(p) => {
@@ -424,7 +457,11 @@ impl Host {
                 }
                 if t.ttl != 0 {
                     // Timed out: nobody answered this TTL.
-                    t.hops.push(Hop { ttl: t.ttl, address: None, rtt_ns: None });
+                    t.hops.push(Hop {
+                        ttl: t.ttl,
+                        address: None,
+                        rtt_ns: None,
+                    });
                     if t.ttl >= t.max_hops {
                         t.done = true;
                         return;
@@ -446,7 +483,9 @@ impl Host {
     }
 
     fn traceroute_probe(&mut self, idx: usize, ctx: &mut NodeCtx) {
-        let App::Traceroute(t) = &mut self.apps[idx] else { return };
+        let App::Traceroute(t) = &mut self.apps[idx] else {
+            return;
+        };
         t.ttl += 1;
         t.probe_sent = ctx.now;
         let (dst, sp, ttl) = (t.dst, t.src_port, t.ttl);
@@ -483,7 +522,15 @@ impl Host {
         self.arp.send(port, &info, next_hop, frame, ctx);
     }
 
-    fn ip_header(&mut self, frame: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, proto: IpProtocol, payload_len: usize, ttl: u8) {
+    fn ip_header(
+        &mut self,
+        frame: &mut [u8],
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        proto: IpProtocol,
+        payload_len: usize,
+        ttl: u8,
+    ) {
         let repr = Ipv4Repr {
             src_addr: src,
             dst_addr: dst,
@@ -525,9 +572,20 @@ impl Host {
     fn send_echo(&mut self, dst: Ipv4Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
         let data = vec![0u8; size];
-        let icmp = Icmpv4Repr::EchoRequest { ident, seq_no: seq, data: &data };
+        let icmp = Icmpv4Repr::EchoRequest {
+            ident,
+            seq_no: seq,
+            data: &data,
+        };
         let mut frame = vec![0u8; ETH_HEADER + 20 + icmp.buffer_len()];
-        self.ip_header(&mut frame, src, dst, IpProtocol::Icmp, icmp.buffer_len(), DEFAULT_TTL);
+        self.ip_header(
+            &mut frame,
+            src,
+            dst,
+            IpProtocol::Icmp,
+            icmp.buffer_len(),
+            DEFAULT_TTL,
+        );
         let mut pkt = Icmpv4Packet::new_unchecked(&mut frame[ETH_HEADER + 20..]);
         icmp.emit(&mut pkt, &smoltcp::phy::ChecksumCapabilities::default());
         self.send_ip(dst, frame, ctx);
@@ -595,7 +653,8 @@ impl Host {
                                 // saves a copy per byte.
                                 let n = s
                                     .send(|buf| {
-                                        let n = buf.len().min(limit.min(usize::MAX as u64) as usize);
+                                        let n =
+                                            buf.len().min(limit.min(usize::MAX as u64) as usize);
                                         (n, n)
                                     })
                                     .unwrap_or(0);
@@ -609,7 +668,11 @@ impl Host {
                                 progressed = true;
                             }
                         }
-                        TcpMode::Rr { request, response, interval } => {
+                        TcpMode::Rr {
+                            request,
+                            response,
+                            interval,
+                        } => {
                             if !s.may_send() {
                                 continue;
                             }
@@ -686,14 +749,19 @@ impl Host {
                             sv.stats.bytes_received += n;
                             sv.stats.first_rx.get_or_insert(now);
                             sv.stats.last_rx = Some(now);
-                            if let TcpMode::Rr { request, response, .. } = mode {
+                            if let TcpMode::Rr {
+                                request, response, ..
+                            } = mode
+                            {
                                 sv.req_left = sv.req_left.saturating_sub(n);
                                 if sv.req_left == 0 {
                                     sv.resp_left += response;
                                     sv.req_left = request;
                                 }
                             }
-                            if sv.expect.is_some_and(|e| sv.stats.bytes_received >= e) && sv.stats.completed.is_none() {
+                            if sv.expect.is_some_and(|e| sv.stats.bytes_received >= e)
+                                && sv.stats.completed.is_none()
+                            {
                                 sv.stats.completed = Some(now);
                             }
                         }

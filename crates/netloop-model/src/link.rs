@@ -256,8 +256,14 @@ mod tests {
             let d = (c.arrival(now) - now).as_nanos();
             spread = (spread.0.min(d), spread.1.max(d));
         }
-        assert!(spread.0 >= 5_000_000 && spread.1 <= 15_000_000, "{spread:?}");
-        assert!(spread.1 - spread.0 > 9_000_000, "jitter has too little effect: {spread:?}");
+        assert!(
+            spread.0 >= 5_000_000 && spread.1 <= 15_000_000,
+            "{spread:?}"
+        );
+        assert!(
+            spread.1 - spread.0 > 9_000_000,
+            "jitter has too little effect: {spread:?}"
+        );
     }
 
     #[test]

@@ -265,7 +265,12 @@ impl Simulation {
     pub fn conservation(&self) -> Conservation {
         let l = self.net.ledger();
         let in_flight = self.net.in_flight(&self.queue);
-        let (c, d, x, f) = (l.created_total(), l.delivered_total(), l.dropped.total(), in_flight.total());
+        let (c, d, x, f) = (
+            l.created_total(),
+            l.delivered_total(),
+            l.dropped.total(),
+            in_flight.total(),
+        );
         Conservation {
             created: l.created.clone(),
             created_total: c,
@@ -281,7 +286,12 @@ impl Simulation {
 
     /// The results as of now. `wall` is the wall-clock time the run took (if
     /// measured); `topology` names the file it came from.
-    pub fn results(&self, mode: &str, wall_seconds: Option<f64>, topology: Option<String>) -> Results {
+    pub fn results(
+        &self,
+        mode: &str,
+        wall_seconds: Option<f64>,
+        topology: Option<String>,
+    ) -> Results {
         let net = &self.net;
         let spec = net.spec();
         let now = self.queue.now();
@@ -299,7 +309,11 @@ impl Simulation {
         let wall = wall_seconds.map(|s| Wall {
             seconds: s,
             sim_per_wall: if s > 0.0 { now.as_secs_f64() / s } else { 0.0 },
-            events_per_second: if s > 0.0 { self.queue.events_processed() as f64 / s } else { 0.0 },
+            events_per_second: if s > 0.0 {
+                self.queue.events_processed() as f64 / s
+            } else {
+                0.0
+            },
         });
         let end_name = |(n, p): (usize, usize)| format!("{}:{}", names[n], net.ports(n)[p].name);
         let links = net
@@ -315,7 +329,13 @@ impl Simulation {
                         stats: d.stats.clone(),
                     }
                 };
-                LinkResult { name: l.name.clone(), a: end_name(l.ends[0]), b: end_name(l.ends[1]), a_to_b: dir(0), b_to_a: dir(1) }
+                LinkResult {
+                    name: l.name.clone(),
+                    a: end_name(l.ends[0]),
+                    b: end_name(l.ends[1]),
+                    a_to_b: dir(0),
+                    b_to_a: dir(1),
+                }
             })
             .collect();
         let app = |n: usize, i: usize| -> Option<&App> {
@@ -328,7 +348,11 @@ impl Simulation {
             .flows
             .iter()
             .map(|f| {
-                let active_ns = f.stop.min(now).as_nanos().saturating_sub(f.start.as_nanos());
+                let active_ns = f
+                    .stop
+                    .min(now)
+                    .as_nanos()
+                    .saturating_sub(f.start.as_nanos());
                 let mut r = FlowResult {
                     name: f.name.clone(),
                     kind: f.kind,
@@ -348,14 +372,22 @@ impl Simulation {
                     tcp: None,
                     hops: None,
                 };
-                let loss = |sent: u64, got: u64| if sent == 0 { 0.0 } else { (sent.saturating_sub(got)) as f64 / sent as f64 };
+                let loss = |sent: u64, got: u64| {
+                    if sent == 0 {
+                        0.0
+                    } else {
+                        (sent.saturating_sub(got)) as f64 / sent as f64
+                    }
+                };
                 match (app(f.from, f.src_app), f.dst_app.and_then(|d| app(f.to, d))) {
                     (Some(App::UdpSource(s)), Some(App::UdpSink(k))) => {
                         let st = &k.stats;
                         r.sent_packets = Some(s.sent);
                         r.received_packets = Some(st.received);
                         r.received_bytes = st.bytes;
-                        let span = st.last_rx.map_or(active_ns, |t| t.as_nanos().saturating_sub(f.start.as_nanos()));
+                        let span = st.last_rx.map_or(active_ns, |t| {
+                            t.as_nanos().saturating_sub(f.start.as_nanos())
+                        });
                         r.throughput_bps = rate(st.bytes, span);
                         r.loss = Some(loss(s.sent, st.received));
                         r.delay_ns = Percentiles::of(&st.delay);
@@ -372,13 +404,18 @@ impl Simulation {
                     }
                     (Some(App::Traceroute(t)), _) => {
                         r.sent_packets = Some(t.ttl as u64);
-                        r.received_packets = Some(t.hops.iter().filter(|h| h.address.is_some()).count() as u64);
+                        r.received_packets =
+                            Some(t.hops.iter().filter(|h| h.address.is_some()).count() as u64);
                         r.hops = Some(t.hops.clone());
                     }
                     (Some(App::TcpClient(c)), Some(App::TcpServer(s))) => {
                         let bulk = matches!(c.mode, crate::apps::TcpMode::Bulk { .. });
                         let (received, first, last) = if bulk {
-                            (s.stats.bytes_received, c.stats.started, s.stats.completed.or(s.stats.last_rx))
+                            (
+                                s.stats.bytes_received,
+                                c.stats.started,
+                                s.stats.completed.or(s.stats.last_rx),
+                            )
                         } else {
                             (c.stats.bytes_received, c.stats.started, c.stats.last_rx)
                         };
@@ -388,7 +425,11 @@ impl Simulation {
                         };
                         r.received_bytes = received;
                         r.throughput_bps = rate(received, active_ns);
-                        r.delay_ns = if bulk { None } else { Percentiles::of(&c.stats.latency) };
+                        r.delay_ns = if bulk {
+                            None
+                        } else {
+                            Percentiles::of(&c.stats.latency)
+                        };
                         r.tcp = Some(TcpResult {
                             bytes_sent: c.stats.bytes_sent,
                             bytes_received: received,

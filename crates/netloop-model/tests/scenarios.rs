@@ -24,7 +24,10 @@ fn one_frame_takes_serialisation_plus_propagation_to_the_nanosecond() {
         1,
         vec![host("a"), host("b")],
         vec![link("a", "b", dir(Some(10), ms(5)))],
-        vec![TrafficSpec { stop: Some(ms(50)), ..flow("f", "a", "b", cbr(1, 100)) }],
+        vec![TrafficSpec {
+            stop: Some(ms(50)),
+            ..flow("f", "a", "b", cbr(1, 100))
+        }],
     );
     s.links[0].b_to_a.delay = ms(7);
     let mut sim = Simulation::build(&s).unwrap();
@@ -35,14 +38,26 @@ fn one_frame_takes_serialisation_plus_propagation_to_the_nanosecond() {
     let frames = rec.frames();
     let mut checked = 0;
     for tx in frames.iter().filter(|f| !f.rx) {
-        let rx = frames.iter().find(|f| f.rx && f.dir == tx.dir && f.data == tx.data && f.time >= tx.time).expect("arrived");
+        let rx = frames
+            .iter()
+            .find(|f| f.rx && f.dir == tx.dir && f.data == tx.data && f.time >= tx.time)
+            .expect("arrived");
         let wire = tx.data.len().max(60) as u64 + 24;
         let ser = wire * 8 * 1_000_000_000 / 10_000_000;
         let prop = if tx.dir == 0 { 5_000_000 } else { 7_000_000 };
-        assert_eq!((rx.time - tx.time).as_nanos(), ser + prop, "frame of {} bytes, dir {}", tx.data.len(), tx.dir);
+        assert_eq!(
+            (rx.time - tx.time).as_nanos(),
+            ser + prop,
+            "frame of {} bytes, dir {}",
+            tx.data.len(),
+            tx.dir
+        );
         checked += 1;
     }
-    assert!(checked >= 6, "ARP both ways and several data frames: {checked}");
+    assert!(
+        checked >= 6,
+        "ARP both ways and several data frames: {checked}"
+    );
     // Back-to-back frames: the second starts exactly when the first's last
     // bit has left (the transmitter is busy for the serialisation time).
     let r = sim.results("afap", None, None);
@@ -54,20 +69,37 @@ fn one_frame_takes_serialisation_plus_propagation_to_the_nanosecond() {
 fn queued_frames_leave_back_to_back() {
     // 1000 pps of 1000-byte payloads into a 1 Mbit/s link: the queue fills
     // and frames leave exactly one serialisation time apart.
-    let s = spec(ms(200), 1, vec![host("a"), host("b")], vec![link("a", "b", dir(Some(1), ms(1)))], vec![flow("f", "a", "b", cbr(8, 1000))]);
+    let s = spec(
+        ms(200),
+        1,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", dir(Some(1), ms(1)))],
+        vec![flow("f", "a", "b", cbr(8, 1000))],
+    );
     let mut sim = Simulation::build(&s).unwrap();
     let rec = Recorder::default();
     sim.net.add_tap(0, Box::new(rec.clone()));
     sim.run(1 << 20, |_, _| true);
     assert_conserved(&sim);
-    let tx: Vec<_> = rec.frames().into_iter().filter(|f| !f.rx && f.dir == 0 && probe_seq(&f.data).is_some()).collect();
+    let tx: Vec<_> = rec
+        .frames()
+        .into_iter()
+        .filter(|f| !f.rx && f.dir == 0 && probe_seq(&f.data).is_some())
+        .collect();
     assert!(tx.len() > 10);
     let ser = (1042u64 + 24) * 8 * 1000; // ns at 1 Mbit/s
     for w in tx[2..].windows(2) {
         assert_eq!((w[1].time - w[0].time).as_nanos(), ser);
     }
     let r = sim.results("afap", None, None);
-    assert!(r.links[0].a_to_b.stats.drops.get(netloop_model::stats::DropReason::QueueFull) == 0);
+    assert!(
+        r.links[0]
+            .a_to_b
+            .stats
+            .drops
+            .get(netloop_model::stats::DropReason::QueueFull)
+            == 0
+    );
     assert!(r.links[0].a_to_b.stats.queue_high_water_packets > 100);
 }
 
@@ -79,7 +111,16 @@ fn cbr_over_lossy_bottleneck_matches_the_model() {
     let mut d = dir(Some(10), ms(2));
     d.loss = LossSpec::Bernoulli { p: 0.01 };
     let dur = SimDuration::from_secs(20);
-    let s = spec(dur, 7, vec![host("a"), host("b")], vec![link("a", "b", d)], vec![TrafficSpec { stop: Some(SimDuration::from_secs(19)), ..flow("f", "a", "b", cbr(10, 1000)) }]);
+    let s = spec(
+        dur,
+        7,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", d)],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(19)),
+            ..flow("f", "a", "b", cbr(10, 1000))
+        }],
+    );
     let sim = run(&s);
     let r = sim.results("afap", None, None);
     let l = &r.links[0].a_to_b.stats;
@@ -87,12 +128,18 @@ fn cbr_over_lossy_bottleneck_matches_the_model() {
     let sent = l.sent_packets as f64;
     // Random loss inside a 4-sigma binomial interval.
     let sigma = (sent * 0.01 * 0.99).sqrt();
-    assert!((lost - sent * 0.01).abs() < 4.0 * sigma, "lost {lost} of {sent}");
+    assert!(
+        (lost - sent * 0.01).abs() < 4.0 * sigma,
+        "lost {lost} of {sent}"
+    );
     // Throughput: the link's frame rate times payload times (1 - p).
     let f = &r.flows[0];
     let expected = 10e6 / (1066.0 * 8.0) * 1000.0 * 8.0 * 0.99;
     let got = f.throughput_bps;
-    assert!((got - expected).abs() / expected < 0.01, "throughput {got} vs model {expected}");
+    assert!(
+        (got - expected).abs() / expected < 0.01,
+        "throughput {got} vs model {expected}"
+    );
     // Everything not lost at random was dropped by the full queue.
     let queue_drops = l.drops.get(netloop_model::stats::DropReason::QueueFull);
     assert!(queue_drops > 0);
@@ -103,16 +150,37 @@ fn cbr_over_lossy_bottleneck_matches_the_model() {
 #[test]
 fn gilbert_elliott_losses_come_in_bursts_of_the_configured_mean_length() {
     let mut d = dir(None, ms(1));
-    d.loss = LossSpec::GilbertElliott { p: 0.01, r: 0.25, loss_good: 0.0, loss_bad: 1.0 };
-    let s = spec(SimDuration::from_secs(21), 3, vec![host("a"), host("b")], vec![link("a", "b", d)], vec![TrafficSpec { stop: Some(SimDuration::from_secs(20)), ..flow("f", "a", "b", cbr(80, 1000)) }]);
+    d.loss = LossSpec::GilbertElliott {
+        p: 0.01,
+        r: 0.25,
+        loss_good: 0.0,
+        loss_bad: 1.0,
+    };
+    let s = spec(
+        SimDuration::from_secs(21),
+        3,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", d)],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(20)),
+            ..flow("f", "a", "b", cbr(80, 1000))
+        }],
+    );
     let mut sim = Simulation::build(&s).unwrap();
     let rec = Recorder::default();
     sim.net.add_tap(0, Box::new(rec.clone()));
     sim.run(1 << 20, |_, _| true);
     assert_conserved(&sim);
-    let mut got: Vec<u64> = rec.frames().iter().filter(|f| f.rx && f.dir == 0).filter_map(|f| probe_seq(&f.data)).collect();
+    let mut got: Vec<u64> = rec
+        .frames()
+        .iter()
+        .filter(|f| f.rx && f.dir == 0)
+        .filter_map(|f| probe_seq(&f.data))
+        .collect();
     got.sort();
-    let sent = sim.results("afap", None, None).flows[0].sent_packets.unwrap();
+    let sent = sim.results("afap", None, None).flows[0]
+        .sent_packets
+        .unwrap();
     // Runs of missing sequence numbers are the loss bursts.
     let mut bursts = Vec::new();
     let mut prev: Option<u64> = None;
@@ -131,7 +199,10 @@ fn gilbert_elliott_losses_come_in_bursts_of_the_configured_mean_length() {
     assert!((mean - 4.0).abs() < 4.0 * se, "mean burst {mean}, se {se}");
     // Mean good run ≈ 1/p = 100 frames.
     let good_mean = (got.len() as f64) / n;
-    assert!((good_mean - 100.0).abs() < 15.0, "mean good run {good_mean}");
+    assert!(
+        (good_mean - 100.0).abs() < 15.0,
+        "mean good run {good_mean}"
+    );
 }
 
 #[test]
@@ -140,8 +211,19 @@ fn tcp_bulk_over_1gbps_reaches_the_theoretical_goodput() {
         SimDuration::from_secs(2),
         1,
         vec![host("a"), host("b")],
-        vec![link("a", "b", dir(Some(1000), SimDuration::from_micros(50)))],
-        vec![flow("bulk", "a", "b", TrafficKind::TcpBulk { bytes: Some(Bytes::new(50_000_000)) })],
+        vec![link(
+            "a",
+            "b",
+            dir(Some(1000), SimDuration::from_micros(50)),
+        )],
+        vec![flow(
+            "bulk",
+            "a",
+            "b",
+            TrafficKind::TcpBulk {
+                bytes: Some(Bytes::new(50_000_000)),
+            },
+        )],
     );
     let sim = run(&s);
     let r = sim.results("afap", None, None);
@@ -152,23 +234,48 @@ fn tcp_bulk_over_1gbps_reaches_the_theoretical_goodput() {
     // payload (smoltcp sends no TCP timestamps), 1538 bytes on the wire.
     let theoretical = 1e9 * 1460.0 / 1538.0;
     let g = tcp.goodput_bps;
-    assert!(g >= 0.99 * theoretical && g <= theoretical * 1.001, "goodput {g} vs {theoretical}");
+    assert!(
+        g >= 0.99 * theoretical && g <= theoretical * 1.001,
+        "goodput {g} vs {theoretical}"
+    );
 }
 
 #[test]
 fn link_down_drops_and_up_recovers() {
     let s = NetworkSpec {
         events: vec![
-            LinkEventSpec { at: ms(300), link: "a-b".into(), direction: Direction::Both, action: LinkAction::Down },
-            LinkEventSpec { at: ms(600), link: "a-b".into(), direction: Direction::Both, action: LinkAction::Up },
+            LinkEventSpec {
+                at: ms(300),
+                link: "a-b".into(),
+                direction: Direction::Both,
+                action: LinkAction::Down,
+            },
+            LinkEventSpec {
+                at: ms(600),
+                link: "a-b".into(),
+                direction: Direction::Both,
+                action: LinkAction::Up,
+            },
             LinkEventSpec {
                 at: ms(800),
                 link: "a-b".into(),
                 direction: Direction::AToB,
-                action: LinkAction::Set(LinkChange { delay: Some(ms(20)), ..LinkChange::default() }),
+                action: LinkAction::Set(LinkChange {
+                    delay: Some(ms(20)),
+                    ..LinkChange::default()
+                }),
             },
         ],
-        ..spec(SimDuration::from_secs(1), 1, vec![host("a"), host("b")], vec![link("a", "b", dir(Some(100), ms(5)))], vec![TrafficSpec { stop: Some(ms(950)), ..flow("f", "a", "b", cbr(1, 125)) }])
+        ..spec(
+            SimDuration::from_secs(1),
+            1,
+            vec![host("a"), host("b")],
+            vec![link("a", "b", dir(Some(100), ms(5)))],
+            vec![TrafficSpec {
+                stop: Some(ms(950)),
+                ..flow("f", "a", "b", cbr(1, 125))
+            }],
+        )
     };
     let sim = run(&s);
     let r = sim.results("afap", None, None);
@@ -181,7 +288,10 @@ fn link_down_drops_and_up_recovers() {
     assert_eq!(f.sent_packets.unwrap() - f.received_packets.unwrap(), down);
     // After the delay change the one-way delay is 20 ms plus serialisation.
     let delay = f.delay_ns.as_ref().unwrap();
-    assert!(delay.max >= 20_000_000 && delay.max < 20_100_000, "{delay:?}");
+    assert!(
+        delay.max >= 20_000_000 && delay.max < 20_100_000,
+        "{delay:?}"
+    );
     assert!(delay.min < 5_100_000);
 }
 
@@ -191,10 +301,35 @@ fn hosts_on_a_switch_talk_and_the_switch_learns() {
         SimDuration::from_secs(2),
         1,
         vec![host("a"), host("b"), host("c"), switch("sw")],
-        vec![link("a", "sw", dir(Some(100), ms(1))), link("b", "sw", dir(Some(100), ms(1))), link("c", "sw", dir(Some(100), ms(1)))],
         vec![
-            flow("p1", "a", "b", TrafficKind::Ping { interval: ms(100), size: Bytes::new(56) }),
-            flow("p2", "c", "a", TrafficKind::Ping { interval: ms(100), size: Bytes::new(56) }),
+            link("a", "sw", dir(Some(100), ms(1))),
+            link("b", "sw", dir(Some(100), ms(1))),
+            link("c", "sw", dir(Some(100), ms(1))),
+        ],
+        vec![
+            flow(
+                "p1",
+                "a",
+                "b",
+                TrafficKind::Ping {
+                    interval: ms(100),
+                    size: Bytes::new(56),
+                },
+            ),
+            // Starts after c overheard a's ARP broadcast: by RFC 826's merge
+            // rule c must not have learned a from it, so it ARPs itself.
+            TrafficSpec {
+                start: ms(500),
+                ..flow(
+                    "p2",
+                    "c",
+                    "a",
+                    TrafficKind::Ping {
+                        interval: ms(100),
+                        size: Bytes::new(56),
+                    },
+                )
+            },
         ],
     );
     let sim = run(&s);
@@ -206,14 +341,22 @@ fn hosts_on_a_switch_talk_and_the_switch_learns() {
         assert_eq!(d.min, 4_000_000 + 4 * 122 * 80, "{}", f.name);
         // All but the first (which waits for ARP) take the same time.
         assert!(d.p90.abs_diff(d.min) * 1000 <= d.min, "{}: {d:?}", f.name);
-        assert!(d.max > 2 * d.min - 100_000, "{}: the first ping waits one ARP round trip", f.name);
+        assert!(
+            d.max > 2 * d.min - 100_000,
+            "{}: the first ping waits one ARP round trip",
+            f.name
+        );
     }
     // Only ARP broadcasts (and the first unknown unicast) were flooded.
     let sw = r.nodes.iter().find(|n| n.name == "sw").unwrap();
     let flooded = sw.stats["flooded"].as_u64().unwrap();
     assert!(flooded <= 6, "flooded {flooded}");
     // All three got addresses on one subnet.
-    let addrs: Vec<_> = r.nodes.iter().filter_map(|n| n.interfaces.first().and_then(|i| i.address.clone())).collect();
+    let addrs: Vec<_> = r
+        .nodes
+        .iter()
+        .filter_map(|n| n.interfaces.first().and_then(|i| i.address.clone()))
+        .collect();
     assert_eq!(addrs, ["198.18.0.1/24", "198.18.0.2/24", "198.18.0.3/24"]);
 }
 
@@ -222,14 +365,26 @@ fn same_seed_same_results_different_seed_different_losses() {
     let mk = |seed| {
         let mut d = dir(Some(100), ms(3));
         d.loss = LossSpec::Bernoulli { p: 0.05 };
-        d.jitter = Some(JitterSpec { amount: ms(1), distribution: JitterDistribution::Normal, reorder: true });
+        d.jitter = Some(JitterSpec {
+            amount: ms(1),
+            distribution: JitterDistribution::Normal,
+            reorder: true,
+        });
         spec(
             SimDuration::from_secs(3),
             seed,
             vec![host("a"), host("b")],
             vec![link("a", "b", d)],
             vec![
-                flow("u", "a", "b", TrafficKind::UdpPoisson { rate: DataRate::from_mbps(20), size: Bytes::new(500) }),
+                flow(
+                    "u",
+                    "a",
+                    "b",
+                    TrafficKind::UdpPoisson {
+                        rate: DataRate::from_mbps(20),
+                        size: Bytes::new(500),
+                    },
+                ),
                 flow("t", "b", "a", TrafficKind::TcpBulk { bytes: None }),
             ],
         )
@@ -244,8 +399,21 @@ fn same_seed_same_results_different_seed_different_losses() {
 fn jitter_without_reordering_never_reorders_and_with_it_does() {
     let mk = |reorder| {
         let mut d = dir(None, ms(10));
-        d.jitter = Some(JitterSpec { amount: ms(2), distribution: JitterDistribution::Uniform, reorder });
-        spec(SimDuration::from_secs(2), 1, vec![host("a"), host("b")], vec![link("a", "b", d)], vec![TrafficSpec { stop: Some(ms(1500)), ..flow("f", "a", "b", cbr(8, 1000)) }])
+        d.jitter = Some(JitterSpec {
+            amount: ms(2),
+            distribution: JitterDistribution::Uniform,
+            reorder,
+        });
+        spec(
+            SimDuration::from_secs(2),
+            1,
+            vec![host("a"), host("b")],
+            vec![link("a", "b", d)],
+            vec![TrafficSpec {
+                stop: Some(ms(1500)),
+                ..flow("f", "a", "b", cbr(8, 1000))
+            }],
+        )
     };
     let r = run(&mk(false)).results("afap", None, None);
     assert_eq!(r.flows[0].reordered, Some(0));
@@ -257,14 +425,21 @@ fn jitter_without_reordering_never_reorders_and_with_it_does() {
 #[test]
 fn mtu_and_queue_limits_drop_with_named_reasons() {
     let mut d = dir(Some(1), ms(1));
-    d.queue = QueueSpec { packets: Some(5), bytes: None, discipline: QueueDiscipline::DropTail };
+    d.queue = QueueSpec {
+        packets: Some(5),
+        bytes: None,
+        discipline: QueueDiscipline::DropTail,
+    };
     d.mtu = 1000;
     let s = spec(
         SimDuration::from_secs(1),
         1,
         vec![host("a"), host("b")],
         vec![link("a", "b", d)],
-        vec![flow("big", "a", "b", cbr(1, 1400)), flow("burst", "a", "b", cbr(5, 500))],
+        vec![
+            flow("big", "a", "b", cbr(1, 1400)),
+            flow("burst", "a", "b", cbr(5, 500)),
+        ],
     );
     let sim = run(&s);
     let r = sim.results("afap", None, None);

@@ -11,26 +11,45 @@ pub fn ms(n: u64) -> SimDuration {
 }
 
 pub fn host(name: &str) -> NodeSpec {
-    NodeSpec { name: name.into(), kind: NodeKind::Host }
+    NodeSpec {
+        name: name.into(),
+        kind: NodeKind::Host,
+    }
 }
 
 pub fn router(name: &str) -> NodeSpec {
-    NodeSpec { name: name.into(), kind: NodeKind::Router(RouterSpec::default()) }
+    NodeSpec {
+        name: name.into(),
+        kind: NodeKind::Router(RouterSpec::default()),
+    }
 }
 
 pub fn switch(name: &str) -> NodeSpec {
-    NodeSpec { name: name.into(), kind: NodeKind::Switch(SwitchSpec::default()) }
+    NodeSpec {
+        name: name.into(),
+        kind: NodeKind::Switch(SwitchSpec::default()),
+    }
 }
 
 pub fn dir(rate_mbps: Option<u64>, delay: SimDuration) -> DirectionSpec {
-    DirectionSpec { rate: rate_mbps.map(DataRate::from_mbps), delay, ..DirectionSpec::default() }
+    DirectionSpec {
+        rate: rate_mbps.map(DataRate::from_mbps),
+        delay,
+        ..DirectionSpec::default()
+    }
 }
 
 pub fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
     LinkSpec {
         name: format!("{a}-{b}"),
-        a: EndpointSpec { node: a.into(), address: None },
-        b: EndpointSpec { node: b.into(), address: None },
+        a: EndpointSpec {
+            node: a.into(),
+            address: None,
+        },
+        b: EndpointSpec {
+            node: b.into(),
+            address: None,
+        },
         subnet: None,
         a_to_b: d.clone(),
         b_to_a: d,
@@ -38,15 +57,38 @@ pub fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
 }
 
 pub fn flow(name: &str, from: &str, to: &str, kind: TrafficKind) -> TrafficSpec {
-    TrafficSpec { name: name.into(), from: from.into(), to: to.into(), start: SimDuration::ZERO, stop: None, count: 1, kind }
+    TrafficSpec {
+        name: name.into(),
+        from: from.into(),
+        to: to.into(),
+        start: SimDuration::ZERO,
+        stop: None,
+        count: 1,
+        kind,
+    }
 }
 
 pub fn cbr(mbps: u64, size: u64) -> TrafficKind {
-    TrafficKind::UdpCbr { rate: DataRate::from_mbps(mbps), size: Bytes::new(size) }
+    TrafficKind::UdpCbr {
+        rate: DataRate::from_mbps(mbps),
+        size: Bytes::new(size),
+    }
 }
 
-pub fn spec(duration: SimDuration, seed: u64, nodes: Vec<NodeSpec>, links: Vec<LinkSpec>, traffic: Vec<TrafficSpec>) -> NetworkSpec {
-    NetworkSpec { run: RunSpec { duration, seed }, nodes, links, traffic, ..NetworkSpec::default() }
+pub fn spec(
+    duration: SimDuration,
+    seed: u64,
+    nodes: Vec<NodeSpec>,
+    links: Vec<LinkSpec>,
+    traffic: Vec<TrafficSpec>,
+) -> NetworkSpec {
+    NetworkSpec {
+        run: RunSpec { duration, seed },
+        nodes,
+        links,
+        traffic,
+        ..NetworkSpec::default()
+    }
 }
 
 /// A frame seen by a tap.
@@ -64,7 +106,12 @@ pub struct Recorder(pub Arc<Mutex<Vec<Seen>>>);
 
 impl Tap for Recorder {
     fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]) {
-        self.0.lock().unwrap().push(Seen { time, dir, rx, data: data.to_vec() });
+        self.0.lock().unwrap().push(Seen {
+            time,
+            dir,
+            rx,
+            data: data.to_vec(),
+        });
     }
 }
 
