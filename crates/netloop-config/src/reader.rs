@@ -259,8 +259,16 @@ fn record_fields(
     for (k, v) in table.iter() {
         let path = format!("{prefix}{}", k.get_ref());
         out.insert(path.clone(), d.locate(&v.span()));
-        if let DeValue::Table(sub) = v.get_ref() {
-            record_fields(d, &format!("{path}."), sub, out);
+        match v.get_ref() {
+            DeValue::Table(sub) => record_fields(d, &format!("{path}."), sub, out),
+            // Elements by index, so that an error about one endpoint's
+            // address can point at that entry: `addresses.1`.
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    out.insert(format!("{path}.{i}"), d.locate(&item.span()));
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -67,7 +67,8 @@ pub struct ItemLocations {
     /// Where the item starts: its `[[node]]`/`[[link]]` header.
     pub at: Location,
     /// Where each field's value is, by key path as written in the file:
-    /// `"delay"`, `"a_to_b.rate"`, `"queue.packets"`, `"loss.p"`.
+    /// `"delay"`, `"a_to_b.rate"`, `"queue.packets"`, `"loss.p"`; elements
+    /// of arrays by index: `"addresses.1"`.
     pub fields: BTreeMap<String, Location>,
 }
 
@@ -121,10 +122,11 @@ impl SourceMap {
     /// of the file if the item index is unknown (which would be a bug in the
     /// caller, but is no reason to panic while reporting an error).
     ///
-    /// The model names fields after the spec (`address`, `a`, `b`), the file
+    /// The model names fields after the spec (`a.address`, `b`), the file
     /// after its keys (`addresses`, `endpoints`); the few names that differ
-    /// are translated, and a per-direction field (`a_to_b.delay`) that the
-    /// file set for both directions at once (`delay`) is found there.
+    /// are translated (`b.address` is the second entry of `addresses`), and
+    /// a per-direction field (`a_to_b.delay`) that the file set for both
+    /// directions at once (`delay`) is found there.
     pub fn located(&self, err: &BuildError) -> ConfigError {
         let at = err
             .field
@@ -147,8 +149,12 @@ impl SourceMap {
 fn field_candidates(item: ItemRef, field: &str) -> Vec<String> {
     let mut names = vec![field.to_string()];
     let alias: &[&str] = match (item, field) {
-        (ItemRef::Link(_), "a" | "b" | "node" | "a.node" | "b.node") => &["endpoints"],
-        (ItemRef::Link(_), "address" | "a.address" | "b.address") => &["addresses"],
+        (ItemRef::Link(_), "a" | "a.node") => &["endpoints.0", "endpoints"],
+        (ItemRef::Link(_), "b" | "b.node") => &["endpoints.1", "endpoints"],
+        (ItemRef::Link(_), "node") => &["endpoints"],
+        (ItemRef::Link(_), "a.address") => &["addresses.0", "addresses"],
+        (ItemRef::Link(_), "b.address") => &["addresses.1", "addresses"],
+        (ItemRef::Link(_), "address") => &["addresses"],
         (ItemRef::Link(_), "jitter.amount") => &["jitter"],
         (ItemRef::Link(_), "jitter.distribution") => &["jitter_distribution"],
         (ItemRef::Link(_), "jitter.reorder") => &["reorder"],
@@ -167,6 +173,12 @@ fn field_candidates(item: ItemRef, field: &str) -> Vec<String> {
     }
     if let Some((_, last)) = field.rsplit_once('.') {
         names.push(last.to_string());
+    }
+    // A link parameter the model names without a direction may have been
+    // set for one direction only.
+    if matches!(item, ItemRef::Link(_)) && !field.contains('.') {
+        names.push(format!("a_to_b.{field}"));
+        names.push(format!("b_to_a.{field}"));
     }
     names
 }
@@ -192,32 +204,25 @@ mod tests {
 
     #[test]
     fn build_errors_point_at_the_field_or_the_item() {
-        let mut map = SourceMap {
-            file: "t.toml".into(),
-            ..Default::default()
-        };
+        let at = |line, column| Location { line, column };
         let mut link = ItemLocations {
-            at: Location {
-                line: 10,
-                column: 1,
-            },
+            at: at(10, 1),
             ..Default::default()
         };
-        link.fields.insert(
-            "delay".into(),
-            Location {
-                line: 12,
-                column: 9,
-            },
-        );
-        link.fields.insert(
-            "addresses".into(),
-            Location {
-                line: 11,
-                column: 13,
-            },
-        );
-        map.links.push(link);
+        for (field, loc) in [
+            ("delay", at(12, 9)),
+            ("addresses", at(11, 13)),
+            ("addresses.0", at(11, 14)),
+            ("addresses.1", at(11, 30)),
+            ("b_to_a.mtu", at(15, 7)),
+        ] {
+            link.fields.insert(field.into(), loc);
+        }
+        let map = SourceMap {
+            file: "t.toml".into(),
+            links: vec![link],
+            ..Default::default()
+        };
         let err = |field, item| BuildError {
             item,
             what: "link 'r1-r2'".into(),
@@ -230,10 +235,17 @@ mod tests {
             e.to_string(),
             "t.toml:12:9: link 'r1-r2', field 'a_to_b.delay': bad"
         );
-        let e = map.located(&err(Some("address"), ItemRef::Link(0)));
-        assert_eq!((e.line, e.column), (11, 13));
-        let e = map.located(&err(Some("mtu"), ItemRef::Link(0)));
-        assert_eq!((e.line, e.column), (10, 1));
+        let located = |field| {
+            let e = map.located(&err(Some(field), ItemRef::Link(0)));
+            (e.line, e.column)
+        };
+        assert_eq!(located("address"), (11, 13));
+        assert_eq!(located("a.address"), (11, 14));
+        assert_eq!(located("b.address"), (11, 30));
+        assert_eq!(located("mtu"), (15, 7));
+        // Not in the file: the item's header.
+        assert_eq!(located("rate"), (10, 1));
+        // An index the spec doesn't have: the start of the file.
         let e = map.located(&err(None, ItemRef::Link(7)));
         assert_eq!((e.line, e.column), (1, 1));
     }

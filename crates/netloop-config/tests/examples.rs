@@ -193,3 +193,68 @@ fn sources_point_into_the_example() {
     assert_eq!(at.column, 9);
     assert!(l.sources.file().ends_with("two-routers.toml"));
 }
+
+/// The fenced blocks of `docs/topology.md` whose info string is `info`.
+fn doc_blocks(info: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/topology.md");
+    let text = std::fs::read_to_string(path).expect("docs/topology.md exists");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(tag)) if tag.trim() == info => current = Some(String::new()),
+            (Some(block), Some(_)) => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), None) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn the_documented_example_loads() {
+    let blocks = doc_blocks("toml");
+    assert!(
+        !blocks.is_empty(),
+        "docs/topology.md has a complete example"
+    );
+    for block in blocks {
+        let l = netloop_config::parse_str(&block, "docs/topology.md")
+            .unwrap_or_else(|e| panic!("the example in docs/topology.md does not load:\n{e}"));
+        // It shows every kind of item.
+        assert!(!l.spec.nodes.is_empty() && !l.spec.links.is_empty() && !l.spec.routes.is_empty());
+        assert!(!l.spec.traffic.is_empty() && !l.spec.events.is_empty());
+        let kinds: std::collections::HashSet<_> = l
+            .spec
+            .traffic
+            .iter()
+            .map(|t| std::mem::discriminant(&t.kind))
+            .collect();
+        assert_eq!(kinds.len(), 7, "every traffic kind is shown");
+    }
+}
+
+#[test]
+fn documented_fragments_are_valid_link_parameters() {
+    let fragments = doc_blocks("toml fragment");
+    assert!(!fragments.is_empty());
+    for line in fragments
+        .iter()
+        .flat_map(|b| b.lines())
+        .filter(|l| !l.trim().is_empty())
+    {
+        let text = format!(
+            "[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n\
+             [[link]]\nendpoints = [\"a\", \"b\"]\n{line}\n"
+        );
+        if let Err(e) = netloop_config::parse_str(&text, "fragment.toml") {
+            panic!("documented fragment '{line}' does not load:\n{e}");
+        }
+    }
+}

@@ -444,6 +444,17 @@ fn names_are_checked() {
         e.contains("'h 1' is not a valid name: ' ' is not allowed"),
         "{e}"
     );
+    let e = one_error(&format!(
+        "{NODES}[[traffic]]\nname = 5\nkind = \"ping\"\nfrom = \"h1\"\nto = \"h2\"\n"
+    ));
+    assert!(
+        e.contains("field 'name': expected a string, found integer 5"),
+        "{e}"
+    );
+    let e = one_error(&format!(
+        "{NODES}[[traffic]]\nname = \"a#1\"\nkind = \"ping\"\nfrom = \"h1\"\nto = \"h2\"\n"
+    ));
+    assert!(e.contains("'#' is not allowed"), "{e}");
     let e = one_error("[[node]]\nname = \"\"\nkind = \"host\"\n");
     assert!(e.contains("must not be empty"), "{e}");
 }
@@ -469,6 +480,12 @@ fn build_errors_are_located_at_the_field() {
         e.to_string(),
         format!("t.toml:{line}:13: link 'h1-r1', field 'address': 198.18.0.1 is also assigned automatically")
     );
+    // One endpoint's address points at its entry.
+    let e = l.sources.located(&BuildError {
+        field: Some("b.address"),
+        ..err.clone()
+    });
+    assert_eq!((e.line, e.column), (line, 31));
     // A field the file doesn't set points at the item's header.
     let e = l.sources.located(&BuildError {
         field: Some("mtu"),

@@ -59,8 +59,8 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
         Ok(s)
     });
     if name.is_none() && !t.has("name") {
-        // The default name must be a valid name too (it is one whenever the
-        // node names are).
+        // The default name must be a valid name too; it is one whenever the
+        // node names are, unless together they are too long.
         if let Some(label) = &label {
             if let Err(e) = check_name(label) {
                 t.error_item(l.d, format!("the default name {e}; give the link a 'name'"));

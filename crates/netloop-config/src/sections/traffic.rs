@@ -58,7 +58,7 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
         .collect();
     let mut counters: HashMap<String, usize> = HashMap::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
-    for (index, (table, span)) in tables.iter().enumerate() {
+    for (table, span) in tables {
         let (name, named) = match peek_str(table, "name") {
             Some(n) => (n.to_string(), true),
             None => {
@@ -83,13 +83,12 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
                 None
             }
         };
-        read(l, index, table, span.clone(), name, named, duplicate_of);
+        read(l, table, span.clone(), name, named, duplicate_of);
     }
 }
 
 fn read(
     l: &mut Loader<'_, '_>,
-    index: usize,
     table: &DeTable<'_>,
     span: Range<usize>,
     name: String,
@@ -97,7 +96,6 @@ fn read(
     duplicate_of: Option<usize>,
 ) {
     l.map.traffic.push(record_locations(l.d, &span, table));
-    let _ = index;
     let mut t = Table::new(format!("traffic '{}'", quote(&name)), table, span);
 
     let kind = t.req(l.d, "kind", &format!("one of {}", KINDS.join(", ")), |v| {
@@ -118,13 +116,13 @@ fn read(
         _ => None,
     });
 
-    if named {
-        if let Some(Err(e)) = t
-            .get("name")
-            .map(|v| value::string(v).and_then(|s| check_name(&s)))
-        {
-            t.error(l.d, "name", e);
-        }
+    // Checked whenever present: a name that is not a string was not
+    // `named` above, but is still a mistake.
+    if let Some(Err(e)) = t
+        .get("name")
+        .map(|v| value::string(v).and_then(|s| check_name(&s)))
+    {
+        t.error(l.d, "name", e);
     }
     if let Some(first) = duplicate_of {
         let message = format!(
@@ -211,17 +209,17 @@ fn read(
 
 /// The kind-specific fields, with their defaults.
 fn read_kind(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>, kind: &str) -> Option<TrafficKind> {
+    // An invalid value falls back to the default here, but the error is
+    // recorded and the flow is not built.
     let udp_size = |t: &mut Table<'_, '_>, l: &mut Loader<'_, '_>| {
-        let size = t
-            .opt(l.d, "size", |v| {
-                payload(
-                    v,
-                    UDP_HEADER,
-                    "netloop's UDP payload carries a 20-byte sequence number and timestamp",
-                )
-            })
-            .unwrap_or(Bytes::new(1000));
-        Some(size)
+        t.opt(l.d, "size", |v| {
+            payload(
+                v,
+                UDP_HEADER,
+                "netloop's UDP payload carries a 20-byte sequence number and timestamp",
+            )
+        })
+        .unwrap_or(Bytes::new(1000))
     };
     let rate = |t: &mut Table<'_, '_>, l: &mut Loader<'_, '_>| {
         t.req(
@@ -243,7 +241,7 @@ fn read_kind(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>, kind: &str) -> Optio
         }
         "udp-cbr" | "udp-poisson" => {
             let rate = rate(t, l);
-            let size = udp_size(t, l)?;
+            let size = udp_size(t, l);
             let rate = rate?;
             Some(if kind == "udp-cbr" {
                 TrafficKind::UdpCbr { rate, size }
@@ -253,7 +251,7 @@ fn read_kind(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>, kind: &str) -> Optio
         }
         "udp-onoff" => {
             let rate = rate(t, l);
-            let size = udp_size(t, l)?;
+            let size = udp_size(t, l);
             let on = t.req(
                 l.d,
                 "on",

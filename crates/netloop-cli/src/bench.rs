@@ -1,0 +1,443 @@
+//! `netloop bench`: benchmarks that print a table and write JSON.
+//!
+//! `bench speed` is the simulation-speed benchmark of the core: a dumbbell
+//! (two routers joined by a 1 Gbit/s, 10 ms bottleneck; H = min(N, 100)
+//! hosts per side on 1 Gbit/s, 1 ms links; N UDP constant-bit-rate flows of
+//! 1000-byte payloads sharing 500 Mbit/s, staggered starts), simulated for
+//! D seconds of traffic plus 1 s to drain, as fast as possible. The same
+//! scenario is written for ns-3 in `bench/ns3/dumbbell.cc`; both run in the
+//! same invocation, interleaved, so the ratio holds on a noisy machine.
+//! Figures: wall-clock time of the run (set-up excluded, as for ns-3),
+//! simulated packets delivered per wall second, events per wall second
+//! (events are not comparable across simulators; packets are).
+
+use anyhow::{anyhow, Context};
+use clap::Subcommand;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use netloop_core::{Bytes, DataRate, SimDuration};
+use netloop_model::spec::*;
+use netloop_model::Simulation;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use crate::format;
+use crate::run::write_json_atomic;
+
+/// Benchmarks.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Simulation speed on a dumbbell, netloop against ns-3 3.37.
+    Speed {
+        /// Flow counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
+        flows: Vec<u32>,
+        /// Seconds of traffic (the run lasts one more second to drain).
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Total offered load in Mbit/s.
+        #[arg(long, default_value_t = 500)]
+        load: u64,
+        /// Runs per system and flow count (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
+        /// Where to write the JSON.
+        #[arg(long, default_value = "bench/out/speed.json")]
+        json: PathBuf,
+        /// The ns-3 peer binary (built by bench/ns3/build.sh if missing).
+        #[arg(long, default_value = "bench/ns3/build/dumbbell")]
+        ns3: PathBuf,
+        /// Measure netloop only.
+        #[arg(long)]
+        no_ns3: bool,
+    },
+}
+
+/// The dumbbell scenario of the speed benchmark.
+pub fn dumbbell(flows: u32, duration_s: u64, load_mbps: u64) -> NetworkSpec {
+    let h = flows.clamp(1, 100);
+    let mut nodes = vec![
+        NodeSpec {
+            name: "r1".into(),
+            kind: NodeKind::Router(RouterSpec::default()),
+        },
+        NodeSpec {
+            name: "r2".into(),
+            kind: NodeKind::Router(RouterSpec::default()),
+        },
+    ];
+    let gig = |delay_ms: u64| DirectionSpec {
+        rate: Some(DataRate::from_mbps(1000)),
+        delay: SimDuration::from_millis(delay_ms),
+        queue: QueueSpec {
+            packets: Some(1000),
+            bytes: None,
+            discipline: QueueDiscipline::DropTail,
+        },
+        ..DirectionSpec::default()
+    };
+    let link = |a: &str, b: &str, d: DirectionSpec| LinkSpec {
+        name: format!("{a}-{b}"),
+        a: EndpointSpec {
+            node: a.into(),
+            address: None,
+        },
+        b: EndpointSpec {
+            node: b.into(),
+            address: None,
+        },
+        subnet: None,
+        a_to_b: d.clone(),
+        b_to_a: d,
+    };
+    let mut links = vec![link("r1", "r2", gig(10))];
+    for i in 0..h {
+        nodes.push(NodeSpec {
+            name: format!("l{i}"),
+            kind: NodeKind::Host,
+        });
+        nodes.push(NodeSpec {
+            name: format!("q{i}"),
+            kind: NodeKind::Host,
+        });
+        links.push(link(&format!("l{i}"), "r1", gig(1)));
+        links.push(link(&format!("q{i}"), "r2", gig(1)));
+    }
+    // Per-flow rate load/N; flow i starts at i*T/N, T its packet interval.
+    let rate_bps = load_mbps * 1_000_000 / flows as u64;
+    let interval_ns = 1000u128 * 8 * 1_000_000_000 / rate_bps as u128;
+    let traffic = (0..flows)
+        .map(|i| TrafficSpec {
+            name: format!("f{i}"),
+            from: format!("l{}", i % h),
+            to: format!("q{}", i % h),
+            start: SimDuration::from_nanos((interval_ns * i as u128 / flows as u128) as u64),
+            stop: Some(SimDuration::from_secs(duration_s)),
+            count: 1,
+            kind: TrafficKind::UdpCbr {
+                rate: DataRate::from_bps(rate_bps),
+                size: Bytes::new(1000),
+            },
+        })
+        .collect();
+    NetworkSpec {
+        run: RunSpec {
+            duration: SimDuration::from_secs(duration_s + 1),
+            seed: 1,
+        },
+        nodes,
+        links,
+        traffic,
+        ..NetworkSpec::default()
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    wall_s: f64,
+    setup_s: f64,
+    events: u64,
+    packets_sent: u64,
+    packets_received: u64,
+    max_rss_kb: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Summary {
+    median_wall_s: f64,
+    min_wall_s: f64,
+    max_wall_s: f64,
+    packets_per_s: f64,
+    events_per_s: f64,
+    samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    flows: u32,
+    netloop: Summary,
+    ns3: Option<Summary>,
+    /// ns-3 median wall time / netloop median wall time.
+    speedup: Option<f64>,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn summarise(samples: Vec<Sample>) -> Summary {
+    let mut w: Vec<f64> = samples.iter().map(|s| s.wall_s).collect();
+    let med = median(&mut w);
+    let s0 = &samples[0];
+    Summary {
+        median_wall_s: med,
+        min_wall_s: w[0],
+        max_wall_s: w[w.len() - 1],
+        packets_per_s: s0.packets_received as f64 / med,
+        events_per_s: s0.events as f64 / med,
+        samples,
+    }
+}
+
+fn run_netloop(flows: u32, duration: u64, load: u64) -> anyhow::Result<Sample> {
+    let t0 = Instant::now();
+    let mut sim = Simulation::build(&dumbbell(flows, duration, load))
+        .map_err(|e| anyhow!("dumbbell: {e}"))?;
+    let setup_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let stats = sim.run(1 << 20, |_, _| true);
+    let wall_s = t1.elapsed().as_secs_f64();
+    let r = sim.results("afap", Some(wall_s), None);
+    if r.conservation.unaccounted != 0 {
+        return Err(anyhow!(
+            "packet conservation violated in the benchmark: {:?}",
+            r.conservation
+        ));
+    }
+    Ok(Sample {
+        wall_s,
+        setup_s,
+        events: stats.events,
+        packets_sent: r.flows.iter().filter_map(|f| f.sent_packets).sum(),
+        packets_received: r.flows.iter().filter_map(|f| f.received_packets).sum(),
+        max_rss_kb: max_rss_kb(),
+    })
+}
+
+/// Peak resident memory of this process so far (Linux), in KiB.
+fn max_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn ensure_ns3(bin: &Path) -> anyhow::Result<()> {
+    if bin.exists() {
+        return Ok(());
+    }
+    let script = Path::new("bench/ns3/build.sh");
+    if !script.exists() {
+        return Err(anyhow!("ns-3 peer {} not found and bench/ns3/build.sh is not here (run from the repository root, or pass --ns3 PATH or --no-ns3)", bin.display()));
+    }
+    eprintln!("building the ns-3 peer (installs libns3-dev if missing)…");
+    let st = Command::new("bash")
+        .arg(script)
+        .status()
+        .context("running bench/ns3/build.sh")?;
+    if !st.success() || !bin.exists() {
+        return Err(anyhow!("bench/ns3/build.sh failed; install ns-3 with `apt-get install libns3-dev ns3 libgsl-dev pkg-config g++` or pass --no-ns3"));
+    }
+    Ok(())
+}
+
+fn run_ns3(bin: &Path, flows: u32, duration: u64, load: u64) -> anyhow::Result<Sample> {
+    let out = Command::new(bin)
+        .args([
+            "--flows",
+            &flows.to_string(),
+            "--duration",
+            &duration.to_string(),
+            "--load",
+            &load.to_string(),
+        ])
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !out.status.success() {
+        return Err(anyhow!(
+            "{} failed: {}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| anyhow!("no JSON from ns-3: {text}"))?;
+    let v: serde_json::Value = serde_json::from_str(line).context("parsing ns-3 output")?;
+    let num = |k: &str| {
+        v[k].as_f64()
+            .ok_or_else(|| anyhow!("ns-3 output lacks '{k}': {line}"))
+    };
+    Ok(Sample {
+        wall_s: num("wall_s")?,
+        setup_s: num("setup_s")?,
+        events: num("events")? as u64,
+        packets_sent: num("packets_sent")? as u64,
+        packets_received: num("packets_received")? as u64,
+        max_rss_kb: v["max_rss_kb"].as_u64(),
+    })
+}
+
+/// Runs a benchmark.
+pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+    let BenchCommand::Speed {
+        flows,
+        duration,
+        load,
+        repeats,
+        json,
+        ns3,
+        no_ns3,
+    } = cmd;
+    let ns3 = if no_ns3 {
+        None
+    } else {
+        match ensure_ns3(&ns3) {
+            Ok(()) => Some(ns3),
+            Err(e) => {
+                eprintln!("warning: {e:#}; measuring netloop only");
+                None
+            }
+        }
+    };
+    let mut rows = Vec::new();
+    for &n in &flows {
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        // Interleaved, so that both systems see the same machine noise.
+        for r in 0..repeats.max(1) {
+            let s = run_netloop(n, duration, load)?;
+            eprintln!(
+                "flows={n} run {}/{}: netloop {:.3} s",
+                r + 1,
+                repeats,
+                s.wall_s
+            );
+            ours.push(s);
+            if let Some(bin) = &ns3 {
+                let s = run_ns3(bin, n, duration, load)?;
+                eprintln!(
+                    "flows={n} run {}/{}: ns-3 {:.3} s",
+                    r + 1,
+                    repeats,
+                    s.wall_s
+                );
+                theirs.push(s);
+            }
+        }
+        let netloop = summarise(ours);
+        let ns3 = (!theirs.is_empty()).then(|| summarise(theirs));
+        let speedup = ns3
+            .as_ref()
+            .map(|t| t.median_wall_s / netloop.median_wall_s);
+        rows.push(Row {
+            flows: n,
+            netloop,
+            ns3,
+            speedup,
+        });
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "flows",
+        "netloop wall (min–max)",
+        "netloop pkts/s",
+        "netloop events/s",
+        "ns-3 wall (min–max)",
+        "ns-3 pkts/s",
+        "packets (netloop / ns-3)",
+        "speed-up",
+        "target ≥ 2×",
+    ]);
+    let r = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+    for row in &rows {
+        let a = &row.netloop;
+        let (b_wall, b_pps, b_pkts) = match &row.ns3 {
+            Some(b) => (
+                format!(
+                    "{:.3} s ({:.3}–{:.3})",
+                    b.median_wall_s, b.min_wall_s, b.max_wall_s
+                ),
+                format!("{:.0}", b.packets_per_s),
+                format::count(b.samples[0].packets_received),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        t.add_row(vec![
+            r(format::count(row.flows as u64)),
+            r(format!(
+                "{:.3} s ({:.3}–{:.3})",
+                a.median_wall_s, a.min_wall_s, a.max_wall_s
+            )),
+            r(format!("{:.0}", a.packets_per_s)),
+            r(format!("{:.0}", a.events_per_s)),
+            r(b_wall),
+            r(b_pps),
+            r(format!(
+                "{} / {}",
+                format::count(a.samples[0].packets_received),
+                b_pkts
+            )),
+            r(row.speedup.map_or("-".into(), |s| format!("{s:.2}×"))),
+            Cell::new(
+                row.speedup
+                    .map_or("n/a", |s| if s >= 2.0 { "met" } else { "NOT met" }),
+            ),
+        ]);
+    }
+    println!("Simulation speed: dumbbell, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
+    println!("{t}");
+    #[derive(Serialize)]
+    struct Out<'a> {
+        benchmark: &'static str,
+        scenario: &'static str,
+        duration_s: u64,
+        load_mbps: u64,
+        repeats: u32,
+        machine: Machine,
+        rows: &'a [Row],
+    }
+    write_json_atomic(
+        &json,
+        &Out {
+            benchmark: "speed",
+            scenario: "dumbbell",
+            duration_s: duration,
+            load_mbps: load,
+            repeats,
+            machine: Machine::read(),
+            rows: &rows,
+        },
+    )?;
+    println!("results: {}", json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the benchmark ran on.
+#[derive(Serialize)]
+struct Machine {
+    cpus: usize,
+    cpu_model: Option<String>,
+    kernel: Option<String>,
+}
+
+impl Machine {
+    fn read() -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        });
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string());
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model,
+            kernel,
+        }
+    }
+}

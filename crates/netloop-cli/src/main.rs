@@ -1,0 +1,66 @@
+//! The `netloop` command.
+//!
+//! This crate owns the command line (argument parsing, progress display,
+//! summary tables, writing JSON and pcap files, exit codes). It owns no
+//! simulation logic: it loads a topology with `netloop-config`, builds and
+//! runs it with `netloop-model`, and reports.
+//!
+//! Exit codes: 0 success, 1 run-time failure (e.g. an output file can't be
+//! written, packet conservation violated), 2 bad input (topology errors, bad
+//! arguments), 130 interrupted.
+
+mod bench;
+mod format;
+mod pcap;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// netloop: a network simulator that real systems talk through.
+#[derive(Parser, Debug)]
+#[command(name = "netloop", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a topology file and print a summary.
+    Run(run::RunArgs),
+    /// Check a topology file (parse, validate, assign addresses and routes)
+    /// without running it.
+    Check {
+        /// The topology file (TOML; see docs/topology.md).
+        file: PathBuf,
+        /// Also print every node's interfaces and routes.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Run the built-in demonstration: the seed experiments' topologies.
+    Demo(run::DemoArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Check { file, verbose } => run::check(&file, verbose),
+        Command::Demo(args) => run::demo(&args),
+        Command::Bench { which } => bench::bench(which),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
