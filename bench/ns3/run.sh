@@ -26,14 +26,14 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 groups = {}
 for r in rows:
     groups.setdefault((r["flows"], r["scheduler"], r["load_mbps"], r["duration_s"]), []).append(r)
-print(f'{"flows":>6} {"H":>4} {"sched":>8} {"load":>6} {"D":>5} {"wall_med":>9} {"wall_min":>9} {"wall_max":>9} '
+print(f'{"flows":>6} {"H":>4} {"sched":>14} {"load":>6} {"D":>5} {"wall_med":>9} {"wall_min":>9} {"wall_max":>9} '
       f'{"setup_s":>8} {"events":>10} {"sent":>9} {"received":>9} {"drops":>8} {"pkts/s":>9} {"events/s":>9} {"rss_kb":>7}')
 for (n, sched, load, d), rs in groups.items():
     w = [r["wall_s"] for r in rs]
     med = statistics.median(w)
     r0 = rs[0]
     drops = r0["drops_tc_queue_stopped"] + r0["drops_device_queue"]
-    print(f'{n:>6} {r0["hosts_per_side"]:>4} {sched:>8} {load:>6g} {d:>5g} {med:>9.3f} {min(w):>9.3f} {max(w):>9.3f} '
+    print(f'{n:>6} {r0["hosts_per_side"]:>4} {sched:>14} {load:>6g} {d:>5g} {med:>9.3f} {min(w):>9.3f} {max(w):>9.3f} '
           f'{statistics.median(r["setup_s"] for r in rs):>8.3f} {r0["events"]:>10} {r0["packets_sent"]:>9} '
           f'{r0["packets_received"]:>9} {drops:>8} {r0["packets_received"]/med:>9.0f} {r0["events"]/med:>9.0f} '
           f'{max(r["max_rss_kb"] for r in rs):>7}')

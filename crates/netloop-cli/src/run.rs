@@ -406,13 +406,12 @@ pub fn print_summary(name: &str, r: &Results) {
                     f.received_packets.map_or("-".into(), format::count),
                 ),
             };
-            let throughput = f.tcp.as_ref().map_or(f.throughput_bps, |t| {
-                if t.goodput_bps > 0.0 {
-                    t.goodput_bps
-                } else {
-                    f.throughput_bps
-                }
-            });
+            // For TCP the goodput (start to completion) says more than the
+            // average over the flow's whole configured period.
+            let throughput = match &f.tcp {
+                Some(t) if t.goodput_bps > 0.0 => Some(t.goodput_bps),
+                _ => f.throughput_bps,
+            };
             let mut row = vec![
                 Cell::new(&f.name),
                 Cell::new(f.kind),
@@ -420,7 +419,7 @@ pub fn print_summary(name: &str, r: &Results) {
                 right(sent),
                 right(recv),
                 right(f.loss.map_or("-".into(), format::percent)),
-                right(format::rate(throughput)),
+                right(throughput.map_or("-".into(), format::rate)),
                 right(d.map_or("-".into(), |d| format::ns(d.p50 as f64))),
                 right(d.map_or("-".into(), |d| format::ns(d.p99 as f64))),
                 right(f.jitter_ns.map_or("-".into(), format::ns)),

@@ -67,7 +67,7 @@ fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
             .map_err(|_| format!("'{number}' is not a number"))?;
         let denom = 10u128.pow(frac_part.len() as u32);
         let num = frac * scale as u128;
-        if num % denom != 0 {
+        if !num.is_multiple_of(denom) {
             return Err("finer than the smallest unit".into());
         }
         value += num / denom;
@@ -215,7 +215,7 @@ impl fmt::Display for DataRate {
             (1_000_000, "Mbps"),
             (1_000, "kbps"),
         ] {
-            if v >= scale && v % (scale / 1000) == 0 {
+            if v >= scale && v.is_multiple_of(scale / 1000) {
                 let whole = v / scale;
                 let frac = (v % scale) / (scale / 1000);
                 return if frac == 0 {

@@ -95,6 +95,14 @@ fn smol_now(t: SimTime) -> Instant {
     Instant::from_micros((t.as_nanos() / 1_000) as i64)
 }
 
+/// Addressing of an outgoing UDP datagram.
+struct UdpTo {
+    sport: u16,
+    dst: Ipv4Addr,
+    dport: u16,
+    ttl: u8,
+}
+
 /// Host counters.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HostStats {
@@ -427,15 +435,13 @@ impl Host {
                     let (flow, seq, dst, sp, dp, size) =
                         (s.flow, s.sent, s.dst, s.src_port, s.dst_port, s.size);
                     s.sent += 1;
-                    self.send_udp(
-                        sp,
+                    let to = UdpTo {
+                        sport: sp,
                         dst,
-                        dp,
-                        DEFAULT_TTL,
-                        size,
-                        |b| apps::write_probe(b, flow, seq, now),
-                        ctx,
-                    );
+                        dport: dp,
+                        ttl: DEFAULT_TTL,
+                    };
+                    self.send_udp(to, size, |b| apps::write_probe(b, flow, seq, now), ctx);
                 }
             }
             App::Ping(p) => {
@@ -491,7 +497,17 @@ impl Host {
         let (dst, sp, ttl) = (t.dst, t.src_port, t.ttl);
         let dport = TRACEROUTE_BASE_PORT.wrapping_add(ttl as u16 - 1);
         ctx.timer(ctx.now + t.timeout, idx as u64 | ((ttl as u64) << 32));
-        self.send_udp(sp, dst, dport, ttl, 32, |b| b.fill(0), ctx);
+        self.send_udp(
+            UdpTo {
+                sport: sp,
+                dst,
+                dport,
+                ttl,
+            },
+            32,
+            |b| b.fill(0),
+            ctx,
+        );
     }
 
     /// The port, source address and next hop toward `dst`.
@@ -545,16 +561,14 @@ impl Host {
         ip.fill_checksum();
     }
 
-    fn send_udp(
-        &mut self,
-        sport: u16,
-        dst: Ipv4Addr,
-        dport: u16,
-        ttl: u8,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-        ctx: &mut NodeCtx,
-    ) {
+    /// Sends a UDP datagram of `len` payload bytes that `fill` writes.
+    fn send_udp(&mut self, to: UdpTo, len: usize, fill: impl FnOnce(&mut [u8]), ctx: &mut NodeCtx) {
+        let UdpTo {
+            sport,
+            dst,
+            dport,
+            ttl,
+        } = to;
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
         let mut frame = vec![0u8; ETH_HEADER + 20 + 8 + len];
         self.ip_header(&mut frame, src, dst, IpProtocol::Udp, 8 + len, ttl);

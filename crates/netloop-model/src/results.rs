@@ -183,8 +183,9 @@ pub struct FlowResult {
     /// Payload bytes received by the application.
     pub received_bytes: u64,
     /// Received payload bits per second, from the flow's start to the last
-    /// arrival (so a queue that drains after the source stopped counts).
-    pub throughput_bps: f64,
+    /// arrival (so a queue that drains after the source stopped counts);
+    /// `null` for ping and traceroute.
+    pub throughput_bps: Option<f64>,
     /// Fraction of packets sent that were not received (packets still in
     /// flight at the end count as not received); `null` for TCP.
     pub loss: Option<f64>,
@@ -363,7 +364,7 @@ impl Simulation {
                     sent_packets: None,
                     received_packets: None,
                     received_bytes: 0,
-                    throughput_bps: 0.0,
+                    throughput_bps: None,
                     loss: None,
                     delay_ns: None,
                     jitter_ns: None,
@@ -388,7 +389,7 @@ impl Simulation {
                         let span = st.last_rx.map_or(active_ns, |t| {
                             t.as_nanos().saturating_sub(f.start.as_nanos())
                         });
-                        r.throughput_bps = rate(st.bytes, span);
+                        r.throughput_bps = Some(rate(st.bytes, span));
                         r.loss = Some(loss(s.sent, st.received));
                         r.delay_ns = Percentiles::of(&st.delay);
                         r.jitter_ns = Some((st.jitter_ns * 1000.0).round() / 1000.0);
@@ -424,7 +425,7 @@ impl Simulation {
                             _ => 0,
                         };
                         r.received_bytes = received;
-                        r.throughput_bps = rate(received, active_ns);
+                        r.throughput_bps = Some(rate(received, active_ns));
                         r.delay_ns = if bulk {
                             None
                         } else {

@@ -135,7 +135,7 @@ fn cbr_over_lossy_bottleneck_matches_the_model() {
     // Throughput: the link's frame rate times payload times (1 - p).
     let f = &r.flows[0];
     let expected = 10e6 / (1066.0 * 8.0) * 1000.0 * 8.0 * 0.99;
-    let got = f.throughput_bps;
+    let got = f.throughput_bps.unwrap();
     assert!(
         (got - expected).abs() / expected < 0.01,
         "throughput {got} vs model {expected}"
