@@ -1,0 +1,125 @@
+//! End-to-end tests of the `netloop` command: determinism of JSON and pcap,
+//! seeds, errors and exit codes, pcap files readable by a pcap reader (and by
+//! tshark when it is installed).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn netloop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netloop"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("netloop runs")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netloop-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The results JSON without its wall-clock block.
+fn results(path: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert!(v["wall"]["seconds"].as_f64().is_some(), "wall block present");
+    v.as_object_mut().unwrap().remove("wall");
+    v
+}
+
+fn run_to(dir: &Path, tag: &str, file: &str, extra: &[&str]) -> (serde_json::Value, Vec<u8>) {
+    let json = dir.join(format!("{tag}.json"));
+    let pcaps = dir.join(tag);
+    let mut args = vec!["run", file, "--quiet", "--json", json.to_str().unwrap(), "--pcap", "all", "--pcap-dir", pcaps.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = netloop(&args);
+    assert!(out.status.success(), "netloop run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut all = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&pcaps).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        all.extend(std::fs::read(f).unwrap());
+    }
+    (results(&json), all)
+}
+
+#[test]
+fn same_seed_gives_identical_json_and_pcap_and_another_seed_changes_losses() {
+    let d = tmpdir("determinism");
+    let file = "examples/lossy-links.toml";
+    let (j1, p1) = run_to(&d, "a", file, &[]);
+    let (j2, p2) = run_to(&d, "b", file, &[]);
+    assert_eq!(j1, j2, "JSON differs between identical runs");
+    assert!(p1.len() > 1000);
+    assert!(p1 == p2, "pcap differs between identical runs");
+    let (j3, p3) = run_to(&d, "c", file, &["--seed", "12345"]);
+    assert_ne!(j1["conservation"]["dropped"], j3["conservation"]["dropped"], "a different seed gives different losses");
+    assert!(p1 != p3);
+    assert_eq!(j1["conservation"]["unaccounted"], 0);
+    assert_eq!(j3["conservation"]["unaccounted"], 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn pcap_files_are_readable_with_simulated_timestamps() {
+    let d = tmpdir("pcap");
+    let pcaps = d.join("p");
+    let out = netloop(&["run", "examples/two-routers.toml", "--quiet", "--duration", "1s", "--pcap", "r1-r2", "--pcap", "h1:eth0", "--pcap-dir", pcaps.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["r1-r2.pcap", "h1-eth0.pcap"] {
+        let path = pcaps.join(name);
+        let mut reader = pcap_file::pcap::PcapReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        assert_eq!(reader.header().datalink, pcap_file::DataLink::ETHERNET);
+        let mut n = 0;
+        let mut last = std::time::Duration::ZERO;
+        while let Some(p) = reader.next_packet() {
+            let p = p.unwrap();
+            assert!(p.timestamp >= last, "timestamps in order");
+            assert!(p.timestamp <= std::time::Duration::from_secs(1), "simulated time, not wall time");
+            last = p.timestamp;
+            n += 1;
+        }
+        assert!(n > 10, "{name}: {n} frames");
+        // If tshark is installed, it must open the file too.
+        if let Ok(o) = Command::new("tshark").args(["-r", path.to_str().unwrap(), "-c", "5"]).output() {
+            assert!(o.status.success(), "tshark failed on {name}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_files_give_located_errors_and_exit_code_2() {
+    let d = tmpdir("bad");
+    let f = d.join("bad.toml");
+    std::fs::write(&f, "[run]\nduration = \"1s\"\n\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n\n[[link]]\nendpoints = [\"a\", \"b\"]\ndelay = \"10 sm\"\n").unwrap();
+    for cmd in ["check", "run"] {
+        let out = netloop(&[cmd, f.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("bad.toml:13:9") && err.contains("'10 sm' is not a duration"), "{err}");
+    }
+    let out = netloop(&["run", d.join("missing.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    let out = netloop(&["run", "examples/two-routers.toml", "--pcap", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a link"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn every_example_checks() {
+    for e in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let out = netloop(&["check", p.to_str().unwrap()]);
+            assert!(out.status.success(), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
