@@ -23,9 +23,11 @@ pub const PROBE_HEADER: usize = 20;
 
 /// A distribution of nanosecond samples: exact count, min, max, mean and
 /// standard deviation (Welford's algorithm), and percentiles from an
-/// HdrHistogram with 3 significant digits (±0.1 %). A full-precision
-/// histogram of 20 ms delays would cost megabytes per flow; this costs tens
-/// of kilobytes and keeps the extremes and moments exact.
+/// HdrHistogram with 3 significant digits and a 100 ns floor (percentiles
+/// are within max(100 ns, 0.1 %)). A full-precision histogram of 20 ms
+/// delays would cost megabytes per flow; this costs a few tens of kilobytes
+/// (thousands of flows are the norm) and keeps the extremes and moments
+/// exact.
 #[derive(Clone, Debug)]
 pub struct Samples {
     /// Percentile histogram (u32 counts: 4 G samples per bucket is plenty).
@@ -43,7 +45,11 @@ pub struct Samples {
 impl Default for Samples {
     fn default() -> Self {
         Samples {
-            hist: Histogram::new(3).expect("3 significant figures is valid"),
+            hist: {
+                let mut h = Histogram::new_with_bounds(100, 200, 3).expect("valid bounds");
+                h.auto(true);
+                h
+            },
             count: 0,
             min: u64::MAX,
             max: 0,

@@ -125,7 +125,7 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// Summarises `s`, or `None` if it is empty. Count, min, max, mean and
-    /// standard deviation are exact; percentiles are within ±0.1 %.
+    /// standard deviation are exact; percentiles are within max(100 ns, 0.1 %).
     pub fn of(s: &Samples) -> Option<Self> {
         if s.count == 0 {
             return None;
