@@ -2,7 +2,7 @@
 //!
 //! Frames for a next hop whose MAC is unknown wait here (a bounded number per
 //! neighbour) while requests are retried; when the reply comes they leave in
-//! order, and if it never comes they are dropped as `arp_unresolved`. Waiting
+//! order, and if it never comes they are dropped as `arp_unresolved` (or `arp_queue_full` when too many wait). Waiting
 //! frames count as in flight for packet conservation.
 //!
 //! Entries follow RFC 826's merge rule (update what we have; add only when the
@@ -171,7 +171,7 @@ impl Arp {
                 && !self.entries.contains_key(&ip)
                 && !self.evict_one(now)
             {
-                ctx.drop_frame(DropReason::ArpUnresolved);
+                ctx.drop_frame(DropReason::ArpQueueFull);
                 return;
             }
             self.entries.insert(
@@ -196,7 +196,7 @@ impl Arp {
             unreachable!("entry was just made pending")
         };
         if frames.len() >= self.config.max_pending {
-            ctx.drop_frame(DropReason::ArpUnresolved);
+            ctx.drop_frame(DropReason::ArpQueueFull);
         } else {
             frames.push(frame);
             self.pending_frames += 1;

@@ -1,43 +1,809 @@
-//! IPv4 router. (Scaffolding: being replaced by the full implementation.)
+//! An IPv4 router: what happens to a frame between arriving on one of a
+//! router's ports and leaving on another.
+//!
+//! This module owns, per arriving frame:
+//! - **Ingress checks**: the Ethernet destination (the port's MAC or
+//!   broadcast), the EtherType (ARP to the neighbour cache, IPv4 to the
+//!   forwarding path, anything else counted as `unsupported`), and the IPv4
+//!   header validation of RFC 1812 §5.2.2 (length, checksum, version, header
+//!   length, total length). Trailing Ethernet padding is trimmed.
+//! - **The forwarding engine**: unlimited by default, or a single server at
+//!   [`RouterSpec::forwarding_rate`] packets per second with a bounded FIFO of
+//!   [`RouterSpec::forwarding_queue`] packets in front of it — the knob that
+//!   reproduces OPNET's SITL forwarding limit.
+//! - **Forwarding** (RFC 1812 §5.2–5.3): TTL check and decrement with an
+//!   incremental checksum update (RFC 1624), longest-prefix match, source
+//!   MAC rewrite, hand-off to ARP for the destination MAC, and RFC 791
+//!   fragmentation or RFC 1191 fragmentation-needed when the packet does not
+//!   fit the egress MTU. Fragments are forwarded, never reassembled.
+//! - **Packets for the router itself**: echo requests are answered (RFC 792),
+//!   UDP gets port-unreachable (so a traceroute *to* a router address
+//!   completes), anything else is consumed silently.
+//! - **ICMP errors** (RFC 792, RFC 1812 §4.3): time-exceeded, net-unreachable,
+//!   fragmentation-needed and port-unreachable, under the rules that say when
+//!   an error must not be sent (§4.3.2.7).
+//!
+//! What lives elsewhere: the neighbour cache, ARP requests/replies and frames
+//! waiting for resolution are [`crate::arp`]; the table and its lookup are
+//! [`crate::routing`], its contents are computed by [`crate::build`]; link
+//! queues, serialisation and the wire are [`crate::link`] and
+//! [`crate::network`]; reassembly happens only at hosts (smoltcp).
+//!
+//! Deviations from the RFCs, each chosen on purpose:
+//! - ICMP errors about transit packets come from the address of the port the
+//!   offending packet **arrived** on, not the port the error leaves by as RFC
+//!   1812 §4.3.2.4 asks. This is Linux's `icmp_errors_use_inbound_ifaddr` and
+//!   what traceroute users expect: each hop is named by the interface on the
+//!   probe's path (RFC 5837 exists because the RFC 1812 choice hides it). With
+//!   symmetric routes, as `build` computes, the two are the same interface.
+//!   Errors about packets addressed to the router (port-unreachable) come from
+//!   the address the packet was sent to.
+//! - Errors quote the IP header plus 8 bytes (RFC 792), not the "as much as
+//!   fits in 576 bytes" RFC 1812 §4.3.2.3 recommends.
+//! - No ICMP rate limiting (RFC 1812 §4.3.2.8 SHOULD): every error answers one
+//!   packet this router dropped, so there is no amplification, and a limiter
+//!   would make drops invisible to the very tools (traceroute, PMTUD) that
+//!   users run to find them.
+//! - IP options are tolerated and forwarded unchanged but not processed
+//!   (RFC 1812 §5.2.4: no Record Route, Timestamp or source routing); when
+//!   fragmenting, options with the "copied" flag go into every fragment and
+//!   the others only into the first, as RFC 791 says.
+//! - No Redirects (§5.2.7.2), no Parameter Problem (§4.3.3.2), and no
+//!   host-unreachable when ARP fails (§5.2.7.1): `arp` drops such frames as
+//!   `arp_unresolved` without telling the router.
+//! - No reassembly of fragments addressed to the router (§5.2.3 requires it):
+//!   they are consumed without an answer. TCP to the router is consumed
+//!   without a RST.
+//! - Martian addresses (§5.3.7) are dropped as `martian`; IP multicast is not
+//!   routed (dropped `unsupported`).
+//! - The forwarding rate applies to every valid IPv4 packet, including those
+//!   for the router itself (a real control plane is slower still; we keep one
+//!   engine). ARP bypasses it, and malformed frames are rejected on arrival
+//!   without using a service slot.
 
+use netloop_core::SimDuration;
+use serde::Serialize;
+use smoltcp::wire::{EthernetAddress, EthernetProtocol};
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+use crate::arp::{Arp, ArpConfig, ARP_TIMER};
+use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
 use crate::routing::RoutingTable;
 use crate::spec::RouterSpec;
-use crate::stats::DropReason;
+use crate::stats::{DropCounts, DropReason, Origin, Sink};
 use crate::{Frame, PortId};
 
-/// An IPv4 router.
-pub struct Router {
-    #[allow(dead_code)]
-    ports: Vec<PortInfo>,
-}
+/// TTL of packets the router originates (RFC 1812 §4.2.2.9 asks for a
+/// configurable default; 64 is what Linux and most routers use).
+const ORIGINATED_TTL: u8 = 64;
+/// TOS byte of ICMP errors: precedence 6, "internetwork control" (RFC 1812
+/// §4.3.2.5).
+const ERROR_TOS: u8 = 0xc0;
+/// Smallest IPv4 header.
+const IP_HEADER: usize = 20;
+/// Bytes of the offending datagram's data quoted after its header (RFC 792).
+const QUOTED_DATA: usize = 8;
 
-impl Router {
-    /// A router with `ports`, settings `spec` and routing table `table`.
-    pub fn new(
-        _name: &str,
-        ports: Vec<PortInfo>,
-        _spec: &RouterSpec,
-        _table: RoutingTable,
-    ) -> Self {
-        Router { ports }
-    }
-    /// Handles a frame arriving on `port`.
-    pub fn receive(&mut self, _port: PortId, _frame: Frame, ctx: &mut NodeCtx) {
-        ctx.drop_frame(DropReason::NoRoute);
-    }
-    /// Handles timer `token`.
-    pub fn timer(&mut self, _token: u64, _ctx: &mut NodeCtx) {}
-    /// Counters.
-    pub fn stats(&self) -> &RouterStats {
-        &RouterStats
-    }
-    /// Frames held inside the router.
-    pub fn in_flight(&self) -> u64 {
-        0
-    }
+/// ICMP messages the router sent, by kind.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IcmpSent {
+    /// Echo replies (type 0) to pings of the router's addresses.
+    pub echo_reply: u64,
+    /// Time exceeded in transit (type 11 code 0).
+    pub time_exceeded: u64,
+    /// Destination unreachable, net unreachable (type 3 code 0).
+    pub net_unreachable: u64,
+    /// Destination unreachable, port unreachable (type 3 code 3).
+    pub port_unreachable: u64,
+    /// Destination unreachable, fragmentation needed and DF set (type 3 code
+    /// 4), carrying the next-hop MTU (RFC 1191).
+    pub fragmentation_needed: u64,
 }
 
 /// Router counters.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct RouterStats;
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RouterStats {
+    /// Frames that arrived on any port.
+    pub received: u64,
+    /// IPv4 packets forwarded (a packet that was fragmented counts once).
+    pub forwarded: u64,
+    /// IPv4 packets addressed to the router (its addresses or a broadcast).
+    pub local: u64,
+    /// Packets that had to be fragmented.
+    pub fragmented: u64,
+    /// Fragments made beyond the first (the original frame becomes the first).
+    pub fragments_created: u64,
+    /// ICMP messages sent, by kind.
+    pub icmp_sent: IcmpSent,
+    /// ICMP errors that were due but not sent: forbidden by RFC 1812
+    /// §4.3.2.7 (about an ICMP error, a non-first fragment, a broadcast…) or
+    /// no route back to the source.
+    pub icmp_suppressed: u64,
+    /// Most packets ever waiting for the forwarding engine (not counting the
+    /// one in service).
+    pub forwarding_queue_high_water: u64,
+    /// ARP requests sent.
+    pub arp_requests_sent: u64,
+    /// ARP replies sent.
+    pub arp_replies_sent: u64,
+    /// Frames this router dropped, by reason (including ARP's drops).
+    pub drops: DropCounts,
+}
+
+/// A validated IPv4 packet waiting for (or in) the forwarding engine.
+struct Job {
+    /// The port it arrived on.
+    port: PortId,
+    /// The Ethernet frame, trimmed to the IP total length.
+    frame: Frame,
+    /// Whether it arrived as a link-layer broadcast.
+    l2_broadcast: bool,
+}
+
+/// An IPv4 router.
+pub struct Router {
+    name: String,
+    ports: Vec<PortInfo>,
+    table: RoutingTable,
+    arp: Arp,
+    /// Time per packet of the forwarding engine; `None` is unlimited.
+    service: Option<SimDuration>,
+    /// Bound of `waiting`.
+    queue_limit: usize,
+    /// Packets waiting for the engine, in arrival order.
+    waiting: VecDeque<Job>,
+    /// The packet being served and the timer token that completes it.
+    in_service: Option<(u64, Job)>,
+    /// The next engine timer token (bit 63 is [`ARP_TIMER`], never used here).
+    next_token: u64,
+    /// Identification field of the next packet the router originates.
+    next_ident: u16,
+    stats: RouterStats,
+}
+
+impl Router {
+    /// A router called `name` with `ports`, settings `spec` and routing table
+    /// `table`.
+    pub fn new(name: &str, ports: Vec<PortInfo>, spec: &RouterSpec, table: RoutingTable) -> Self {
+        Router {
+            name: name.to_string(),
+            ports,
+            table,
+            arp: Arp::new(ArpConfig::default(), Origin::Router),
+            service: spec.forwarding_rate.map(|r| r.interval()),
+            queue_limit: spec.forwarding_queue as usize,
+            waiting: VecDeque::new(),
+            in_service: None,
+            next_token: 0,
+            next_ident: 0,
+            stats: RouterStats::default(),
+        }
+    }
+
+    /// The router's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The routing table.
+    pub fn table(&self) -> &RoutingTable {
+        &self.table
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &RouterStats {
+        &self.stats
+    }
+
+    /// Frames held inside the router: waiting for or in the forwarding
+    /// engine, and waiting for ARP resolution.
+    pub fn in_flight(&self) -> u64 {
+        self.waiting.len() as u64 + self.in_service.is_some() as u64 + self.arp.in_flight()
+    }
+
+    /// Handles a frame arriving on `port`.
+    pub fn receive(&mut self, port: PortId, frame: Frame, ctx: &mut NodeCtx) {
+        let before = ctx.ledger.dropped.clone();
+        self.stats.received += 1;
+        self.ingress(port, frame, ctx);
+        self.account(&before, ctx);
+    }
+
+    /// Handles timer `token`: ARP's retry tick, or the forwarding engine
+    /// finishing a packet.
+    pub fn timer(&mut self, token: u64, ctx: &mut NodeCtx) {
+        let before = ctx.ledger.dropped.clone();
+        if token & ARP_TIMER != 0 {
+            self.arp.timer(&self.ports, ctx);
+        } else if self.in_service.as_ref().is_some_and(|(t, _)| *t == token) {
+            let (_, job) = self.in_service.take().expect("checked just above");
+            self.process(job, ctx);
+            if let Some(next) = self.waiting.pop_front() {
+                self.serve(next, ctx);
+            }
+        }
+        self.account(&before, ctx);
+    }
+
+    /// Brings the counters up to date after an event: the drops the ledger
+    /// recorded meanwhile are this router's (an event is handled by one node
+    /// only), including those `arp` recorded itself.
+    fn account(&mut self, before: &DropCounts, ctx: &NodeCtx) {
+        for r in DropReason::ALL {
+            for _ in before.get(r)..ctx.ledger.dropped.get(r) {
+                self.stats.drops.add(r);
+            }
+        }
+        self.stats.arp_requests_sent = self.arp.requests_sent;
+        self.stats.arp_replies_sent = self.arp.replies_sent;
+    }
+
+    /// Ethernet-level checks, then ARP or the IPv4 path.
+    fn ingress(&mut self, port: PortId, mut frame: Frame, ctx: &mut NodeCtx) {
+        if frame.len() < ETH_HEADER {
+            ctx.drop_frame(DropReason::Malformed);
+            return;
+        }
+        let dst = EthernetAddress::from_bytes(&frame[0..6]);
+        let l2_broadcast = dst.is_broadcast();
+        // Multicast MACs are not for us: the router joins no groups.
+        if dst != self.ports[port].mac && !l2_broadcast {
+            ctx.drop_frame(DropReason::NotForUs);
+            return;
+        }
+        match EthernetProtocol::from(u16::from_be_bytes([frame[12], frame[13]])) {
+            EthernetProtocol::Arp => self.arp.receive(port, &self.ports[port], &frame, ctx),
+            EthernetProtocol::Ipv4 => match validate(&frame[ETH_HEADER..]) {
+                Ok(total) => {
+                    frame.truncate(ETH_HEADER + total);
+                    self.enqueue(
+                        Job {
+                            port,
+                            frame,
+                            l2_broadcast,
+                        },
+                        ctx,
+                    );
+                }
+                Err(reason) => ctx.drop_frame(reason),
+            },
+            // IPv6, 802.1Q-tagged frames and everything else.
+            _ => ctx.drop_frame(DropReason::Unsupported),
+        }
+    }
+
+    /// Hands a packet to the forwarding engine: at once if it is unlimited,
+    /// otherwise into service or the FIFO, or dropped if the FIFO is full.
+    fn enqueue(&mut self, job: Job, ctx: &mut NodeCtx) {
+        if self.service.is_none() {
+            self.process(job, ctx);
+        } else if self.in_service.is_none() {
+            self.serve(job, ctx);
+        } else if self.waiting.len() < self.queue_limit {
+            self.waiting.push_back(job);
+            let depth = self.waiting.len() as u64;
+            let hw = &mut self.stats.forwarding_queue_high_water;
+            *hw = (*hw).max(depth);
+        } else {
+            ctx.drop_frame(DropReason::ForwardingQueueFull);
+        }
+    }
+
+    /// Starts serving `job`; it leaves when its service time is over.
+    fn serve(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let service = self.service.expect("only a rate-limited engine serves");
+        let token = self.next_token;
+        self.next_token = (self.next_token + 1) & !ARP_TIMER;
+        self.in_service = Some((token, job));
+        ctx.timer(ctx.now + service, token);
+    }
+
+    /// The forwarding decision for one valid IPv4 packet (RFC 1812 §5.2).
+    fn process(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        let src = src_addr(ip);
+        let dst = dst_addr(ip);
+        if self.is_own(dst) || self.is_broadcast(dst) {
+            self.local(job, ctx);
+            return;
+        }
+        // RFC 1812 §5.3.4: a packet that arrived as a link-layer broadcast
+        // without being an IP broadcast is not forwarded.
+        if job.l2_broadcast {
+            ctx.drop_frame(DropReason::NotForUs);
+            return;
+        }
+        if dst.is_multicast() {
+            ctx.drop_frame(DropReason::Unsupported);
+            return;
+        }
+        // RFC 1812 §5.3.7: never forward martian destinations, nor sources
+        // that cannot be a single host (martian, multicast, broadcast).
+        if is_martian(dst) || !is_unicast_host(src) {
+            ctx.drop_frame(DropReason::Martian);
+            return;
+        }
+        // RFC 1812 §5.3.1: a packet whose TTL would reach zero is not
+        // forwarded, and the source is told.
+        if ip[8] <= 1 {
+            ctx.drop_frame(DropReason::TtlExpired);
+            self.icmp_error(&job, IcmpError::TimeExceeded, ctx);
+            return;
+        }
+        let Some(route) = self.table.lookup(dst).copied() else {
+            ctx.drop_frame(DropReason::NoRoute);
+            self.icmp_error(&job, IcmpError::NetUnreachable, ctx);
+            return;
+        };
+        let mtu = self.ports[route.port].mtu;
+        // Checked before the TTL is decremented so that the error quotes the
+        // header as the source sent it (as Linux does).
+        if ip.len() > mtu as usize && dont_fragment(ip) {
+            ctx.drop_frame(DropReason::FragmentationNeeded);
+            self.icmp_error(&job, IcmpError::FragmentationNeeded(mtu), ctx);
+            return;
+        }
+        let mut frame = job.frame;
+        decrement_ttl(&mut frame[ETH_HEADER..]);
+        self.stats.forwarded += 1;
+        self.transmit(route.port, route.via.unwrap_or(dst), frame, ctx);
+    }
+
+    /// Sends an IPv4 packet (in an Ethernet frame whose MACs this fills in)
+    /// out of `port` towards `next_hop`, fragmenting it if it does not fit.
+    /// The caller has already refused packets with DF set that don't fit.
+    fn transmit(&mut self, port: PortId, next_hop: Ipv4Addr, mut frame: Frame, ctx: &mut NodeCtx) {
+        frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
+        let mtu = self.ports[port].mtu as usize;
+        if frame.len() - ETH_HEADER <= mtu {
+            self.arp.send(port, &self.ports[port], next_hop, frame, ctx);
+            return;
+        }
+        let Some(fragments) = fragment(&frame, mtu) else {
+            // The MTU cannot hold the header plus 8 bytes (RFC 791 requires
+            // every link to carry 68): nothing sensible to send.
+            ctx.drop_frame(DropReason::MtuExceeded);
+            return;
+        };
+        self.stats.fragmented += 1;
+        // The original frame becomes the first fragment; the others are new.
+        let extra = fragments.len() as u64 - 1;
+        self.stats.fragments_created += extra;
+        ctx.ledger.create_n(Origin::Fragment, extra);
+        for f in fragments {
+            self.arp.send(port, &self.ports[port], next_hop, f, ctx);
+        }
+    }
+
+    /// A packet addressed to the router: consumed, perhaps answered.
+    fn local(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        let hl = header_len(ip);
+        let (src, dst) = (src_addr(ip), dst_addr(ip));
+        // Without reassembly only whole packets can be understood.
+        let whole = !more_fragments(ip) && frag_offset(ip) == 0;
+        let unicast = self.is_own(dst);
+        match ip[9] {
+            PROTO_ICMP if whole => {
+                let icmp = &ip[hl..];
+                // RFC 1122 §3.2.2: a bad ICMP checksum is silently discarded.
+                if icmp.len() < 8 || checksum(icmp) != 0 {
+                    ctx.drop_frame(DropReason::BadChecksum);
+                    return;
+                }
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+                // Echo requests to a broadcast are ignored (RFC 1122 §3.2.2.6
+                // allows it; it is what stops smurf amplification).
+                if icmp[0] == ICMP_ECHO_REQUEST && icmp[1] == 0 && unicast && is_unicast_host(src) {
+                    let mut reply = icmp.to_vec();
+                    reply[0] = ICMP_ECHO_REPLY;
+                    reply[2..4].fill(0);
+                    let c = checksum(&reply);
+                    reply[2..4].copy_from_slice(&c.to_be_bytes());
+                    // RFC 1122 §3.2.2.6: the reply comes from the address the
+                    // request was sent to; RFC 1812 §4.3.3.6 keeps its TOS.
+                    // Request options are not reflected.
+                    if self.originate(src, Some(dst), PROTO_ICMP, ip[1], &reply, ctx) {
+                        self.stats.icmp_sent.echo_reply += 1;
+                    }
+                }
+            }
+            PROTO_UDP if whole && unicast => {
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+                // Nothing listens on a router: port unreachable, from the
+                // address the datagram was sent to, so that a traceroute to
+                // any of the router's addresses ends there.
+                self.send_error(&job, IcmpError::PortUnreachable, dst, ctx);
+            }
+            _ => {
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+            }
+        }
+    }
+
+    /// Sends ICMP error `kind` about the transit packet `job`, from the
+    /// address of the port it arrived on (see the module docs for why).
+    fn icmp_error(&mut self, job: &Job, kind: IcmpError, ctx: &mut NodeCtx) {
+        let from = self.ports[job.port]
+            .addr
+            .map_or(Ipv4Addr::UNSPECIFIED, |a| a.addr);
+        self.send_error(job, kind, from, ctx);
+    }
+
+    /// Sends ICMP error `kind` about `job` from address `from` (unspecified:
+    /// the egress port's address), unless RFC 1812 §4.3.2.7 forbids it.
+    fn send_error(&mut self, job: &Job, kind: IcmpError, from: Ipv4Addr, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        if !self.may_send_error(ip, job.l2_broadcast) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let (icmp_type, code, rest) = match kind {
+            IcmpError::TimeExceeded => (ICMP_TIME_EXCEEDED, 0, [0; 4]),
+            IcmpError::NetUnreachable => (ICMP_DST_UNREACHABLE, 0, [0; 4]),
+            IcmpError::PortUnreachable => (ICMP_DST_UNREACHABLE, 3, [0; 4]),
+            IcmpError::FragmentationNeeded(mtu) => {
+                // RFC 1191 §4: the next-hop MTU in the low 16 bits of the
+                // otherwise unused word.
+                let m = (mtu.min(u16::MAX as u32) as u16).to_be_bytes();
+                (ICMP_DST_UNREACHABLE, 4, [0, 0, m[0], m[1]])
+            }
+        };
+        let quoted = &ip[..ip.len().min(header_len(ip) + QUOTED_DATA)];
+        let mut msg = Vec::with_capacity(8 + quoted.len());
+        msg.extend_from_slice(&[icmp_type, code, 0, 0]);
+        msg.extend_from_slice(&rest);
+        msg.extend_from_slice(quoted);
+        let c = checksum(&msg);
+        msg[2..4].copy_from_slice(&c.to_be_bytes());
+        let from = (!from.is_unspecified()).then_some(from);
+        if !self.originate(src_addr(ip), from, PROTO_ICMP, ERROR_TOS, &msg, ctx) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let s = &mut self.stats.icmp_sent;
+        match kind {
+            IcmpError::TimeExceeded => s.time_exceeded += 1,
+            IcmpError::NetUnreachable => s.net_unreachable += 1,
+            IcmpError::PortUnreachable => s.port_unreachable += 1,
+            IcmpError::FragmentationNeeded(_) => s.fragmentation_needed += 1,
+        }
+    }
+
+    /// RFC 1812 §4.3.2.7: no ICMP error about an ICMP error, a fragment other
+    /// than the first, a link-layer or IP broadcast or multicast, or a packet
+    /// whose source is not a single host.
+    fn may_send_error(&self, ip: &[u8], l2_broadcast: bool) -> bool {
+        let (src, dst) = (src_addr(ip), dst_addr(ip));
+        if l2_broadcast
+            || frag_offset(ip) != 0
+            || dst.is_multicast()
+            || self.is_broadcast(dst)
+            || !is_unicast_host(src)
+            || self.is_broadcast(src)
+            || self.is_own(src)
+        {
+            return false;
+        }
+        if ip[9] == PROTO_ICMP {
+            // Only known informational messages may be answered with an
+            // error; an unreadable or unknown type is treated as an error.
+            let data = &ip[header_len(ip)..];
+            return data
+                .first()
+                .is_some_and(|t| matches!(t, 0 | 8 | 9 | 10 | 13..=18));
+        }
+        true
+    }
+
+    /// Sends a packet the router originates: routed by longest-prefix match
+    /// on `dst`, from `src` or else the egress port's address, with DF clear
+    /// (it is fragmented if the egress MTU needs it). Returns false, having
+    /// created nothing, if there is no route or no source address.
+    fn originate(
+        &mut self,
+        dst: Ipv4Addr,
+        src: Option<Ipv4Addr>,
+        proto: u8,
+        tos: u8,
+        payload: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> bool {
+        if self.is_own(dst) {
+            return false;
+        }
+        let Some(route) = self.table.lookup(dst).copied() else {
+            return false;
+        };
+        let Some(src) = src.or(self.ports[route.port].addr.map(|a| a.addr)) else {
+            return false;
+        };
+        let total = IP_HEADER + payload.len();
+        let mut frame = vec![0u8; ETH_HEADER + total];
+        frame[12..14].copy_from_slice(&u16::from(EthernetProtocol::Ipv4).to_be_bytes());
+        {
+            let ip = &mut frame[ETH_HEADER..];
+            ip[0] = 0x45;
+            ip[1] = tos;
+            ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&self.next_ident.to_be_bytes());
+            ip[8] = ORIGINATED_TTL;
+            ip[9] = proto;
+            ip[12..16].copy_from_slice(&src.octets());
+            ip[16..20].copy_from_slice(&dst.octets());
+            let c = checksum(&ip[..IP_HEADER]);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            ip[IP_HEADER..].copy_from_slice(payload);
+        }
+        self.next_ident = self.next_ident.wrapping_add(1);
+        ctx.create(Origin::Router);
+        self.transmit(route.port, route.via.unwrap_or(dst), frame, ctx);
+        true
+    }
+
+    /// Whether `ip` is one of the router's interface addresses.
+    fn is_own(&self, ip: Ipv4Addr) -> bool {
+        self.ports
+            .iter()
+            .any(|p| p.addr.is_some_and(|a| a.addr == ip))
+    }
+
+    /// Whether `ip` is the limited broadcast or the directed broadcast of one
+    /// of the router's subnets. Directed broadcasts are consumed, not
+    /// forwarded (RFC 2644's default). /31 and /32 have none (RFC 3021).
+    fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
+        ip.is_broadcast()
+            || self.ports.iter().any(|p| {
+                p.addr.is_some_and(|a| {
+                    a.prefix <= 30 && u32::from(ip) == u32::from(a.network()) | !a.mask()
+                })
+            })
+    }
+}
+
+/// The ICMP errors a router sends.
+#[derive(Clone, Copy)]
+enum IcmpError {
+    TimeExceeded,
+    NetUnreachable,
+    PortUnreachable,
+    FragmentationNeeded(u32),
+}
+
+const PROTO_ICMP: u8 = 1;
+const PROTO_UDP: u8 = 17;
+const ICMP_ECHO_REPLY: u8 = 0;
+const ICMP_DST_UNREACHABLE: u8 = 3;
+const ICMP_ECHO_REQUEST: u8 = 8;
+const ICMP_TIME_EXCEEDED: u8 = 11;
+
+/// RFC 1812 §5.2.2's checks of a received IPv4 header; the packet's total
+/// length on success. The checksum is checked first, as the RFC orders it, so
+/// that a bit flipped anywhere in a plain header counts as `bad_checksum`;
+/// when the header length field itself is unusable the first 20 bytes are
+/// checked.
+fn validate(ip: &[u8]) -> Result<usize, DropReason> {
+    if ip.len() < IP_HEADER {
+        return Err(DropReason::Malformed);
+    }
+    let hl = header_len(ip);
+    let hl_ok = hl >= IP_HEADER && hl <= ip.len();
+    if checksum(&ip[..if hl_ok { hl } else { IP_HEADER }]) != 0 {
+        return Err(DropReason::BadChecksum);
+    }
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ip[0] >> 4 != 4 || !hl_ok || total < hl || total > ip.len() {
+        return Err(DropReason::Malformed);
+    }
+    Ok(total)
+}
+
+fn header_len(ip: &[u8]) -> usize {
+    (ip[0] & 0x0f) as usize * 4
+}
+fn src_addr(ip: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])
+}
+fn dst_addr(ip: &[u8]) -> Ipv4Addr {
+    Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])
+}
+fn dont_fragment(ip: &[u8]) -> bool {
+    ip[6] & 0x40 != 0
+}
+fn more_fragments(ip: &[u8]) -> bool {
+    ip[6] & 0x20 != 0
+}
+/// The fragment offset in 8-byte units.
+fn frag_offset(ip: &[u8]) -> u16 {
+    u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff
+}
+
+/// Addresses that must never be forwarded as source or destination (RFC 1812
+/// §5.3.7): "this network" (0/8), loopback (127/8) and reserved class E
+/// (240/4, which includes the limited broadcast).
+fn is_martian(ip: Ipv4Addr) -> bool {
+    let o = ip.octets()[0];
+    o == 0 || o == 127 || o >= 240
+}
+
+/// Whether `ip` can be the address of a single host (not martian, multicast
+/// or broadcast): the only sources ICMP may answer.
+fn is_unicast_host(ip: Ipv4Addr) -> bool {
+    !is_martian(ip) && !ip.is_multicast()
+}
+
+/// The Internet checksum (RFC 1071) of `data`: the one's complement of the
+/// one's-complement sum of its 16-bit words. Over data that contains a valid
+/// checksum field it is 0.
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut words = data.chunks_exact(2);
+    for w in &mut words {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    if let [last] = words.remainder() {
+        sum += (*last as u32) << 8;
+    }
+    !fold(sum)
+}
+
+/// Folds carries back into a 16-bit one's-complement sum.
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Decrements the TTL and patches the header checksum incrementally with RFC
+/// 1624's equation 3, `HC' = ~(~HC + ~m + m')`, where m is the 16-bit word
+/// holding TTL and protocol. (Equation 3 rather than RFC 1141's form, which
+/// can produce 0xFFFF where a full recomputation gives 0x0000.)
+fn decrement_ttl(ip: &mut [u8]) {
+    let old = u16::from_be_bytes([ip[8], ip[9]]);
+    ip[8] -= 1;
+    let new = u16::from_be_bytes([ip[8], ip[9]]);
+    let hc = u16::from_be_bytes([ip[10], ip[11]]);
+    let sum = (!hc) as u32 + (!old) as u32 + new as u32;
+    ip[10..12].copy_from_slice(&(!fold(sum)).to_be_bytes());
+}
+
+/// The options of a first fragment's header that go into every later
+/// fragment: those with the "copied" flag (RFC 791, option type bit 0),
+/// padded with End-of-Options to a multiple of 4 bytes. A malformed option
+/// list is copied up to the first bad option.
+fn copied_options(opts: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => break,  // End of Option List
+            1 => i += 1, // No Operation: not copied
+            t => {
+                let Some(&len) = opts.get(i + 1) else { break };
+                let len = len as usize;
+                if len < 2 || i + len > opts.len() {
+                    break;
+                }
+                if t & 0x80 != 0 {
+                    out.extend_from_slice(&opts[i..i + len]);
+                }
+                i += len;
+            }
+        }
+    }
+    out.resize(out.len().next_multiple_of(4), 0);
+    out
+}
+
+/// Splits the IPv4 packet in Ethernet frame `frame` into fragments of at most
+/// `mtu` bytes (RFC 791 §3.2, "fragmentation procedure"): data split at 8-byte
+/// boundaries, offsets in 8-byte units added to the packet's own offset (it
+/// may itself be a fragment), MF on every fragment but the last, which keeps
+/// the original MF. The first fragment keeps every option, the others only
+/// the copied ones. `None` if `mtu` cannot hold a header and 8 bytes of data.
+fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
+    let eth = &frame[..ETH_HEADER];
+    let ip = &frame[ETH_HEADER..];
+    let hl = header_len(ip);
+    let data = &ip[hl..];
+    let rest_options = copied_options(&ip[IP_HEADER..hl]);
+    let base = frag_offset(ip) as usize * 8;
+    let last_mf = more_fragments(ip);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let options = if pos == 0 {
+            &ip[IP_HEADER..hl]
+        } else {
+            &rest_options[..]
+        };
+        let hlen = IP_HEADER + options.len();
+        let room = mtu.checked_sub(hlen)? / 8 * 8;
+        if room == 0 {
+            return None;
+        }
+        let n = room.min(data.len() - pos);
+        let last = pos + n == data.len();
+        let mut f = Vec::with_capacity(ETH_HEADER + hlen + n);
+        f.extend_from_slice(eth);
+        f.extend_from_slice(&ip[..IP_HEADER]);
+        f.extend_from_slice(options);
+        f.extend_from_slice(&data[pos..pos + n]);
+        let h = &mut f[ETH_HEADER..];
+        h[0] = 0x40 | (hlen / 4) as u8;
+        h[2..4].copy_from_slice(&((hlen + n) as u16).to_be_bytes());
+        let flags = ip[6] & 0x40 | if last && !last_mf { 0 } else { 0x20 };
+        let offset = ((base + pos) / 8) as u16;
+        h[6] = flags | (offset >> 8) as u8;
+        h[7] = offset as u8;
+        h[10..12].fill(0);
+        let c = checksum(&h[..hlen]);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        out.push(f);
+        pos += n;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 20-byte header with a valid checksum, varied by `seed`.
+    fn header(seed: u32) -> Vec<u8> {
+        let mut h: Vec<u8> = (0..20u32)
+            .map(|i| (seed.wrapping_mul(2_654_435_761).rotate_left(i) >> 7) as u8)
+            .collect();
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&20u16.to_be_bytes());
+        h[8] = h[8].max(2);
+        h[10..12].fill(0);
+        let c = checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn incremental_ttl_update_matches_full_recomputation() {
+        for seed in 0..20_000 {
+            let mut h = header(seed);
+            decrement_ttl(&mut h);
+            assert_eq!(checksum(&h), 0, "seed {seed}: {h:02x?}");
+            let mut full = h.clone();
+            full[10..12].fill(0);
+            let c = checksum(&full);
+            assert_eq!(h[10..12], c.to_be_bytes(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn copied_options_keep_only_the_copied_flag() {
+        // NOP, Record Route (7, not copied, len 7), Loose Source Route (131,
+        // copied, len 7), EOL.
+        let opts = [1, 7, 7, 4, 0, 0, 0, 0, 131, 7, 4, 1, 2, 3, 4, 0, 0, 0, 0, 0];
+        assert_eq!(copied_options(&opts), [131, 7, 4, 1, 2, 3, 4, 0]);
+        // A truncated option stops the copy.
+        assert_eq!(copied_options(&[131, 9, 4, 0]), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn validate_orders_checksum_before_structure() {
+        let h = header(7);
+        assert_eq!(validate(&h), Ok(20));
+        // A flipped version bit is caught by the checksum first.
+        let mut v = h.clone();
+        v[0] ^= 0x80;
+        assert_eq!(validate(&v), Err(DropReason::BadChecksum));
+        // A consistent header with a bad version is malformed.
+        v[10..12].fill(0);
+        let c = checksum(&v[..20]);
+        v[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(validate(&v), Err(DropReason::Malformed));
+    }
+}

@@ -29,15 +29,23 @@ pub enum DropReason {
     TtlExpired,
     /// No route to the destination.
     NoRoute,
-    /// The next hop's MAC address could not be resolved (ARP timed out, or
-    /// too many frames were waiting for it).
+    /// The next hop's MAC address could not be resolved: ARP requests went
+    /// unanswered.
     ArpUnresolved,
+    /// Too many frames were already waiting for the next hop's ARP reply
+    /// (or the neighbour table was full of live entries).
+    ArpQueueFull,
+    /// A martian address (RFC 1812 §5.3.7): a source or destination that
+    /// can't be a single host on the network (0/8, 127/8, 240/4, multicast
+    /// or broadcast source), never forwarded.
+    Martian,
     /// A rate-limited router's forwarding queue was full.
     ForwardingQueueFull,
     /// Too big for the next link with Don't-Fragment set (ICMP
     /// fragmentation-needed was sent).
     FragmentationNeeded,
-    /// An IPv4 header checksum did not verify (e.g. after corruption).
+    /// An IPv4 header or ICMP checksum did not verify (e.g. after
+    /// corruption).
     BadChecksum,
     /// The frame could not be parsed (truncated, bad lengths).
     Malformed,
@@ -54,7 +62,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in a fixed order (for tables and arrays).
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 17] = [
         DropReason::QueueFull,
         DropReason::RandomLoss,
         DropReason::LinkDown,
@@ -62,6 +70,8 @@ impl DropReason {
         DropReason::TtlExpired,
         DropReason::NoRoute,
         DropReason::ArpUnresolved,
+        DropReason::ArpQueueFull,
+        DropReason::Martian,
         DropReason::ForwardingQueueFull,
         DropReason::FragmentationNeeded,
         DropReason::BadChecksum,
@@ -81,6 +91,8 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoRoute => "no_route",
             DropReason::ArpUnresolved => "arp_unresolved",
+            DropReason::ArpQueueFull => "arp_queue_full",
+            DropReason::Martian => "martian",
             DropReason::ForwardingQueueFull => "forwarding_queue_full",
             DropReason::FragmentationNeeded => "fragmentation_needed",
             DropReason::BadChecksum => "bad_checksum",
