@@ -450,3 +450,133 @@ fn mtu_and_queue_limits_drop_with_named_reasons() {
     assert_eq!(st.queue_high_water_packets, 5);
     assert_eq!(r.flows[0].received_packets, Some(0));
 }
+
+#[test]
+fn tcp_request_response_transactions_take_one_round_trip_each() {
+    // 100 Mbit/s, 1 ms each way: a 100-byte request and a 1000-byte response
+    // take one round trip plus serialisation; back to back for 2 s.
+    let s = spec(
+        SimDuration::from_secs(3),
+        1,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", dir(Some(100), ms(1)))],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(2)),
+            ..flow(
+                "rr",
+                "a",
+                "b",
+                TrafficKind::TcpRr {
+                    request: Bytes::new(100),
+                    response: Bytes::new(1000),
+                    interval: None,
+                },
+            )
+        }],
+    );
+    let sim = run(&s);
+    let r = sim.results("afap", None, None);
+    let f = &r.flows[0];
+    let tcp = f.tcp.as_ref().unwrap();
+    let lat = f.delay_ns.as_ref().unwrap();
+    // Request 154 B + response 1054 B frames, +24 B overhead each, at 100 Mbit/s.
+    let floor = 2_000_000 + (154 + 24 + 1054 + 24) * 80;
+    assert!(lat.min >= floor && lat.min < floor + 100_000, "{lat:?}");
+    assert!(lat.p99 < floor + 1_000_000, "{lat:?}");
+    // Back to back: about 2 s / latency transactions.
+    let expect = 2e9 / lat.mean;
+    assert!(
+        (tcp.transactions as f64 - expect).abs() <= 2.0,
+        "{} vs {expect}",
+        tcp.transactions
+    );
+    assert_eq!(tcp.bytes_received, tcp.transactions * 1000);
+
+    // With an interval, transactions start on schedule.
+    let mut s2 = s.clone();
+    s2.traffic[0].kind = TrafficKind::TcpRr {
+        request: Bytes::new(100),
+        response: Bytes::new(1000),
+        interval: Some(ms(10)),
+    };
+    let r = run(&s2).results("afap", None, None);
+    let n = r.flows[0].tcp.as_ref().unwrap().transactions;
+    assert!(
+        (199..=200).contains(&n),
+        "{n} transactions at 100/s for 2 s"
+    );
+}
+
+#[test]
+fn on_off_source_averages_rate_times_duty_cycle() {
+    // 10 Mbit/s while on, mean on 100 ms, mean off 300 ms: 2.5 Mbit/s on
+    // average over a long run, in bursts.
+    let s = spec(
+        SimDuration::from_secs(61),
+        9,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", dir(None, ms(1)))],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(60)),
+            ..flow(
+                "oo",
+                "a",
+                "b",
+                TrafficKind::UdpOnOff {
+                    rate: DataRate::from_mbps(10),
+                    size: Bytes::new(1000),
+                    on: ms(100),
+                    off: ms(300),
+                },
+            )
+        }],
+    );
+    let sim = run(&s);
+    let f = &sim.results("afap", None, None).flows[0];
+    let avg = f.received_bytes as f64 * 8.0 / 60.0;
+    // 150 on/off cycles: the mean of the on-fraction has a standard error of
+    // about 6 % here; allow 20 %.
+    assert!((avg - 2.5e6).abs() / 2.5e6 < 0.2, "average {avg}");
+    assert_eq!(f.loss, Some(0.0));
+}
+
+#[test]
+fn poisson_source_has_exponential_gaps() {
+    let s = spec(
+        SimDuration::from_secs(11),
+        4,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", dir(None, ms(1)))],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(10)),
+            ..flow(
+                "p",
+                "a",
+                "b",
+                TrafficKind::UdpPoisson {
+                    rate: DataRate::from_mbps(8),
+                    size: Bytes::new(1000),
+                },
+            )
+        }],
+    );
+    let mut sim = Simulation::build(&s).unwrap();
+    let rec = Recorder::default();
+    sim.net.add_tap(0, Box::new(rec.clone()));
+    sim.run(1 << 20, |_, _| true);
+    assert_conserved(&sim);
+    let t: Vec<f64> = rec
+        .frames()
+        .iter()
+        .filter(|f| !f.rx && probe_seq(&f.data).is_some())
+        .map(|f| f.time.as_nanos() as f64)
+        .collect();
+    let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n;
+    // Mean gap 1 ms (1000 packets/s); an exponential's CV is 1.
+    assert!((mean - 1e6).abs() < 0.05e6, "mean gap {mean}");
+    let cv = var.sqrt() / mean;
+    assert!((cv - 1.0).abs() < 0.05, "coefficient of variation {cv}");
+}
