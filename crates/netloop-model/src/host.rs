@@ -517,8 +517,8 @@ impl Host {
         Some((r.port, src, r.via.unwrap_or(dst)))
     }
 
-    /// Sends an IPv4 packet whose header and payload `build` writes into a
-    /// frame of `ip_len` bytes after the Ethernet header.
+    /// Sends `frame`, an IPv4 packet after 14 bytes of room for the Ethernet
+    /// header: routes it, fills in the header and resolves the next hop.
     fn send_ip(&mut self, dst: Ipv4Addr, mut frame: Frame, ctx: &mut NodeCtx) {
         ctx.create(Origin::Host);
         self.stats.packets_sent += 1;

@@ -366,7 +366,7 @@ impl Network {
         self.out = out;
     }
 
-    fn link_event(&mut self, now: SimTime, index: usize) {
+    fn link_event(&mut self, index: usize) {
         let ev = self.spec.events[index].clone();
         let Some(link) = self.link_id(&ev.link) else {
             return; // validated at build time
@@ -396,7 +396,6 @@ impl Network {
                 LinkAction::Set(change) => d.channel.apply(change),
             }
         }
-        let _ = now;
     }
 
     /// Frames currently inside the model: in link queues and transmitters, on
@@ -465,7 +464,7 @@ impl Model for Network {
                     Node::Switch(_) | Node::External(_) => {}
                 })
             }
-            Event::LinkEvent { index } => self.link_event(now, index as usize),
+            Event::LinkEvent { index } => self.link_event(index as usize),
         }
     }
 }

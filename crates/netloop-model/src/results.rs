@@ -136,10 +136,11 @@ impl Percentiles {
             min: s.min,
             mean: (s.mean() * 1000.0).round() / 1000.0,
             stdev: (s.stdev() * 1000.0).round() / 1000.0,
-            p50: h.value_at_quantile(0.5),
-            p90: h.value_at_quantile(0.9),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
+            // A bucket's upper edge can lie beyond the exact extremes.
+            p50: h.value_at_quantile(0.5).clamp(s.min, s.max),
+            p90: h.value_at_quantile(0.9).clamp(s.min, s.max),
+            p99: h.value_at_quantile(0.99).clamp(s.min, s.max),
+            p999: h.value_at_quantile(0.999).clamp(s.min, s.max),
             max: s.max,
         })
     }
@@ -187,7 +188,8 @@ pub struct FlowResult {
     /// `null` for ping and traceroute.
     pub throughput_bps: Option<f64>,
     /// Fraction of packets sent that were not received (packets still in
-    /// flight at the end count as not received); `null` for TCP.
+    /// flight at the end count as not received); `null` for TCP and
+    /// traceroute, and when nothing was sent.
     pub loss: Option<f64>,
     /// One-way delay (UDP), round-trip time (ping) or transaction latency
     /// (tcp-rr), ns.
@@ -374,11 +376,13 @@ impl Simulation {
                     hops: None,
                 };
                 let loss = |sent: u64, got: u64| {
-                    if sent == 0 {
-                        0.0
-                    } else {
-                        (sent.saturating_sub(got)) as f64 / sent as f64
-                    }
+                    (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64)
+                };
+                // Throughput runs from the flow's start to its last arrival.
+                let span_to = |last: Option<netloop_core::SimTime>| {
+                    last.map_or(active_ns, |t| {
+                        t.as_nanos().saturating_sub(f.start.as_nanos())
+                    })
                 };
                 match (app(f.from, f.src_app), f.dst_app.and_then(|d| app(f.to, d))) {
                     (Some(App::UdpSource(s)), Some(App::UdpSink(k))) => {
@@ -386,11 +390,8 @@ impl Simulation {
                         r.sent_packets = Some(s.sent);
                         r.received_packets = Some(st.received);
                         r.received_bytes = st.bytes;
-                        let span = st.last_rx.map_or(active_ns, |t| {
-                            t.as_nanos().saturating_sub(f.start.as_nanos())
-                        });
-                        r.throughput_bps = Some(rate(st.bytes, span));
-                        r.loss = Some(loss(s.sent, st.received));
+                        r.throughput_bps = Some(rate(st.bytes, span_to(st.last_rx)));
+                        r.loss = loss(s.sent, st.received);
                         r.delay_ns = Percentiles::of(&st.delay);
                         r.jitter_ns = Some((st.jitter_ns * 1000.0).round() / 1000.0);
                         r.reordered = Some(st.reordered);
@@ -400,7 +401,7 @@ impl Simulation {
                         r.sent_packets = Some(p.sent);
                         r.received_packets = Some(p.received);
                         r.received_bytes = p.received * p.size as u64;
-                        r.loss = Some(loss(p.sent, p.received));
+                        r.loss = loss(p.sent, p.received);
                         r.delay_ns = Percentiles::of(&p.rtt);
                     }
                     (Some(App::Traceroute(t)), _) => {
@@ -425,7 +426,7 @@ impl Simulation {
                             _ => 0,
                         };
                         r.received_bytes = received;
-                        r.throughput_bps = Some(rate(received, active_ns));
+                        r.throughput_bps = Some(rate(received, span_to(last)));
                         r.delay_ns = if bulk {
                             None
                         } else {

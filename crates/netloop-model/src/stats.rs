@@ -164,8 +164,6 @@ pub enum Sink {
     Host,
     /// Consumed by a router (addressed to it: ARP, ping, …).
     Router,
-    /// Consumed by a switch (it was the last copy of a frame it filtered).
-    Switch,
     /// Handed to a real interface.
     External,
 }
@@ -175,9 +173,8 @@ impl Sink {
     pub fn from_origin(o: Origin) -> Sink {
         match o {
             Origin::Router | Origin::Fragment => Sink::Router,
-            Origin::SwitchFlood => Sink::Switch,
             Origin::External => Sink::External,
-            Origin::Host | Origin::LinkDuplicate => Sink::Host,
+            Origin::Host | Origin::LinkDuplicate | Origin::SwitchFlood => Sink::Host,
         }
     }
 }
@@ -202,7 +199,9 @@ impl Ledger {
     /// Records `n` frames coming into existence.
     #[inline]
     pub fn create_n(&mut self, o: Origin, n: u64) {
-        *self.created.entry(o).or_default() += n;
+        if n > 0 {
+            *self.created.entry(o).or_default() += n;
+        }
     }
     /// Records a frame reaching its end.
     #[inline]

@@ -22,7 +22,13 @@ fn chain(traffic: Vec<TrafficSpec>) -> NetworkSpec {
     spec(
         SimDuration::from_secs(5),
         1,
-        vec![host("h1"), router("r1"), router("r2"), router("r3"), host("h2")],
+        vec![
+            host("h1"),
+            router("r1"),
+            router("r2"),
+            router("r3"),
+            host("h2"),
+        ],
         vec![
             link("h1", "r1", dir(Some(100), ms(1))),
             link("r1", "r2", dir(Some(100), ms(1))),
@@ -40,24 +46,51 @@ fn addr_of(sim: &Simulation, node: &str, port: usize) -> Ipv4Addr {
 
 #[test]
 fn traceroute_gets_time_exceeded_from_each_router_in_order() {
-    let sim = run(&chain(vec![flow("tr", "h1", "h2", TrafficKind::Traceroute { max_hops: 10 })]));
+    let sim = run(&chain(vec![flow(
+        "tr",
+        "h1",
+        "h2",
+        TrafficKind::Traceroute { max_hops: 10 },
+    )]));
     let r = sim.results("afap", None, None);
     let hops = r.flows[0].hops.as_ref().unwrap();
-    let got: Vec<Ipv4Addr> = hops.iter().map(|h| h.address.expect("every hop answers")).collect();
+    let got: Vec<Ipv4Addr> = hops
+        .iter()
+        .map(|h| h.address.expect("every hop answers"))
+        .collect();
     // Each router answers from the interface the probe arrived on, then the
     // destination answers port-unreachable.
-    let want = vec![addr_of(&sim, "r1", 0), addr_of(&sim, "r2", 0), addr_of(&sim, "r3", 0), addr_of(&sim, "h2", 0)];
+    let want = vec![
+        addr_of(&sim, "r1", 0),
+        addr_of(&sim, "r2", 0),
+        addr_of(&sim, "r3", 0),
+        addr_of(&sim, "h2", 0),
+    ];
     assert_eq!(got, want);
     // RTTs grow with each hop (1 ms per link each way, plus ARP on the first).
     let rtts: Vec<u64> = hops.iter().map(|h| h.rtt_ns.unwrap()).collect();
-    assert!(rtts[1] > 4_000_000 && rtts[2] > 6_000_000 && rtts[3] > 8_000_000, "{rtts:?}");
+    assert!(
+        rtts[1] > 4_000_000 && rtts[2] > 6_000_000 && rtts[3] > 8_000_000,
+        "{rtts:?}"
+    );
     let ttl_drops: u64 = r.conservation.dropped.get(DropReason::TtlExpired);
     assert_eq!(ttl_drops, 3);
 }
 
 #[test]
 fn ping_through_routers_has_the_exact_round_trip() {
-    let sim = run(&chain(vec![TrafficSpec { stop: Some(SimDuration::from_secs(4)), ..flow("p", "h1", "h2", TrafficKind::Ping { interval: ms(100), size: Bytes::new(56) }) }]));
+    let sim = run(&chain(vec![TrafficSpec {
+        stop: Some(SimDuration::from_secs(4)),
+        ..flow(
+            "p",
+            "h1",
+            "h2",
+            TrafficKind::Ping {
+                interval: ms(100),
+                size: Bytes::new(56),
+            },
+        )
+    }]));
     let r = sim.results("afap", None, None);
     let f = &r.flows[0];
     assert_eq!(f.received_packets, f.sent_packets);
@@ -72,11 +105,20 @@ fn forwarding_rate_caps_throughput_and_drops_with_a_reason() {
         SimDuration::from_secs(3),
         1,
         vec![host("h1"), router("r1"), host("h2")],
-        vec![link("h1", "r1", dir(Some(1000), ms(1))), link("r1", "h2", dir(Some(1000), ms(1)))],
+        vec![
+            link("h1", "r1", dir(Some(1000), ms(1))),
+            link("r1", "h2", dir(Some(1000), ms(1))),
+        ],
         // 200 Mbit/s of 250-byte datagrams = 100 000 packets/s.
-        vec![TrafficSpec { stop: Some(SimDuration::from_secs(2)), ..flow("u", "h1", "h2", cbr(200, 250)) }],
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(2)),
+            ..flow("u", "h1", "h2", cbr(200, 250))
+        }],
     );
-    s.nodes[1].kind = NodeKind::Router(RouterSpec { forwarding_rate: Some(PacketRate::from_pps(50_000)), forwarding_queue: 100 });
+    s.nodes[1].kind = NodeKind::Router(RouterSpec {
+        forwarding_rate: Some(PacketRate::from_pps(50_000)),
+        forwarding_queue: 100,
+    });
     let sim = run(&s);
     let r = sim.results("afap", None, None);
     let f = &r.flows[0];
@@ -92,15 +134,29 @@ fn tcp_through_a_router_at_1gbps_reaches_941_mbps_class_goodput() {
         SimDuration::from_secs(3),
         1,
         vec![host("h1"), router("r1"), host("h2")],
-        vec![link("h1", "r1", dir(Some(1000), SimDuration::from_micros(50))), link("r1", "h2", dir(Some(1000), SimDuration::from_micros(50)))],
-        vec![flow("t", "h1", "h2", TrafficKind::TcpBulk { bytes: Some(Bytes::new(100_000_000)) })],
+        vec![
+            link("h1", "r1", dir(Some(1000), SimDuration::from_micros(50))),
+            link("r1", "h2", dir(Some(1000), SimDuration::from_micros(50))),
+        ],
+        vec![flow(
+            "t",
+            "h1",
+            "h2",
+            TrafficKind::TcpBulk {
+                bytes: Some(Bytes::new(100_000_000)),
+            },
+        )],
     );
     let sim = run(&s);
     let r = sim.results("afap", None, None);
     let tcp = r.flows[0].tcp.as_ref().unwrap();
     assert_eq!(tcp.bytes_received, 100_000_000);
     let theoretical = 1e9 * 1460.0 / 1538.0;
-    assert!(tcp.goodput_bps >= 0.99 * theoretical, "goodput {} vs {theoretical}", tcp.goodput_bps);
+    assert!(
+        tcp.goodput_bps >= 0.99 * theoretical,
+        "goodput {} vs {theoretical}",
+        tcp.goodput_bps
+    );
 }
 
 #[test]
@@ -111,13 +167,23 @@ fn small_mtu_link_signals_fragmentation_needed() {
         SimDuration::from_secs(2),
         1,
         vec![host("h1"), router("r1"), router("r2"), host("h2")],
-        vec![link("h1", "r1", dir(Some(100), ms(1))), link("r1", "r2", mid), link("r2", "h2", dir(Some(100), ms(1)))],
+        vec![
+            link("h1", "r1", dir(Some(100), ms(1))),
+            link("r1", "r2", mid),
+            link("r2", "h2", dir(Some(100), ms(1))),
+        ],
         vec![
             // Datagrams with DF set (netloop's UDP sources set it) too big
             // for the middle link are refused with ICMP frag-needed.
-            TrafficSpec { stop: Some(SimDuration::from_secs(1)), ..flow("big", "h1", "h2", cbr(1, 1200)) },
+            TrafficSpec {
+                stop: Some(SimDuration::from_secs(1)),
+                ..flow("big", "h1", "h2", cbr(1, 1200))
+            },
             // Small ones pass.
-            TrafficSpec { stop: Some(SimDuration::from_secs(1)), ..flow("small", "h1", "h2", cbr(1, 500)) },
+            TrafficSpec {
+                stop: Some(SimDuration::from_secs(1)),
+                ..flow("small", "h1", "h2", cbr(1, 500))
+            },
         ],
     );
     let sim = run(&s);
@@ -135,7 +201,13 @@ fn static_route_overrides_the_shortest_path() {
     let mut s = spec(
         SimDuration::from_secs(2),
         1,
-        vec![host("h1"), router("r1"), router("r2"), router("r3"), host("h2")],
+        vec![
+            host("h1"),
+            router("r1"),
+            router("r2"),
+            router("r3"),
+            host("h2"),
+        ],
         vec![
             link("h1", "r1", dir(Some(100), ms(1))),
             link("r1", "r2", dir(Some(100), ms(1))),
@@ -143,15 +215,35 @@ fn static_route_overrides_the_shortest_path() {
             link("r3", "r2", dir(Some(100), ms(1))),
             link("r2", "h2", dir(Some(100), ms(1))),
         ],
-        vec![flow("tr", "h1", "h2", TrafficKind::Traceroute { max_hops: 10 })],
+        vec![flow(
+            "tr",
+            "h1",
+            "h2",
+            TrafficKind::Traceroute { max_hops: 10 },
+        )],
     );
-    let direct = run(&s).results("afap", None, None).flows[0].hops.clone().unwrap();
+    let direct = run(&s).results("afap", None, None).flows[0]
+        .hops
+        .clone()
+        .unwrap();
     assert_eq!(direct.len(), 3);
     let sim = Simulation::build(&s).unwrap();
-    let h2_subnet = sim.net.ports(sim.net.node_id("h2").unwrap())[0].addr.unwrap();
+    let h2_subnet = sim.net.ports(sim.net.node_id("h2").unwrap())[0]
+        .addr
+        .unwrap();
     let via = addr_of(&sim, "r3", 0);
-    s.routes.push(RouteSpec { node: "r1".into(), prefix: Ipv4Cidr { addr: h2_subnet.network(), prefix: h2_subnet.prefix }, via });
-    let detour = run(&s).results("afap", None, None).flows[0].hops.clone().unwrap();
+    s.routes.push(RouteSpec {
+        node: "r1".into(),
+        prefix: Ipv4Cidr {
+            addr: h2_subnet.network(),
+            prefix: h2_subnet.prefix,
+        },
+        via,
+    });
+    let detour = run(&s).results("afap", None, None).flows[0]
+        .hops
+        .clone()
+        .unwrap();
     assert_eq!(detour.len(), 4, "{detour:?}");
     assert_eq!(detour[1].address, Some(via));
 }
