@@ -27,7 +27,10 @@ fn tmpdir(name: &str) -> PathBuf {
 /// The results JSON without its wall-clock block.
 fn results(path: &Path) -> serde_json::Value {
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    assert!(v["wall"]["seconds"].as_f64().is_some(), "wall block present");
+    assert!(
+        v["wall"]["seconds"].as_f64().is_some(),
+        "wall block present"
+    );
     v.as_object_mut().unwrap().remove("wall");
     v
 }
@@ -35,12 +38,29 @@ fn results(path: &Path) -> serde_json::Value {
 fn run_to(dir: &Path, tag: &str, file: &str, extra: &[&str]) -> (serde_json::Value, Vec<u8>) {
     let json = dir.join(format!("{tag}.json"));
     let pcaps = dir.join(tag);
-    let mut args = vec!["run", file, "--quiet", "--json", json.to_str().unwrap(), "--pcap", "all", "--pcap-dir", pcaps.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        file,
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--pcap",
+        "all",
+        "--pcap-dir",
+        pcaps.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     let out = netloop(&args);
-    assert!(out.status.success(), "netloop run failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "netloop run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut all = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&pcaps).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     for f in files {
         all.extend(std::fs::read(f).unwrap());
@@ -58,7 +78,10 @@ fn same_seed_gives_identical_json_and_pcap_and_another_seed_changes_losses() {
     assert!(p1.len() > 1000);
     assert!(p1 == p2, "pcap differs between identical runs");
     let (j3, p3) = run_to(&d, "c", file, &["--seed", "12345"]);
-    assert_ne!(j1["conservation"]["dropped"], j3["conservation"]["dropped"], "a different seed gives different losses");
+    assert_ne!(
+        j1["conservation"]["dropped"], j3["conservation"]["dropped"],
+        "a different seed gives different losses"
+    );
     assert!(p1 != p3);
     assert_eq!(j1["conservation"]["unaccounted"], 0);
     assert_eq!(j3["conservation"]["unaccounted"], 0);
@@ -69,25 +92,52 @@ fn same_seed_gives_identical_json_and_pcap_and_another_seed_changes_losses() {
 fn pcap_files_are_readable_with_simulated_timestamps() {
     let d = tmpdir("pcap");
     let pcaps = d.join("p");
-    let out = netloop(&["run", "examples/two-routers.toml", "--quiet", "--duration", "1s", "--pcap", "r1-r2", "--pcap", "h1:eth0", "--pcap-dir", pcaps.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = netloop(&[
+        "run",
+        "examples/two-routers.toml",
+        "--quiet",
+        "--duration",
+        "1s",
+        "--pcap",
+        "r1-r2",
+        "--pcap",
+        "h1:eth0",
+        "--pcap-dir",
+        pcaps.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for name in ["r1-r2.pcap", "h1-eth0.pcap"] {
         let path = pcaps.join(name);
-        let mut reader = pcap_file::pcap::PcapReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut reader =
+            pcap_file::pcap::PcapReader::new(std::fs::File::open(&path).unwrap()).unwrap();
         assert_eq!(reader.header().datalink, pcap_file::DataLink::ETHERNET);
         let mut n = 0;
         let mut last = std::time::Duration::ZERO;
         while let Some(p) = reader.next_packet() {
             let p = p.unwrap();
             assert!(p.timestamp >= last, "timestamps in order");
-            assert!(p.timestamp <= std::time::Duration::from_secs(1), "simulated time, not wall time");
+            assert!(
+                p.timestamp <= std::time::Duration::from_secs(1),
+                "simulated time, not wall time"
+            );
             last = p.timestamp;
             n += 1;
         }
         assert!(n > 10, "{name}: {n} frames");
         // If tshark is installed, it must open the file too.
-        if let Ok(o) = Command::new("tshark").args(["-r", path.to_str().unwrap(), "-c", "5"]).output() {
-            assert!(o.status.success(), "tshark failed on {name}: {}", String::from_utf8_lossy(&o.stderr));
+        if let Ok(o) = Command::new("tshark")
+            .args(["-r", path.to_str().unwrap(), "-c", "5"])
+            .output()
+        {
+            assert!(
+                o.status.success(),
+                "tshark failed on {name}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&d);
@@ -102,7 +152,10 @@ fn bad_files_give_located_errors_and_exit_code_2() {
         let out = netloop(&[cmd, f.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("bad.toml:13:9") && err.contains("'10 sm' is not a duration"), "{err}");
+        assert!(
+            err.contains("bad.toml:13:9") && err.contains("'10 sm' is not a duration"),
+            "{err}"
+        );
     }
     let out = netloop(&["run", d.join("missing.toml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -119,7 +172,12 @@ fn every_example_checks() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
             let out = netloop(&["check", p.to_str().unwrap()]);
-            assert!(out.status.success(), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }
