@@ -125,6 +125,7 @@ pub fn dumbbell(flows: u32, duration_s: u64, load_mbps: u64) -> NetworkSpec {
         run: RunSpec {
             duration: SimDuration::from_secs(duration_s + 1),
             seed: 1,
+            ..Default::default()
         },
         nodes,
         links,

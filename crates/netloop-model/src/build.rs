@@ -32,7 +32,7 @@ use crate::apps::{
 use crate::error::{BuildError, ItemRef};
 use crate::host::Host;
 use crate::link::{Link, LinkDir};
-use crate::network::{Event, Network, Node};
+use crate::network::{Event, External, Network, Node};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, RoutingTable};
@@ -84,6 +84,26 @@ pub struct Simulation {
     pub queue: EventQueue<Event>,
     /// The flows, in spec order.
     pub flows: Vec<FlowInfo>,
+    /// The real nodes (namespaces, attached interfaces), in spec order: what
+    /// the real-time I/O layer must create and connect.
+    pub real: Vec<RealNode>,
+}
+
+/// A node outside the model, as built: where it joins the simulation and how
+/// the real host behind it must be configured to fit in.
+#[derive(Clone, Debug)]
+pub struct RealNode {
+    /// Its node id (an external node in the network).
+    pub node: NodeId,
+    /// Its name in the topology.
+    pub name: String,
+    /// Namespace or attached interface, with its settings.
+    pub kind: NodeKind,
+    /// Its one port: MAC, address, MTU and link.
+    pub port: PortInfo,
+    /// Routes through a gateway (connected subnets excluded), e.g. the
+    /// default route via the neighbouring router.
+    pub routes: Vec<Route>,
 }
 
 impl Simulation {
@@ -252,10 +272,102 @@ impl<'a> Builder<'a> {
         self.port_links = vec![Vec::new(); spec.nodes.len()];
         self.port_segment = vec![Vec::new(); spec.nodes.len()];
         self.make_ports()?;
+        self.check_real_nodes()?;
         self.make_segments()?;
         self.assign_addresses()?;
         let tables = self.routing_tables()?;
         self.finish(tables)
+    }
+
+    /// Real nodes join the model through exactly one interface, and a
+    /// namespace's name becomes part of a file name and a device name.
+    fn check_real_nodes(&self) -> Result<(), BuildError> {
+        let mut interfaces: HashMap<&str, usize> = HashMap::new();
+        for (i, n) in self.spec.nodes.iter().enumerate() {
+            if !n.kind.is_real() {
+                continue;
+            }
+            let what = if matches!(n.kind, NodeKind::Namespace(_)) {
+                "a namespace host"
+            } else {
+                "an attached interface"
+            };
+            if self.ports[i].len() != 1 {
+                return Err(self.err(
+                    ItemRef::Node(i),
+                    None,
+                    format!(
+                        "{what} needs exactly one link, but '{}' has {}",
+                        n.name,
+                        self.ports[i].len()
+                    ),
+                ));
+            }
+            match &n.kind {
+                NodeKind::Namespace(ns) => {
+                    let ok = n.name.len() <= 32
+                        && n
+                            .name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                    if !ok {
+                        return Err(self.err(
+                            ItemRef::Node(i),
+                            Some("name"),
+                            format!(
+                                "'{}' can't name a namespace host: use at most 32 letters, \
+                                 digits, '-' and '_'",
+                                n.name
+                            ),
+                        ));
+                    }
+                    for c in &ns.commands {
+                        if c.cmd.trim().is_empty() {
+                            return Err(self.err(
+                                ItemRef::Node(i),
+                                Some("commands"),
+                                "a command line is empty".into(),
+                            ));
+                        }
+                        if c.start > self.spec.run.duration {
+                            return Err(self.err(
+                                ItemRef::Node(i),
+                                Some("commands"),
+                                format!(
+                                    "'{}' starts at {}, after the end of the run ({})",
+                                    c.cmd, c.start, self.spec.run.duration
+                                ),
+                            ));
+                        }
+                    }
+                }
+                NodeKind::Attached(a) => {
+                    if a.interface.is_empty() || a.interface.len() > 15 || a.interface.contains('/')
+                    {
+                        return Err(self.err(
+                            ItemRef::Node(i),
+                            Some("interface"),
+                            format!(
+                                "'{}' is not an interface name (1 to 15 characters, no '/')",
+                                a.interface
+                            ),
+                        ));
+                    }
+                    if let Some(first) = interfaces.insert(&a.interface, i) {
+                        return Err(self.err(
+                            ItemRef::Node(i),
+                            Some("interface"),
+                            format!(
+                                "interface '{}' is already attached as node '{}'",
+                                a.interface, self.spec.nodes[first].name
+                            ),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     fn check_dir(&self, i: usize, d: &DirectionSpec) -> Result<(), BuildError> {
@@ -673,6 +785,7 @@ impl<'a> Builder<'a> {
         let spec = self.spec;
         let seed = spec.run.seed;
         let mut nodes: Vec<Node> = Vec::with_capacity(spec.nodes.len());
+        let mut real = Vec::new();
         for (i, n) in spec.nodes.iter().enumerate() {
             let ports = self.ports[i].clone();
             let table = std::mem::take(&mut tables[i]);
@@ -685,6 +798,16 @@ impl<'a> Builder<'a> {
                     Node::Router(Box::new(Router::new(&n.name, ports, r, table)))
                 }
                 NodeKind::Switch(s) => Node::Switch(Switch::new(ports, s.clone())),
+                NodeKind::Namespace(_) | NodeKind::Attached(_) => {
+                    real.push(RealNode {
+                        node: i,
+                        name: n.name.clone(),
+                        kind: n.kind.clone(),
+                        port: ports[0].clone(),
+                        routes: table.routes().into_iter().filter(|r| r.via.is_some()).collect(),
+                    });
+                    Node::External(External::default())
+                }
             });
         }
         let links: Vec<Link> = spec
@@ -780,7 +903,8 @@ impl<'a> Builder<'a> {
                         item,
                         Some(f),
                         format!(
-                            "'{}' is not a host; simulated traffic runs between hosts",
+                            "'{}' is not a simulated host; simulated traffic runs between \
+                             simulated hosts (run real programs on real hosts instead)",
                             spec.nodes[n].name
                         ),
                     ));
@@ -1031,6 +1155,11 @@ impl<'a> Builder<'a> {
             self.port_links,
             links,
         );
-        Ok(Simulation { net, queue, flows })
+        Ok(Simulation {
+            net,
+            queue,
+            flows,
+            real,
+        })
     }
 }

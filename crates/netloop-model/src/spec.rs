@@ -89,13 +89,22 @@ pub struct RunSpec {
     pub duration: SimDuration,
     /// The seed of every random stream.
     pub seed: u64,
+    /// Real-time mode: how long before an event's deadline the scheduler
+    /// stops sleeping and spins on the clock. Longer is more precise and costs
+    /// more CPU; zero never spins.
+    pub spin: SimDuration,
 }
+
+/// The default spin window of the real-time scheduler: covers the usual
+/// wake-up latency of a timer on an idle core (tens of microseconds).
+pub const DEFAULT_SPIN: SimDuration = SimDuration::from_micros(50);
 
 impl Default for RunSpec {
     fn default() -> Self {
         RunSpec {
             duration: SimDuration::from_secs(10),
             seed: 1,
+            spin: DEFAULT_SPIN,
         }
     }
 }
@@ -110,6 +119,69 @@ pub enum NodeKind {
     Router(RouterSpec),
     /// An Ethernet learning bridge.
     Switch(SwitchSpec),
+    /// A real host: a Linux network namespace that netloop creates, joined to
+    /// the simulation by a TAP device, in which real programs run. Has exactly
+    /// one link; its address and routes are assigned like a simulated host's
+    /// and configured in the namespace. Needs the real-time mode.
+    Namespace(NamespaceSpec),
+    /// An existing interface (a physical NIC, one end of a veth pair) made part
+    /// of the simulation through an AF_PACKET socket: whatever is behind it is
+    /// the node. Has exactly one link; the address on that link is what the
+    /// real host behind the interface must use. Needs the real-time mode.
+    Attached(AttachedSpec),
+}
+
+impl NodeKind {
+    /// Whether this node is outside the model (a real host or interface):
+    /// a network with one runs in real time only.
+    pub fn is_real(&self) -> bool {
+        matches!(self, NodeKind::Namespace(_) | NodeKind::Attached(_))
+    }
+}
+
+/// A real host in a namespace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceSpec {
+    /// Programs to run in the namespace once the network is up, in order.
+    pub commands: Vec<CommandSpec>,
+    /// How the namespace's interface is joined to the simulation.
+    pub via: HostLink,
+}
+
+/// How a namespace host's interface reaches netloop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostLink {
+    /// A veth pair: the namespace holds one end, netloop reads and writes the
+    /// other through an AF_PACKET socket with memory-mapped rings (batched,
+    /// kernel arrival timestamps).
+    #[default]
+    Veth,
+    /// A TAP device: the namespace holds the device, netloop its file
+    /// descriptor (one read or write per frame, no kernel timestamps).
+    Tap,
+}
+
+/// A program run on a real host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommandSpec {
+    /// The command line, run by `/bin/sh -c` inside the namespace.
+    pub cmd: String,
+    /// How long after the network is up to start it.
+    pub start: SimDuration,
+    /// Whether the run may end once this program (and every other `wait`
+    /// program) has exited, before the run's duration is over.
+    pub wait: bool,
+}
+
+/// An existing interface attached to the simulation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttachedSpec {
+    /// The interface's name, e.g. `enp3s0` or `veth1`.
+    pub interface: String,
+    /// Attach even if the interface carries the machine's default route
+    /// (which cuts the machine off the network it is managed through).
+    pub force: bool,
 }
 
 /// Router settings.

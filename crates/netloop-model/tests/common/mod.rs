@@ -83,7 +83,11 @@ pub fn spec(
     traffic: Vec<TrafficSpec>,
 ) -> NetworkSpec {
     NetworkSpec {
-        run: RunSpec { duration, seed },
+        run: RunSpec {
+            duration,
+            seed,
+            ..Default::default()
+        },
         nodes,
         links,
         traffic,

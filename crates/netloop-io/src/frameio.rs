@@ -1,0 +1,65 @@
+//! The boundary between the model and a real interface: one trait for every
+//! kind of real interface, and the counters of what crossed it.
+
+use serde::Serialize;
+use std::io;
+use std::os::fd::RawFd;
+
+/// What crossed one real interface's boundary, and what was lost at it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BoundaryCounters {
+    /// Frames read from the interface (handed to the model).
+    pub rx_frames: u64,
+    /// Their bytes (Ethernet header included).
+    pub rx_bytes: u64,
+    /// Frames written to the interface.
+    pub tx_frames: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Frames the kernel dropped before netloop could read them (AF_PACKET
+    /// ring full: `tp_drops`; TAP: the device's rx/tx drop counters on
+    /// netloop's side).
+    pub rx_kernel_drops: u64,
+    /// Frames netloop could not write (the device's queue was full).
+    pub tx_drops: u64,
+    /// Frames that arrived larger than netloop's buffer (cut short; dropped).
+    pub rx_truncated: u64,
+    /// Frames dropped because they were not a valid Ethernet frame (shorter
+    /// than a header).
+    pub rx_malformed: u64,
+}
+
+impl BoundaryCounters {
+    /// Frames lost at this boundary, in either direction.
+    pub fn lost(&self) -> u64 {
+        self.rx_kernel_drops + self.tx_drops + self.rx_truncated
+    }
+}
+
+/// A real interface that frames are read from and written to.
+pub trait FrameIo {
+    /// A name for reports, e.g. `tap nl1a2b3c-0` or `packet veth1`.
+    fn name(&self) -> &str;
+
+    /// The file descriptor to wait on for readability.
+    fn raw_fd(&self) -> RawFd;
+
+    /// Reads up to `max` frames that are available now, without blocking,
+    /// calling `f(frame, stamp)` for each; `stamp` is the kernel's time of
+    /// arrival on CLOCK_MONOTONIC in nanoseconds where the interface gives
+    /// one. Returns the number of frames read (0 when none are waiting).
+    /// Frames that are too short or truncated are counted and not passed on.
+    fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Option<u64>)) -> io::Result<usize>;
+
+    /// Writes (or queues, see [`FrameIo::flush`]) one frame. `Ok(false)` if
+    /// the interface's queue was full and the frame was dropped (counted in
+    /// `tx_drops`).
+    fn send(&mut self, frame: &[u8]) -> io::Result<bool>;
+
+    /// Hands queued frames to the kernel (a no-op where `send` writes at
+    /// once).
+    fn flush(&mut self) -> io::Result<()>;
+
+    /// The counters so far (kernel drop counters read now).
+    fn counters(&mut self) -> BoundaryCounters;
+}

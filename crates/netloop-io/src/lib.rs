@@ -1,0 +1,32 @@
+//! netloop's edge to the real world.
+//!
+//! The model (`netloop-model`) never touches the operating system; this crate
+//! does everything that does:
+//! - [`frameio`]: the one trait every real interface implements, and the
+//!   counters of what crossed the boundary (or was lost at it);
+//! - [`tap`]: TAP devices (a real host's interface is the far side of one);
+//! - [`packet`]: AF_PACKET sockets with memory-mapped rings on an existing
+//!   interface (a physical NIC, or the root end of a veth pair);
+//! - [`netns`], [`proc`]: network namespaces and the programs run in them;
+//! - [`registry`], [`session`]: a record of everything a run creates, so that
+//!   it is removed at the end — or by `netloop clean` after a SIGKILL;
+//! - [`clock`], [`rt`]: the real-time scheduler that ties simulated time to
+//!   CLOCK_MONOTONIC and moves frames between the model and the interfaces.
+//!
+//! All `unsafe` code lives in [`sys`], behind safe wrappers.
+
+pub mod clock;
+pub mod error;
+pub mod frameio;
+pub mod netns;
+pub mod packet;
+pub mod proc;
+pub mod registry;
+pub mod rt;
+pub mod session;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod tap;
+
+pub use error::{Error, Result};
+pub use frameio::{BoundaryCounters, FrameIo};
