@@ -1,1 +1,118 @@
-//! (being written)
+//! The real-time clock: CLOCK_MONOTONIC in nanoseconds, and the mapping
+//! between simulated time and it.
+//!
+//! Simulated time zero is pinned to a moment on CLOCK_MONOTONIC when a run
+//! starts; from then on simulated time *t* happens at wall time `origin + t`.
+//! CLOCK_MONOTONIC is the clock the kernel stamps packets with (after
+//! conversion, see `packet`) and that `ppoll` timeouts run on; it never jumps
+//! with NTP.
+
+use netloop_core::SimTime;
+use nix::time::{clock_gettime, ClockId};
+
+/// Now on CLOCK_MONOTONIC, in nanoseconds.
+#[inline]
+pub fn mono_ns() -> u64 {
+    let ts = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// Now on CLOCK_REALTIME, in nanoseconds since the epoch.
+pub fn realtime_ns() -> u64 {
+    let ts = clock_gettime(ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME is always available");
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// CLOCK_MONOTONIC minus CLOCK_REALTIME, in nanoseconds, measured now: the
+/// realtime reading is taken between two monotonic ones and the shortest of a
+/// few tries is kept, so the error is at most half that window (well under a
+/// microsecond). Used to convert the kernel's CLOCK_REALTIME packet stamps.
+pub fn mono_minus_realtime_ns() -> i128 {
+    let mut best: Option<(u64, i128)> = None;
+    for _ in 0..5 {
+        let a = mono_ns();
+        let r = realtime_ns();
+        let b = mono_ns();
+        let width = b - a;
+        let off = (a as i128 + (width / 2) as i128) - r as i128;
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, off));
+        }
+    }
+    best.expect("five tries").1
+}
+
+/// Asks the kernel to wake this thread from timed sleeps without the default
+/// 50 µs of timer slack; returns the slack now in force (nanoseconds).
+pub fn set_timer_slack_ns(ns: u64) -> u64 {
+    // If prctl fails (it can't for this thread), the default slack stays and
+    // shows in the lateness histogram.
+    let _ = nix::sys::prctl::set_timerslack(ns);
+    nix::sys::prctl::get_timerslack().map_or(50_000, |v| v as u64)
+}
+
+/// The mapping between simulated time and CLOCK_MONOTONIC for one run.
+#[derive(Clone, Copy, Debug)]
+pub struct RtClock {
+    /// CLOCK_MONOTONIC (ns) at simulated time zero.
+    pub origin: u64,
+}
+
+impl RtClock {
+    /// Simulated time zero is now.
+    pub fn start_now() -> Self {
+        RtClock { origin: mono_ns() }
+    }
+
+    /// The simulated time it is now (zero before the origin).
+    #[inline]
+    pub fn now(&self) -> SimTime {
+        SimTime::from_nanos(mono_ns().saturating_sub(self.origin))
+    }
+
+    /// The simulated time of a CLOCK_MONOTONIC instant.
+    #[inline]
+    pub fn sim_of(&self, mono: u64) -> SimTime {
+        SimTime::from_nanos(mono.saturating_sub(self.origin))
+    }
+
+    /// The CLOCK_MONOTONIC instant of a simulated time.
+    #[inline]
+    pub fn mono_of(&self, t: SimTime) -> u64 {
+        self.origin.saturating_add(t.as_nanos())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_time_follows_the_monotonic_clock() {
+        let c = RtClock::start_now();
+        let a = c.now();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let b = c.now();
+        let d = b.as_nanos() - a.as_nanos();
+        assert!(d >= 5_000_000, "slept 5 ms but sim time moved {d} ns");
+        assert_eq!(
+            c.sim_of(c.mono_of(SimTime::from_nanos(123))),
+            SimTime::from_nanos(123)
+        );
+    }
+
+    #[test]
+    fn realtime_offset_is_stable() {
+        let a = mono_minus_realtime_ns();
+        let b = mono_minus_realtime_ns();
+        // Two measurements a moment apart agree to well within a millisecond
+        // (NTP slews far slower than that).
+        assert!((a - b).abs() < 1_000_000, "{a} vs {b}");
+    }
+
+    #[test]
+    fn timer_slack_can_be_lowered() {
+        let got = std::thread::spawn(|| set_timer_slack_ns(1)).join().unwrap();
+        assert_eq!(got, 1);
+    }
+}

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// What crossed one real interface's boundary, and what was lost at it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -41,15 +41,28 @@ pub trait FrameIo {
     /// A name for reports, e.g. `tap nl1a2b3c-0` or `packet veth1`.
     fn name(&self) -> &str;
 
-    /// The file descriptor to wait on for readability.
+    /// The file descriptor to wait on for readability. It must stay open as
+    /// long as the interface exists.
     fn raw_fd(&self) -> RawFd;
+
+    /// [`FrameIo::raw_fd`], borrowed for as long as the interface is.
+    #[allow(unsafe_code)]
+    fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: implementors keep `raw_fd` open for their whole life (see
+        // above), and the borrow cannot outlive `self`.
+        unsafe { BorrowedFd::borrow_raw(self.raw_fd()) }
+    }
 
     /// Reads up to `max` frames that are available now, without blocking,
     /// calling `f(frame, stamp)` for each; `stamp` is the kernel's time of
     /// arrival on CLOCK_MONOTONIC in nanoseconds where the interface gives
     /// one. Returns the number of frames read (0 when none are waiting).
     /// Frames that are too short or truncated are counted and not passed on.
-    fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Option<u64>)) -> io::Result<usize>;
+    fn recv_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> io::Result<usize>;
 
     /// Writes (or queues, see [`FrameIo::flush`]) one frame. `Ok(false)` if
     /// the interface's queue was full and the frame was dropped (counted in
