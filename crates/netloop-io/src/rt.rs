@@ -325,6 +325,13 @@ pub fn run_realtime(
         }
     }
 
+    // Simulated time has reached now (or the end): run what is due and
+    // advance the clock so results cover the whole run.
+    let last = clock.now().min(opts.until);
+    run_due(net, queue, ports, last, &mut lateness, &mut late_events);
+    if queue.now() < last {
+        queue.advance_to(last);
+    }
     let wall_ns = clock::mono_ns() - wall0;
     let cpu_ns = thread_cpu_ns() - cpu0;
     let port_reports: Vec<PortReport> = ports

@@ -1,0 +1,249 @@
+//! The real-time scheduler against in-process "interfaces" (Unix datagram
+//! socket pairs): no root needed. Frames written on one side come out of the
+//! other after the modelled delay, at the right wall-clock moment; runs end on
+//! time, on request and by the control hook. Timing bounds are loose: they
+//! catch gross errors, the benchmark measures precision.
+
+use netloop_core::{SimDuration, SimTime};
+use netloop_io::clock::{mono_ns, RtClock};
+use netloop_io::rt::{run_realtime, EndReason, RealPort, RtOptions, Step};
+use netloop_io::{BoundaryCounters, FrameIo};
+use netloop_model::spec::*;
+use netloop_model::Simulation;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// One end of a datagram socket pair, as a real interface.
+struct Dgram {
+    sock: UnixDatagram,
+    c: BoundaryCounters,
+}
+
+impl FrameIo for Dgram {
+    fn name(&self) -> &str {
+        "dgram"
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+    fn recv_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> io::Result<usize> {
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while n < max {
+            match self.sock.recv(&mut buf) {
+                Ok(len) => {
+                    n += 1;
+                    if len < 14 {
+                        self.c.rx_malformed += 1;
+                        continue;
+                    }
+                    self.c.rx_frames += 1;
+                    f(&buf[..len], None);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+    fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
+        self.sock.send(frame)?;
+        self.c.tx_frames += 1;
+        Ok(true)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn counters(&mut self) -> BoundaryCounters {
+        self.c
+    }
+}
+
+fn attached(name: &str) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        kind: NodeKind::Attached(AttachedSpec {
+            interface: format!("if-{name}"),
+            force: false,
+        }),
+    }
+}
+
+/// Two external nodes joined by one link of `delay`; returns the simulation,
+/// the two ports (model side) and the two sockets (the "real" side).
+fn pair(delay: SimDuration) -> (Simulation, Vec<RealPort>, UnixDatagram, UnixDatagram) {
+    let dir = DirectionSpec {
+        delay,
+        ..DirectionSpec::default()
+    };
+    let spec = NetworkSpec {
+        run: RunSpec {
+            duration: SimDuration::from_secs(5),
+            ..Default::default()
+        },
+        nodes: vec![attached("a"), attached("b")],
+        links: vec![LinkSpec {
+            name: "a-b".into(),
+            a: EndpointSpec {
+                node: "a".into(),
+                address: None,
+            },
+            b: EndpointSpec {
+                node: "b".into(),
+                address: None,
+            },
+            subnet: None,
+            a_to_b: dir.clone(),
+            b_to_a: dir,
+        }],
+        ..Default::default()
+    };
+    let sim = Simulation::build(&spec).expect("valid spec");
+    assert_eq!(sim.real.len(), 2);
+    let mut ports = Vec::new();
+    let mut outside = Vec::new();
+    for r in &sim.real {
+        let (inner, outer) = UnixDatagram::pair().unwrap();
+        inner.set_nonblocking(true).unwrap();
+        outer
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        ports.push(RealPort {
+            node: r.node,
+            host: r.name.clone(),
+            io: Box::new(Dgram {
+                sock: inner,
+                c: BoundaryCounters::default(),
+            }),
+        });
+        outside.push(outer);
+    }
+    let b = outside.pop().unwrap();
+    let a = outside.pop().unwrap();
+    (sim, ports, a, b)
+}
+
+fn frame(seq: u8) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f[14] = seq;
+    f
+}
+
+#[test]
+fn frames_cross_the_model_after_the_link_delay() {
+    let (mut sim, mut ports, a, b) = pair(SimDuration::from_millis(20));
+    let stop = AtomicBool::new(false);
+    let opts = RtOptions {
+        until: SimTime::ZERO + SimDuration::from_secs(5),
+        spin_ns: 50_000,
+        late_threshold_ns: 1_000_000_000,
+        batch: 64,
+        stop: &stop,
+    };
+    let clock = RtClock::start_now();
+    let reader = std::thread::spawn(move || {
+        // Send three frames 50 ms apart, each timed from the moment it is
+        // written until it comes out of the far side.
+        let mut rtts = Vec::new();
+        for seq in 0..3u8 {
+            std::thread::sleep(Duration::from_millis(50));
+            let t0 = mono_ns();
+            a.send(&frame(seq)).unwrap();
+            let mut buf = [0u8; 2048];
+            let n = b.recv(&mut buf).expect("frame comes out within 3 s");
+            rtts.push((mono_ns() - t0, buf[14], n));
+        }
+        // A runt is dropped and counted, not passed on.
+        a.send(&[1, 2, 3]).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        rtts
+    });
+    let mut sent_done = false;
+    let report = run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        &mut ports,
+        clock,
+        &opts,
+        &mut |now| {
+            if reader.is_finished() {
+                sent_done = true;
+                Step::Stop
+            } else {
+                Step::Continue(now + SimDuration::from_millis(5))
+            }
+        },
+    );
+    assert!(sent_done);
+    let rtts = reader.join().unwrap();
+    for (i, &(ns, seq, len)) in rtts.iter().enumerate() {
+        assert_eq!(seq as usize, i, "frames in order");
+        assert_eq!(len, 60);
+        // 20 ms modelled; allow generous slack for a loaded CI machine.
+        assert!(
+            (20_000_000..40_000_000).contains(&ns),
+            "frame {i} took {ns} ns through a 20 ms link"
+        );
+    }
+    assert_eq!(report.end, EndReason::Control);
+    assert_eq!(report.rx_frames, 3);
+    assert_eq!(report.tx_frames, 3);
+    assert_eq!(report.rx_malformed, 1);
+    assert!(report.event_lateness.count >= 3);
+    assert!(report.wall_seconds > 0.15);
+}
+
+#[test]
+fn a_run_ends_at_its_duration_and_on_request() {
+    let (mut sim, mut ports, _a, _b) = pair(SimDuration::from_millis(1));
+    let stop = AtomicBool::new(false);
+    let opts = RtOptions {
+        until: SimTime::ZERO + SimDuration::from_millis(200),
+        spin_ns: 0,
+        late_threshold_ns: 1_000_000_000,
+        batch: 64,
+        stop: &stop,
+    };
+    let t0 = mono_ns();
+    let r = run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        &mut ports,
+        RtClock::start_now(),
+        &opts,
+        &mut |_| Step::Continue(SimTime::MAX),
+    );
+    let took = mono_ns() - t0;
+    assert_eq!(r.end, EndReason::Duration);
+    assert!(
+        (200_000_000..1_200_000_000).contains(&took),
+        "a 200 ms run took {took} ns"
+    );
+    assert!(r.sim_seconds >= 0.2);
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut sim, mut ports, _a, _b) = pair(SimDuration::from_millis(1));
+    let r = run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        &mut ports,
+        RtClock::start_now(),
+        &RtOptions {
+            until: SimTime::ZERO + SimDuration::from_secs(60),
+            ..opts
+        },
+        &mut |_| Step::Continue(SimTime::MAX),
+    );
+    assert_eq!(r.end, EndReason::Interrupted);
+    assert!(r.wall_seconds < 1.0);
+}
