@@ -39,6 +39,10 @@ pub struct Results {
     pub nodes: Vec<NodeResult>,
     /// Packet conservation.
     pub conservation: Conservation,
+    /// The real-time run's self-report (lateness, kept-up verdict, frames
+    /// across real interfaces and lost at them, programs run), filled in by
+    /// the real-time front end; `None` for a run as fast as possible.
+    pub realtime: Option<serde_json::Value>,
 }
 
 /// Run metadata.
@@ -451,7 +455,13 @@ impl Simulation {
                     Node::Host(h) => ("host", serde_json::to_value(&h.stats)),
                     Node::Router(r) => ("router", serde_json::to_value(r.stats())),
                     Node::Switch(s) => ("switch", serde_json::to_value(&s.stats)),
-                    Node::External(_) => ("external", Ok(serde_json::Value::Null)),
+                    Node::External(_) => (
+                        match spec.nodes[n].kind {
+                            crate::spec::NodeKind::Attached(_) => "attached",
+                            _ => "namespace",
+                        },
+                        Ok(serde_json::Value::Null),
+                    ),
                 };
                 NodeResult {
                     name: names[n].clone(),
@@ -479,6 +489,7 @@ impl Simulation {
             flows,
             nodes,
             conservation: self.conservation(),
+            realtime: None,
         }
     }
 }
