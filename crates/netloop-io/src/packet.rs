@@ -1,1 +1,752 @@
-//! (being written)
+//! AF_PACKET sockets on existing interfaces (a physical NIC, or the root end
+//! of a veth pair), and the checks and settings of such an interface.
+//!
+//! This module owns:
+//! - [`PacketSocket`]: one AF_PACKET socket bound to one interface, with a
+//!   memory-mapped TPACKET_V2 RX ring (the kernel writes each frame and its
+//!   arrival time into the next slot, we read them without a system call)
+//!   and a TPACKET_V2 TX ring (we write frames into slots and hand a whole
+//!   batch to the kernel with one `send`);
+//! - the interface checks and settings netloop needs before it attaches to
+//!   an interface: [`interface_state`], [`carries_default_route`],
+//!   [`check_attachable`], [`disable_offloads`].
+//!
+//! Why TPACKET_V2 and not V3: V3 hands frames over per block, a block being
+//! retired when full or after a timeout of at least a millisecond; V2 hands
+//! each frame over as soon as it is written, which is what a real-time
+//! simulator needs.
+//!
+//! Checksums and segmentation: frames read here are what the kernel has, not
+//! what went on a wire. Frames sent by the local stack with checksum offload
+//! carry no valid checksum yet (TP_STATUS_CSUMNOTREADY), and with GRO/TSO on,
+//! frames larger than the MTU arrive (and are truncated, see
+//! [`PacketOptions::frame_size`]). Call [`disable_offloads`] on the interface
+//! — and on the sending side of a veth pair, its peer — so that every frame
+//! is at most MTU-sized and carries complete checksums.
+
+use crate::clock;
+use crate::error::{Context, Error, Result};
+use crate::frameio::{BoundaryCounters, FrameIo};
+use crate::sys;
+use crate::tap::{check_name, ETH_HLEN};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+/// `PACKET_IGNORE_OUTGOING` (Linux 4.20): do not deliver frames leaving the
+/// interface to this socket.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// Where the kernel puts an Ethernet frame in a TPACKET_V2 RX slot of a
+/// SOCK_RAW socket: `TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14`, i.e. so that
+/// the network header is 16-byte aligned.
+pub const RX_MAC_OFFSET: u32 = 66;
+
+/// The smallest [`PacketOptions::frame_size`]: a 1514-byte frame (MTU 1500)
+/// after [`RX_MAC_OFFSET`], rounded up to the 16-byte slot alignment.
+pub const MIN_FRAME_SIZE: u32 = (RX_MAC_OFFSET + 1514).div_ceil(16) * 16;
+
+/// The largest [`PacketOptions::frame_size`] (a 64 KiB frame and more).
+pub const MAX_FRAME_SIZE: u32 = 128 * 1024;
+
+/// The smallest ring block: blocks are a power of two of at least this many
+/// bytes (a multiple of any page size Linux uses), holding as many slots as
+/// fit.
+const MIN_BLOCK: u32 = 64 * 1024;
+
+/// How to open a [`PacketSocket`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketOptions {
+    /// Slots in each ring (RX and TX), rounded up to fill whole blocks.
+    pub ring_frames: u32,
+    /// Bytes per slot, a multiple of 16. A received frame longer than
+    /// `frame_size - RX_MAC_OFFSET` (1982 bytes for the default 2048) is
+    /// counted as truncated and dropped; a frame to send may be up to
+    /// `frame_size - 32` bytes (and the interface's MTU plus header). The
+    /// default holds MTU 1500; raise it for jumbo frames (e.g. 9216 for MTU
+    /// 9000).
+    pub frame_size: u32,
+    /// Put the interface in promiscuous mode for as long as the socket is
+    /// open (the kernel counts it as one membership and undoes it when the
+    /// socket closes, however the process ends).
+    pub promisc: bool,
+}
+
+impl Default for PacketOptions {
+    fn default() -> Self {
+        PacketOptions {
+            ring_frames: 4096,
+            frame_size: 2048,
+            promisc: true,
+        }
+    }
+}
+
+/// The layout of one TPACKET ring in the mapping.
+#[derive(Clone, Copy, Debug)]
+struct RingGeom {
+    /// Offset of the ring in the mapping.
+    base: usize,
+    block_size: usize,
+    frames_per_block: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+impl RingGeom {
+    fn new(opts: &PacketOptions) -> RingGeom {
+        let frame_size = opts.frame_size as usize;
+        let block_size = (frame_size.next_power_of_two()).max(MIN_BLOCK as usize);
+        let frames_per_block = block_size / frame_size;
+        let blocks = (opts.ring_frames as usize)
+            .div_ceil(frames_per_block)
+            .max(1);
+        RingGeom {
+            base: 0,
+            block_size,
+            frames_per_block,
+            frame_size,
+            frames: blocks * frames_per_block,
+        }
+    }
+
+    fn blocks(&self) -> usize {
+        self.frames / self.frames_per_block
+    }
+
+    fn bytes(&self) -> usize {
+        self.blocks() * self.block_size
+    }
+
+    fn req(&self) -> libc::tpacket_req {
+        libc::tpacket_req {
+            tp_block_size: self.block_size as u32,
+            tp_block_nr: self.blocks() as u32,
+            tp_frame_size: self.frame_size as u32,
+            tp_frame_nr: self.frames as u32,
+        }
+    }
+
+    /// The offset of slot `i` in the mapping (slots never straddle blocks).
+    fn slot(&self, i: usize) -> usize {
+        self.base
+            + (i / self.frames_per_block) * self.block_size
+            + (i % self.frames_per_block) * self.frame_size
+    }
+}
+
+/// An AF_PACKET socket on one interface with TPACKET_V2 RX and TX rings.
+///
+/// It reads every frame arriving at the interface (not the frames leaving
+/// it: PACKET_IGNORE_OUTGOING, so neither what we send nor what this
+/// machine's own stack sends out of it) and writes frames out of it.
+///
+/// TX slots are reused only once the kernel is done with them: it sends
+/// from the ring without copying, but marks such frames zero-copy, so it
+/// copies their data before they can outlive the slot (looped to a local
+/// socket, forwarded through a veth pair into a namespace) and flags the
+/// slot available again only when it has let go of it.
+pub struct PacketSocket {
+    // Field order matters: the ring is unmapped before the socket closes.
+    ring: sys::PacketRing,
+    fd: OwnedFd,
+    ifname: String,
+    label: String,
+    ifindex: u32,
+    mtu: u32,
+    rx: RingGeom,
+    /// The next RX slot to look at.
+    rx_next: usize,
+    tx: RingGeom,
+    /// The next TX slot to fill.
+    tx_next: usize,
+    /// Slots filled (SEND_REQUEST) that the kernel has not taken yet; they
+    /// are the ones just before `tx_next`.
+    tx_unsent: usize,
+    /// Frame length of each TX slot, for counting bytes when the kernel
+    /// takes it.
+    tx_lens: Vec<u32>,
+    /// CLOCK_MONOTONIC minus CLOCK_REALTIME at open, nanoseconds.
+    mono_minus_real: i128,
+    /// A frame with its VLAN tag put back (see `recv_batch`).
+    scratch: Vec<u8>,
+    counters: BoundaryCounters,
+}
+
+impl PacketSocket {
+    /// Opens a non-blocking AF_PACKET socket on interface `ifname` with
+    /// TPACKET_V2 RX and TX rings (2 × `ring_frames` × `frame_size` bytes of
+    /// locked kernel memory: 16 MiB with the defaults).
+    pub fn open(ifname: &str, opts: &PacketOptions) -> Result<PacketSocket> {
+        let what = format!("opening an AF_PACKET socket on '{ifname}'");
+        let ctx = |step: &str| format!("{what}: {step}");
+        check_name(ifname)
+            .map_err(|m| Error::msg(format!("interface name '{ifname}' is invalid: {m}")))?;
+        if !opts.frame_size.is_multiple_of(16)
+            || !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&opts.frame_size)
+        {
+            return Err(Error::msg(format!(
+                "{what}: frame_size {} must be a multiple of 16 between {MIN_FRAME_SIZE} and {MAX_FRAME_SIZE}",
+                opts.frame_size
+            )));
+        }
+        if opts.ring_frames == 0 || opts.ring_frames > 1 << 20 {
+            return Err(Error::msg(format!(
+                "{what}: ring_frames {} must be between 1 and {}",
+                opts.ring_frames,
+                1 << 20
+            )));
+        }
+        let ifindex = sys::if_index(ifname)
+            .ctx(|| ctx("looking up the interface"))?
+            .ok_or_else(|| does_not_exist(ifname))?;
+
+        // Protocol 0: no frames are queued to the socket until `bind` below
+        // names ETH_P_ALL, after the rings exist.
+        let fd =
+            sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0).map_err(|e| {
+                let denied = matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES));
+                let err = Error::os(ctx("creating the socket"), e);
+                if denied {
+                    err.hint("run netloop as root or with CAP_NET_RAW and CAP_NET_ADMIN")
+                } else {
+                    err
+                }
+            })?;
+        let sock = fd.as_fd();
+        sys::setsockopt_int(
+            sock,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
+        )
+        .ctx(|| ctx("selecting TPACKET_V2"))?;
+        sys::setsockopt_int(sock, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).map_err(|e| {
+            Error::os(ctx("setting PACKET_IGNORE_OUTGOING"), e).hint("needs Linux 4.20 or later")
+        })?;
+        // A malformed TX frame is skipped (and its slot freed) rather than
+        // stopping the ring: without PACKET_LOSS the kernel leaves it marked
+        // WRONG_FORMAT and sends nothing after it ever again. `send` checks
+        // lengths so that this does not happen to frames we count as sent.
+        sys::setsockopt_int(sock, libc::SOL_PACKET, libc::PACKET_LOSS, 1)
+            .ctx(|| ctx("setting PACKET_LOSS"))?;
+
+        let rx = RingGeom::new(opts);
+        let mut tx = RingGeom::new(opts);
+        tx.base = rx.bytes();
+        sys::packet_set_ring(sock, libc::PACKET_RX_RING, &rx.req())
+            .ctx(|| ctx("setting up the RX ring"))?;
+        sys::packet_set_ring(sock, libc::PACKET_TX_RING, &tx.req())
+            .ctx(|| ctx("setting up the TX ring"))?;
+        let ring =
+            sys::PacketRing::map(sock, rx.bytes() + tx.bytes()).ctx(|| ctx("mapping the rings"))?;
+
+        // Every frame in flight from the TX ring is charged to the socket's
+        // send buffer; let the whole ring be in flight. (Forcing it past
+        // wmem_max needs CAP_NET_ADMIN; without it the default stays and a
+        // flush may send only part of a large batch — the rest goes with the
+        // next flush.)
+        let sndbuf = libc::c_int::try_from(tx.bytes()).unwrap_or(libc::c_int::MAX);
+        let _ = sys::setsockopt_int(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, sndbuf);
+
+        sys::packet_bind(sock, ifindex, libc::ETH_P_ALL as u16).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                does_not_exist(ifname)
+            } else {
+                Error::os(ctx("binding to the interface"), e)
+            }
+        })?;
+        if opts.promisc {
+            sys::packet_add_membership(sock, ifindex, libc::PACKET_MR_PROMISC)
+                .ctx(|| ctx("turning on promiscuous mode"))?;
+        }
+        let mtu = sys::if_mtu(sock, ifname).ctx(|| ctx("reading the MTU"))?;
+
+        Ok(PacketSocket {
+            ring,
+            fd,
+            ifname: ifname.to_string(),
+            label: format!("packet {ifname}"),
+            ifindex,
+            mtu,
+            rx,
+            rx_next: 0,
+            tx,
+            tx_next: 0,
+            tx_unsent: 0,
+            tx_lens: vec![0; tx.frames],
+            mono_minus_real: clock::mono_minus_realtime_ns(),
+            scratch: Vec::new(),
+            counters: BoundaryCounters::default(),
+        })
+    }
+
+    /// The interface's name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The interface's MTU when the socket was opened; `send` drops frames
+    /// longer than it plus the Ethernet header (plus 4 for an 802.1Q tag),
+    /// as the kernel would.
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// Slots in each ring (`ring_frames` rounded up to whole blocks).
+    pub fn ring_frames(&self) -> usize {
+        self.rx.frames
+    }
+
+    /// Frames written by `send` that the kernel has not taken yet (they go
+    /// with the next `flush`).
+    pub fn tx_queued(&self) -> usize {
+        self.tx_unsent
+    }
+
+    /// Converts a kernel arrival stamp (CLOCK_REALTIME) to CLOCK_MONOTONIC
+    /// nanoseconds with the offset between the two clocks measured at open
+    /// (realtime read between two monotonic reads: to well under a
+    /// microsecond). This is an approximation: if CLOCK_REALTIME is stepped
+    /// afterwards (NTP, `date -s`), the stamps jump by the step; while NTP
+    /// slews it, they drift by at most 0.05 % of the time since open. The
+    /// kernel offers no CLOCK_MONOTONIC stamps on a packet ring.
+    fn mono_stamp(mono_minus_real: i128, sec: u32, nsec: u32) -> u64 {
+        let real = sec as i128 * 1_000_000_000 + nsec as i128;
+        (real + mono_minus_real).max(0) as u64
+    }
+
+    /// Adds the kernel's RX drop count since the last read (it resets on
+    /// every read) to `rx_kernel_drops`.
+    fn read_kernel_drops(&mut self) {
+        if let Ok((_, drops)) = sys::packet_statistics(self.fd.as_fd()) {
+            self.counters.rx_kernel_drops += drops as u64;
+        }
+    }
+
+    /// Counts the frames the kernel has taken from the TX ring since the
+    /// last call (their slots are no longer SEND_REQUEST).
+    fn reap_sent(&mut self) {
+        while self.tx_unsent > 0 {
+            let oldest = (self.tx_next + self.tx.frames - self.tx_unsent) % self.tx.frames;
+            let status = self
+                .ring
+                .tx_status(self.tx.slot(oldest), self.tx.frame_size);
+            if status & libc::TP_STATUS_SEND_REQUEST != 0 {
+                break;
+            }
+            self.tx_unsent -= 1;
+            self.counters.tx_frames += 1;
+            self.counters.tx_bytes += self.tx_lens[oldest] as u64;
+        }
+    }
+
+    /// Fills the next TX slot, if it is free.
+    fn try_fill(&mut self, frame: &[u8]) -> bool {
+        let slot = self.tx.slot(self.tx_next);
+        if !self.ring.tx_fill(slot, self.tx.frame_size, frame) {
+            return false;
+        }
+        self.tx_lens[self.tx_next] = frame.len() as u32;
+        self.tx_next = (self.tx_next + 1) % self.tx.frames;
+        self.tx_unsent += 1;
+        true
+    }
+
+    /// The longest frame `send` accepts: it must fit the slot and the MTU.
+    fn max_tx_len(&self, frame: &[u8]) -> usize {
+        let tagged = frame.len() >= ETH_HLEN
+            && u16::from_be_bytes([frame[12], frame[13]]) == libc::ETH_P_8021Q as u16;
+        let wire = self.mtu as usize + ETH_HLEN + if tagged { 4 } else { 0 };
+        wire.min(self.tx.frame_size - sys::TX_DATA_OFFSET)
+    }
+}
+
+impl FrameIo for PacketSocket {
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Walks the RX ring from the current slot while the kernel has handed
+    /// slots to us. Frames cut short by the slot size are counted in
+    /// `rx_truncated`, runts in `rx_malformed`; neither is passed on. A
+    /// VLAN tag the NIC stripped is put back, so the frame is as it was on
+    /// the wire. The stamp is the kernel's arrival time converted to
+    /// CLOCK_MONOTONIC with the clocks' offset measured at open: an
+    /// approximation that a later step of CLOCK_REALTIME (NTP, `date -s`)
+    /// shifts by the step.
+    fn recv_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> io::Result<usize> {
+        let mut passed = 0;
+        let mut losing = false;
+        for _ in 0..max {
+            let off = self.rx.slot(self.rx_next);
+            let Some(slot) = self.ring.rx_slot(off, self.rx.frame_size) else {
+                break;
+            };
+            let h = slot.header;
+            let data = slot.data();
+            losing |= h.status & libc::TP_STATUS_LOSING != 0;
+            if h.snaplen < h.len {
+                self.counters.rx_truncated += 1;
+            } else if (data.len() as u32) < h.snaplen || data.len() < ETH_HLEN {
+                self.counters.rx_malformed += 1;
+            } else {
+                let stamp = Self::mono_stamp(self.mono_minus_real, h.sec, h.nsec);
+                let frame = if h.status & libc::TP_STATUS_VLAN_VALID != 0 {
+                    let tpid = if h.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                        h.vlan_tpid
+                    } else {
+                        libc::ETH_P_8021Q as u16
+                    };
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(&data[..12]);
+                    self.scratch.extend_from_slice(&tpid.to_be_bytes());
+                    self.scratch.extend_from_slice(&h.vlan_tci.to_be_bytes());
+                    self.scratch.extend_from_slice(&data[12..]);
+                    &self.scratch[..]
+                } else {
+                    data
+                };
+                self.counters.rx_frames += 1;
+                self.counters.rx_bytes += frame.len() as u64;
+                passed += 1;
+                f(frame, Some(stamp));
+            }
+            // Hands the slot back to the kernel.
+            drop(slot);
+            self.rx_next = (self.rx_next + 1) % self.rx.frames;
+        }
+        if losing {
+            // The kernel dropped frames because the ring was full.
+            self.read_kernel_drops();
+        }
+        Ok(passed)
+    }
+
+    /// Puts the frame in the next TX slot; it leaves with the next
+    /// [`FrameIo::flush`]. If that slot is still busy, flushes and tries once
+    /// more, then drops the frame (`tx_drops`). Frames shorter than an
+    /// Ethernet header or longer than the MTU allows (see
+    /// [`PacketSocket::mtu`]) or than a slot holds are dropped too. A frame
+    /// counts in `tx_frames` once the kernel has taken it.
+    fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() < ETH_HLEN || frame.len() > self.max_tx_len(frame) {
+            self.counters.tx_drops += 1;
+            return Ok(false);
+        }
+        if self.try_fill(frame) {
+            return Ok(true);
+        }
+        self.flush()?;
+        if self.try_fill(frame) {
+            return Ok(true);
+        }
+        self.counters.tx_drops += 1;
+        Ok(false)
+    }
+
+    /// One `send(fd, NULL, 0, MSG_DONTWAIT)`: the kernel transmits every
+    /// filled slot in ring order. Frames it cannot take now (socket buffer
+    /// full, interface down) stay queued for the next flush.
+    fn flush(&mut self) -> io::Result<()> {
+        self.reap_sent();
+        if self.tx_unsent == 0 {
+            return Ok(());
+        }
+        match sys::packet_tx_kick(self.fd.as_fd()) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN)
+                        | Some(libc::ENOBUFS)
+                        | Some(libc::EINTR)
+                        | Some(libc::ENETDOWN)
+                        | Some(libc::ENXIO)
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        self.reap_sent();
+        Ok(())
+    }
+
+    /// Our counters, with `rx_kernel_drops` brought up to date from
+    /// PACKET_STATISTICS (frames the kernel dropped because the RX ring was
+    /// full).
+    fn counters(&mut self) -> BoundaryCounters {
+        self.reap_sent();
+        self.read_kernel_drops();
+        self.counters
+    }
+}
+
+impl Drop for PacketSocket {
+    fn drop(&mut self) {
+        // Frames still queued would be lost with the ring; give them one
+        // chance to leave.
+        let _ = self.flush();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Interface checks and settings
+// ---------------------------------------------------------------------------
+
+/// The state of an interface, as netloop needs it before attaching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IfState {
+    /// Its index.
+    pub index: u32,
+    /// Administratively up (IFF_UP).
+    pub up: bool,
+    /// Its MTU.
+    pub mtu: u32,
+    /// Its hardware address (meaningful for Ethernet).
+    pub mac: [u8; 6],
+    /// Its hardware type (`ARPHRD_ETHER` = 1 for Ethernet).
+    pub hw_type: u16,
+}
+
+fn does_not_exist(ifname: &str) -> Error {
+    Error::msg(format!("interface '{ifname}' does not exist"))
+        .hint("see `ip -br link` for the interfaces there are")
+}
+
+/// A socket to run interface ioctls on.
+fn ioctl_socket() -> Result<OwnedFd> {
+    sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
+        .ctx(|| "creating a socket for interface ioctls".to_string())
+}
+
+/// Maps ENODEV to "does not exist", other errors to `what`.
+fn if_err(ifname: &str, what: &str) -> impl FnOnce(io::Error) -> Error {
+    let ifname = ifname.to_string();
+    let what = what.to_string();
+    move |e| {
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            does_not_exist(&ifname)
+        } else {
+            Error::os(format!("{what} of interface '{ifname}'"), e)
+        }
+    }
+}
+
+/// The interface's index, flags, MTU and hardware address
+/// (SIOCGIFFLAGS/SIOCGIFMTU/SIOCGIFHWADDR).
+pub fn interface_state(ifname: &str) -> Result<IfState> {
+    check_name(ifname)
+        .map_err(|m| Error::msg(format!("interface name '{ifname}' is invalid: {m}")))?;
+    let sock = ioctl_socket()?;
+    let sock = sock.as_fd();
+    let flags = sys::if_flags(sock, ifname).map_err(if_err(ifname, "reading the flags"))?;
+    let mtu = sys::if_mtu(sock, ifname).map_err(if_err(ifname, "reading the MTU"))?;
+    let (hw_type, mac) =
+        sys::if_hwaddr(sock, ifname).map_err(if_err(ifname, "reading the hardware address"))?;
+    let index = sys::if_index(ifname)
+        .ctx(|| format!("looking up interface '{ifname}'"))?
+        .ok_or_else(|| does_not_exist(ifname))?;
+    Ok(IfState {
+        index,
+        up: flags as libc::c_int & libc::IFF_UP != 0,
+        mtu,
+        mac,
+        hw_type,
+    })
+}
+
+/// Whether `ifname` carries a default route of this machine (in the main
+/// routing table: `/proc/net/route` for IPv4, `/proc/net/ipv6_route` for
+/// IPv6 if present). Routes in other tables (policy routing) are not seen.
+pub fn carries_default_route(ifname: &str) -> Result<bool> {
+    let v4 =
+        std::fs::read_to_string("/proc/net/route").ctx(|| "reading /proc/net/route".to_string())?;
+    if has_default_route_v4(&v4, ifname) {
+        return Ok(true);
+    }
+    match std::fs::read_to_string("/proc/net/ipv6_route") {
+        Ok(v6) => Ok(has_default_route_v6(&v6, ifname)),
+        // No IPv6 on this machine.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::os("reading /proc/net/ipv6_route", e)),
+    }
+}
+
+/// A `/proc/net/route` text has a route up with destination and mask 0 on
+/// `ifname`.
+pub fn has_default_route_v4(text: &str, ifname: &str) -> bool {
+    // Iface Destination Gateway Flags RefCnt Use Metric Mask MTU Window IRTT
+    text.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() >= 8
+            && f[0] == ifname
+            && f[1] == "00000000"
+            && f[7] == "00000000"
+            && u16::from_str_radix(f[3], 16).is_ok_and(|flags| flags & libc::RTF_UP != 0)
+    })
+}
+
+/// A `/proc/net/ipv6_route` text has a route `::/0` up and not a reject
+/// route (the kernel lists an unreachable `::/0` on `lo`) on `ifname`.
+pub fn has_default_route_v6(text: &str, ifname: &str) -> bool {
+    // dest plen src plen nexthop metric refcnt use flags device
+    text.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() >= 10
+            && f[9] == ifname
+            && f[0].bytes().all(|b| b == b'0')
+            && f[1] == "00"
+            && u32::from_str_radix(f[8], 16).is_ok_and(|flags| {
+                flags & libc::RTF_UP as u32 != 0 && flags & libc::RTF_REJECT as u32 == 0
+            })
+    })
+}
+
+/// Checks that netloop may attach to interface `ifname`: it exists, is an
+/// Ethernet interface, is up, and — unless `force` — does not carry this
+/// machine's default route.
+pub fn check_attachable(ifname: &str, force: bool) -> Result<()> {
+    let st = interface_state(ifname)?;
+    if st.hw_type != libc::ARPHRD_ETHER {
+        return Err(Error::msg(format!(
+            "interface '{ifname}' is not an Ethernet interface (hardware type {}); netloop exchanges Ethernet frames",
+            st.hw_type
+        )));
+    }
+    if !st.up {
+        return Err(Error::msg(format!(
+            "interface '{ifname}' is down; bring it up with `ip link set {ifname} up`"
+        )));
+    }
+    if !force && carries_default_route(ifname)? {
+        return Err(Error::msg(format!(
+            "interface '{ifname}' carries this machine's default route; attaching it would cut the machine off its network. Set force = true on the node to attach it anyway"
+        )));
+    }
+    Ok(())
+}
+
+// Legacy ethtool commands (`<linux/ethtool.h>`), each taking a struct
+// ethtool_value.
+const ETHTOOL_SRXCSUM: u32 = 0x15;
+const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SUFO: u32 = 0x22;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETHTOOL_SFLAGS: u32 = 0x26;
+const ETHTOOL_SGRO: u32 = 0x2c;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+
+/// Turns off the interface's GRO, GSO, TSO, UFO, LRO and TX and RX checksum
+/// offload (legacy SIOCETHTOOL commands), so that frames read from it are at
+/// most MTU-sized and frames its stack sends carry complete checksums. A
+/// feature the interface cannot change (EOPNOTSUPP: veth can change them
+/// all, a physical NIC may not; UFO no longer exists since Linux 4.14) is
+/// left as it is.
+pub fn disable_offloads(ifname: &str) -> Result<()> {
+    check_name(ifname)
+        .map_err(|m| Error::msg(format!("interface name '{ifname}' is invalid: {m}")))?;
+    let sock = ioctl_socket()?;
+    let sock = sock.as_fd();
+    let unsupported = |e: &io::Error| {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+        )
+    };
+    let fail = |feature: &str, e: io::Error| -> Error {
+        match e.raw_os_error() {
+            Some(libc::ENODEV) => does_not_exist(ifname),
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                Error::os(format!("turning off {feature} on interface '{ifname}'"), e)
+                    .hint("run netloop as root or with CAP_NET_ADMIN")
+            }
+            _ => Error::os(format!("turning off {feature} on interface '{ifname}'"), e),
+        }
+    };
+    for (cmd, feature) in [
+        (ETHTOOL_SGRO, "GRO"),
+        (ETHTOOL_SGSO, "GSO"),
+        (ETHTOOL_STSO, "TSO"),
+        (ETHTOOL_SUFO, "UFO"),
+        (ETHTOOL_STXCSUM, "TX checksum offload"),
+        (ETHTOOL_SRXCSUM, "RX checksum offload"),
+    ] {
+        match sys::ethtool_value(sock, ifname, cmd, 0) {
+            Ok(_) => {}
+            Err(e) if unsupported(&e) => {}
+            Err(e) => return Err(fail(feature, e)),
+        }
+    }
+    match sys::ethtool_value(sock, ifname, ETHTOOL_GFLAGS, 0) {
+        Ok(flags) if flags & ETH_FLAG_LRO != 0 => {
+            match sys::ethtool_value(sock, ifname, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO) {
+                Ok(_) => {}
+                Err(e) if unsupported(&e) => {}
+                Err(e) => return Err(fail("LRO", e)),
+            }
+        }
+        Ok(_) => {}
+        Err(e) if unsupported(&e) => {}
+        Err(e) => return Err(fail("LRO", e)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_geometry() {
+        let g = RingGeom::new(&PacketOptions::default());
+        assert_eq!(g.block_size, 64 * 1024);
+        assert_eq!(g.frames_per_block, 32);
+        assert_eq!(g.frames, 4096);
+        assert_eq!(g.blocks(), 128);
+        assert_eq!(g.slot(0), 0);
+        assert_eq!(g.slot(31), 31 * 2048);
+        assert_eq!(g.slot(32), 64 * 1024);
+        let j = RingGeom::new(&PacketOptions {
+            ring_frames: 100,
+            frame_size: 9216,
+            promisc: true,
+        });
+        assert_eq!(j.frames_per_block, 7);
+        assert_eq!(j.frames, 105);
+        assert_eq!(j.slot(7), 64 * 1024);
+        assert_eq!(j.slot(8), 64 * 1024 + 9216);
+        assert_eq!(MIN_FRAME_SIZE, 1584);
+        assert_eq!(sys::TX_DATA_OFFSET, 32);
+    }
+
+    #[test]
+    fn default_routes_are_found() {
+        let v4 =
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+eth0\t0000A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n\
+veth1\t0012C6C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        assert!(has_default_route_v4(v4, "eth0"));
+        assert!(!has_default_route_v4(v4, "veth1"));
+        assert!(!has_default_route_v4(v4, "eth"));
+        let v6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n\
+fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth1\n\
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00450003     eth2\n";
+        assert!(!has_default_route_v6(v6, "lo"));
+        assert!(!has_default_route_v6(v6, "eth1"));
+        assert!(has_default_route_v6(v6, "eth2"));
+    }
+}

@@ -1,1 +1,617 @@
-//! (being written)
+//! All of this crate's `unsafe` code: small safe wrappers around the system
+//! calls the other modules make.
+//!
+//! Each wrapper owns the one thing that makes its call unsafe (a pointer to a
+//! C struct, a raw file descriptor, a shared memory mapping) and states in a
+//! `// SAFETY:` comment why the call is sound. The wrappers return plain
+//! `io::Result`s; what an error means to the user (and how to fix it) is said
+//! by the callers (`tap`, `packet`, ...), not here.
+//!
+//! Sections: process and clocks; file descriptors and namespaces; interface
+//! ioctls (`ifreq`, ethtool); TUN/TAP ioctls; AF_PACKET sockets; the
+//! memory-mapped TPACKET_V2 ring.
+
+use std::ffi::{c_int, c_short, c_uint, c_ulong, CString};
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Turns a C return value into an `io::Result`, taking `errno` when negative.
+fn cvt(ret: c_int) -> io::Result<c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Process and clocks
+// ---------------------------------------------------------------------------
+
+/// Whether this process runs with effective user id 0 (tests that create
+/// network devices skip themselves otherwise).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+// ---------------------------------------------------------------------------
+// File descriptors and namespaces
+// ---------------------------------------------------------------------------
+
+/// Waits up to `timeout` for `fd` to become readable (or to report an error
+/// or hang-up, which a read will then return). `Ok(false)` on timeout or when
+/// a signal interrupted the wait.
+pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = c_int::try_from(timeout.as_millis()).unwrap_or(c_int::MAX);
+    // SAFETY: `pfd` is one valid, writable pollfd and we pass a count of 1.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
+/// Moves the calling thread (only it) into the network namespace `ns` (an fd
+/// of `/proc/PID/ns/net`, `/run/netns/NAME` or from `TUNGETDEVNETNS`).
+pub fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns takes an fd we borrow for the call and a flag; it changes
+    // no memory of ours, only the calling thread's namespace.
+    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Takes ownership of a descriptor a system call just returned.
+fn owned(fd: c_int) -> io::Result<OwnedFd> {
+    let fd = cvt(fd)?;
+    // SAFETY: `fd` was just returned to us by the kernel, is open, and is
+    // owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `socket(2)`, always with `SOCK_CLOEXEC` added.
+pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: socket takes only integers.
+    owned(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) })
+}
+
+/// `setsockopt(2)` with an `int` value.
+pub fn setsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    name: c_int,
+    value: c_int,
+) -> io::Result<()> {
+    setsockopt_raw(fd, level, name, &value)
+}
+
+/// `setsockopt(2)` with any plain C struct (`T` is one of libc's `repr(C)`
+/// option structs; the function is private so no other `T` can reach it).
+fn setsockopt_raw<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    name: c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` points to a live `T` of exactly the length we pass;
+    // the kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+// ---------------------------------------------------------------------------
+// Interface ioctls
+// ---------------------------------------------------------------------------
+
+/// The longest interface name (IFNAMSIZ minus the terminating NUL).
+pub const IFNAME_MAX: usize = libc::IFNAMSIZ - 1;
+
+/// A zeroed `ifreq` carrying `name` (which must be 1..=15 bytes without NUL).
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() > IFNAME_MAX || name.bytes().any(|b| b == 0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid interface name {name:?}"),
+        ));
+    }
+    // SAFETY: ifreq is a C struct of integers, arrays and a union of those
+    // and a pointer; all-zero bytes are a valid (empty) value for it.
+    let mut req: libc::ifreq = unsafe { MaybeUninit::zeroed().assume_init() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// The name in an `ifreq` the kernel filled in.
+fn ifreq_name(req: &libc::ifreq) -> String {
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `ioctl(fd, request, &mut ifreq)`.
+fn ioctl_ifreq(fd: BorrowedFd<'_>, request: c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
+    // SAFETY: every request we pass here reads and/or writes one `struct
+    // ifreq` (or, for SIOCETHTOOL, also what `ifr_data` points to, see
+    // `ethtool_value`), and `req` is a valid, writable ifreq.
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            request as libc::Ioctl,
+            req as *mut libc::ifreq,
+        )
+    })
+    .map(drop)
+}
+
+/// The interface's index, or `None` if there is no interface of that name
+/// (in this thread's network namespace).
+pub fn if_index(name: &str) -> io::Result<Option<u32>> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx != 0 {
+        return Ok(Some(idx));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+/// The interface's flags (`IFF_UP`, `IFF_RUNNING`, ...), via SIOCGIFFLAGS on
+/// any socket `sock`.
+pub fn if_flags(sock: BorrowedFd<'_>, name: &str) -> io::Result<c_short> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(sock, libc::SIOCGIFFLAGS, &mut req)?;
+    // SAFETY: SIOCGIFFLAGS filled in the `ifru_flags` member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_flags })
+}
+
+/// The interface's MTU (SIOCGIFMTU).
+pub fn if_mtu(sock: BorrowedFd<'_>, name: &str) -> io::Result<u32> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(sock, libc::SIOCGIFMTU, &mut req)?;
+    // SAFETY: SIOCGIFMTU filled in the `ifru_mtu` member of the union.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok(mtu.max(0) as u32)
+}
+
+/// The interface's hardware type (`ARPHRD_*`) and the first six bytes of its
+/// hardware address (SIOCGIFHWADDR).
+pub fn if_hwaddr(sock: BorrowedFd<'_>, name: &str) -> io::Result<(u16, [u8; 6])> {
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(sock, libc::SIOCGIFHWADDR, &mut req)?;
+    // SAFETY: SIOCGIFHWADDR filled in the `ifru_hwaddr` member of the union.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, &b) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *m = b as u8;
+    }
+    Ok((sa.sa_family, mac))
+}
+
+/// `struct ethtool_value` from `<linux/ethtool.h>` (libc does not have it).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// The legacy ethtool commands that take a `struct ethtool_value` (and
+/// nothing larger): GLINK, G/S RXCSUM, TXCSUM, SG, TSO, UFO, GSO, FLAGS, GRO.
+const ETHTOOL_VALUE_CMDS: [u32; 17] = [
+    0x0a, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1e, 0x1f, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x2b,
+    0x2c,
+];
+
+/// Runs the legacy ethtool command `cmd` (an `ETHTOOL_G*`/`ETHTOOL_S*` that
+/// takes a `struct ethtool_value`; others are refused with InvalidInput, as
+/// the kernel would read or write a larger struct) on interface `name` with
+/// `data`; returns the `data` the kernel left (the value, for a `G*`
+/// command).
+pub fn ethtool_value(sock: BorrowedFd<'_>, name: &str, cmd: u32, data: u32) -> io::Result<u32> {
+    if !ETHTOOL_VALUE_CMDS.contains(&cmd) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("ethtool command {cmd:#x} does not take a struct ethtool_value"),
+        ));
+    }
+    let mut value = EthtoolValue { cmd, data };
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SIOCETHTOOL with one of the ethtool_value commands reads and writes
+    // exactly one `struct ethtool_value` at `ifr_data`, which `value` is and
+    // which outlives the call (see `ioctl_ifreq`).
+    ioctl_ifreq(sock, libc::SIOCETHTOOL, &mut req)?;
+    Ok(value.data)
+}
+
+// ---------------------------------------------------------------------------
+// TUN/TAP
+// ---------------------------------------------------------------------------
+
+/// TUNSETIFF on an open `/dev/net/tun`: creates (or attaches to) the device
+/// `name` with `flags`; returns the name the kernel gave it.
+pub fn tun_set_iff(fd: BorrowedFd<'_>, name: &str, flags: c_short) -> io::Result<String> {
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_flags = flags;
+    // SAFETY: TUNSETIFF reads and writes one `struct ifreq`; `req` is one.
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETIFF,
+            &mut req as *mut libc::ifreq,
+        )
+    })?;
+    Ok(ifreq_name(&req))
+}
+
+/// TUNGETIFF: the device's current name (it follows renames, also in another
+/// namespace) and its flags (`IFF_TAP`, `IFF_PERSIST`, ...).
+pub fn tun_get_iff(fd: BorrowedFd<'_>) -> io::Result<(String, c_short)> {
+    // SAFETY: as in `ifreq`: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { MaybeUninit::zeroed().assume_init() };
+    // SAFETY: TUNGETIFF writes one `struct ifreq`; `req` is one.
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNGETIFF,
+            &mut req as *mut libc::ifreq,
+        )
+    })?;
+    // SAFETY: TUNGETIFF filled in `ifru_flags`.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    Ok((ifreq_name(&req), flags))
+}
+
+/// TUNSETOFFLOAD: which offloads (`TUN_F_*`) the reader accepts; 0 means
+/// none, so the kernel segments and checksums every frame before we see it.
+pub fn tun_set_offload(fd: BorrowedFd<'_>, flags: c_uint) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int in
+    // the pointer-sized argument), not as a pointer.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, flags as c_ulong) }).map(drop)
+}
+
+/// TUNGETDEVNETNS (Linux 5.2): a new descriptor of the network namespace the
+/// device is in now (wherever it has been moved).
+pub fn tun_netns(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: TUNGETDEVNETNS takes no argument and returns a new fd.
+    owned(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNGETDEVNETNS) })
+}
+
+// ---------------------------------------------------------------------------
+// AF_PACKET sockets
+// ---------------------------------------------------------------------------
+
+/// Sets up a TPACKET ring (`which` is PACKET_RX_RING or PACKET_TX_RING).
+pub fn packet_set_ring(
+    fd: BorrowedFd<'_>,
+    which: c_int,
+    req: &libc::tpacket_req,
+) -> io::Result<()> {
+    setsockopt_raw(fd, libc::SOL_PACKET, which, req)
+}
+
+/// PACKET_ADD_MEMBERSHIP of `mr_type` (e.g. PACKET_MR_PROMISC) on `ifindex`;
+/// the kernel drops it when the socket closes.
+pub fn packet_add_membership(fd: BorrowedFd<'_>, ifindex: u32, mr_type: c_int) -> io::Result<()> {
+    let mreq = libc::packet_mreq {
+        mr_ifindex: ifindex as c_int,
+        mr_type: mr_type as libc::c_ushort,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    setsockopt_raw(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+}
+
+/// PACKET_STATISTICS: `(tp_packets, tp_drops)` since the last call (the
+/// kernel resets them on every read).
+pub fn packet_statistics(fd: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `st` is a writable tpacket_stats and `len` says its size; the
+    // kernel writes at most `len` bytes and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((st.tp_packets, st.tp_drops))
+}
+
+/// Binds an AF_PACKET socket to interface `ifindex` and `protocol` (host
+/// byte order, e.g. ETH_P_ALL).
+pub fn packet_bind(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain integers and arrays; all-zero is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { MaybeUninit::zeroed().assume_init() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex as c_int;
+    // SAFETY: `sll` is a valid sockaddr_ll and we pass its exact size.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `send(fd, NULL, 0, MSG_DONTWAIT)`: on a socket with a PACKET_TX_RING,
+/// asks the kernel to transmit every frame marked TP_STATUS_SEND_REQUEST
+/// (in ring order from where it stopped last). Returns the bytes sent.
+pub fn packet_tx_kick(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    // SAFETY: a NULL buffer of length 0 is never dereferenced; with a TX
+    // ring the kernel reads the frames from the ring instead.
+    let r = unsafe { libc::send(fd.as_raw_fd(), ptr::null(), 0, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The memory-mapped TPACKET_V2 ring
+// ---------------------------------------------------------------------------
+
+/// Where a TX frame's data starts in its slot:
+/// `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`, i.e. the 32-byte aligned
+/// `tpacket2_hdr` (the kernel's default without PACKET_TX_HAS_OFF).
+pub const TX_DATA_OFFSET: usize = libc::TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>();
+
+/// The fields of an RX slot's `tpacket2_hdr`, copied out once the slot is
+/// ours.
+#[derive(Clone, Copy, Debug)]
+pub struct RxHeader {
+    /// `tp_status` (TP_STATUS_USER plus LOSING, CSUMNOTREADY, VLAN_VALID, ...).
+    pub status: u32,
+    /// The frame's length on the wire.
+    pub len: u32,
+    /// How much of it is in the slot.
+    pub snaplen: u32,
+    /// Arrival time, CLOCK_REALTIME seconds.
+    pub sec: u32,
+    /// ... and nanoseconds.
+    pub nsec: u32,
+    /// The VLAN tag the NIC stripped (valid with TP_STATUS_VLAN_VALID).
+    pub vlan_tci: u16,
+    /// Its TPID (valid with TP_STATUS_VLAN_TPID_VALID).
+    pub vlan_tpid: u16,
+}
+
+/// A shared memory mapping of an AF_PACKET socket's rings (RX ring first,
+/// then TX ring, as the kernel lays them out), and the slot protocol on it.
+///
+/// Each slot starts with a `tpacket2_hdr` whose `tp_status` word says who
+/// owns the slot; it is the only word both sides touch concurrently, so it is
+/// only ever accessed atomically — Acquire when taking a slot over (so the
+/// other side's writes to it are visible), Release when handing it back (so
+/// ours are). The rest of a slot is touched only by its owner.
+///
+/// The mapping must be dropped before the socket is closed (the kernel
+/// complains about a busy ring otherwise): put it first in the owning struct.
+pub struct PacketRing {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone (nothing else in the
+// process holds its address); moving it to another thread is fine. It is not
+// Sync: slots are handed out through `&mut self`.
+unsafe impl Send for PacketRing {}
+
+impl PacketRing {
+    /// Maps `len` bytes of the rings of AF_PACKET socket `fd` (the kernel
+    /// refuses any length but the rings' total). Descriptors of anything but
+    /// an AF_PACKET socket are refused: only the kernel may share the memory
+    /// with us, or the slot protocol below would not hold.
+    pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<PacketRing> {
+        let mut domain: c_int = 0;
+        let mut dlen = size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: `domain` is a writable int and `dlen` says its size.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_DOMAIN,
+                (&mut domain as *mut c_int).cast(),
+                &mut dlen,
+            )
+        };
+        if r < 0 || domain != libc::AF_PACKET || len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "only an AF_PACKET socket's rings can be mapped",
+            ));
+        }
+        // SAFETY: a fresh shared mapping at an address the kernel picks; it
+        // overlaps nothing of ours. We own it until `Drop` unmaps it.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(PacketRing { base, len })
+    }
+
+    /// The slot of `size` bytes at `off` exists in the mapping and its
+    /// header is 4-byte aligned (slots are 16-byte aligned by construction).
+    fn check_slot(&self, off: usize, size: usize) {
+        assert!(
+            off.is_multiple_of(16)
+                && size >= size_of::<libc::tpacket2_hdr>()
+                && off.checked_add(size).is_some_and(|end| end <= self.len),
+            "slot {off}+{size} outside the {} byte ring",
+            self.len
+        );
+    }
+
+    /// The `tp_status` word of the slot at `off`.
+    fn status(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `off` is inside the mapping and 16-byte aligned (checked
+        // by every caller through `check_slot`), `tp_status` is the first
+        // field of the header, and the mapping lives as long as `self`. The
+        // kernel accesses the word concurrently, which is why it is atomic.
+        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(off).cast::<u32>()) }
+    }
+
+    /// Takes the RX slot at `off` (of `size` bytes) if the kernel has handed
+    /// it to us (TP_STATUS_USER); the slot goes back to the kernel when the
+    /// returned [`RxSlot`] is dropped.
+    pub fn rx_slot(&mut self, off: usize, size: usize) -> Option<RxSlot<'_>> {
+        self.check_slot(off, size);
+        let status = self.status(off).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: the slot is ours now (TP_STATUS_USER, loaded with Acquire
+        // so the kernel's writes to it are visible); the kernel does not
+        // touch it until we store TP_STATUS_KERNEL. The header lies inside
+        // the slot (checked above).
+        let h = unsafe { ptr::read(self.base.as_ptr().add(off).cast::<libc::tpacket2_hdr>()) };
+        let header = RxHeader {
+            status,
+            len: h.tp_len,
+            snaplen: h.tp_snaplen,
+            sec: h.tp_sec,
+            nsec: h.tp_nsec,
+            vlan_tci: h.tp_vlan_tci,
+            vlan_tpid: h.tp_vlan_tpid,
+        };
+        // Never trust offsets to point outside the slot: clamp the data.
+        let start = (h.tp_mac as usize).min(size);
+        let end = start.saturating_add(h.tp_snaplen as usize).min(size);
+        // SAFETY: `off + start .. off + end` lies inside this slot, which is
+        // ours until the RxSlot (which borrows `self` mutably, so no other
+        // slot access can happen meanwhile) is dropped.
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off + start), end - start) };
+        Some(RxSlot {
+            status: self.status(off),
+            header,
+            data,
+        })
+    }
+
+    /// The `tp_status` of the TX slot at `off`.
+    pub fn tx_status(&self, off: usize, size: usize) -> u32 {
+        self.check_slot(off, size);
+        self.status(off).load(Ordering::Acquire)
+    }
+
+    /// Fills the TX slot at `off` (of `size` bytes) with `frame` and marks it
+    /// TP_STATUS_SEND_REQUEST — if the slot is free (neither waiting to be
+    /// sent nor being sent); returns whether it was. The frame must fit:
+    /// `frame.len() <= size - TX_DATA_OFFSET`.
+    pub fn tx_fill(&mut self, off: usize, size: usize, frame: &[u8]) -> bool {
+        self.check_slot(off, size);
+        assert!(
+            frame.len() <= size - TX_DATA_OFFSET,
+            "frame larger than its TX slot"
+        );
+        let status = self.status(off);
+        // Free is AVAILABLE, possibly with timestamp bits set by the kernel
+        // (veth stamps even when not asked to, see libtrace#181), or
+        // WRONG_FORMAT (cannot happen with PACKET_LOSS set, but it is ours).
+        let busy = libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING;
+        if status.load(Ordering::Acquire) & busy != 0 {
+            return false;
+        }
+        // SAFETY: the slot is ours (not SEND_REQUEST/SENDING, loaded with
+        // Acquire): the kernel reads it only after we store SEND_REQUEST
+        // below. Header and data lie inside the slot (checked above), and
+        // `frame` cannot overlap the mapping (we never hand out TX slots).
+        unsafe {
+            let slot = self.base.as_ptr().add(off);
+            let h = slot.cast::<libc::tpacket2_hdr>();
+            ptr::addr_of_mut!((*h).tp_len).write(frame.len() as u32);
+            ptr::addr_of_mut!((*h).tp_snaplen).write(frame.len() as u32);
+            ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(TX_DATA_OFFSET), frame.len());
+        }
+        status.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+        true
+    }
+}
+
+impl Drop for PacketRing {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly the mapping `map` created, and no
+        // borrow of it can outlive `self`.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// An RX slot the kernel handed to us; dropping it hands it back.
+pub struct RxSlot<'a> {
+    status: &'a AtomicU32,
+    /// The slot's header.
+    pub header: RxHeader,
+    data: &'a [u8],
+}
+
+impl RxSlot<'_> {
+    /// The frame's bytes in the slot (`tp_snaplen` of them from `tp_mac`,
+    /// clamped to the slot).
+    pub fn data(&self) -> &[u8] {
+        self.data
+    }
+}
+
+impl Drop for RxSlot<'_> {
+    fn drop(&mut self) {
+        // Release: our reads of the slot happen before the kernel may
+        // overwrite it.
+        self.status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+    }
+}
