@@ -10,8 +10,11 @@
 //! arguments), 130 interrupted.
 
 mod bench;
+mod demo;
 mod format;
+mod live;
 mod pcap;
+mod probe;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +44,28 @@ enum Command {
     },
     /// Run the built-in demonstration: the seed experiments' topologies.
     Demo(run::DemoArgs),
+    /// Run a program on a real host of the running network, e.g.
+    /// `netloop exec h1 -- ping 198.18.0.6`.
+    Exec {
+        /// Which run, if several are running (its id, as printed at start).
+        #[arg(long)]
+        run: Option<String>,
+        /// The real host (its name in the topology).
+        host: String,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Remove what runs that were killed (SIGKILL) left behind: namespaces,
+    /// devices and programs recorded in /run/netloop. Running runs and
+    /// anything netloop did not create are left alone.
+    Clean,
+    /// Measure round trips with nanosecond resolution (a UDP echo server and
+    /// prober, run on real hosts).
+    Probe {
+        #[command(subcommand)]
+        which: probe::ProbeCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -53,7 +78,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Check { file, verbose } => run::check(&file, verbose),
-        Command::Demo(args) => run::demo(&args),
+        Command::Demo(args) => demo::demo(&args),
+        Command::Exec { run, host, cmd } => live::exec(run.as_deref(), &host, &cmd),
+        Command::Clean => live::clean(),
+        Command::Probe { which } => probe::probe(which),
         Command::Bench { which } => bench::bench(which),
     };
     match result {

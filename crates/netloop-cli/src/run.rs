@@ -11,7 +11,7 @@ use netloop_model::results::Results;
 use netloop_model::Simulation;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -45,17 +45,38 @@ pub struct RunArgs {
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Run in real time even without real hosts (a topology with namespace
+    /// or attached nodes always runs in real time).
+    #[arg(long)]
+    pub realtime: bool,
+    /// Real-time runs: directory for the output of programs run on real
+    /// hosts (default: `netloop-logs` next to the JSON results, else in the
+    /// current directory).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Real-time runs: an event later than this means the run fell behind.
+    #[arg(long, value_parser = parse_duration, default_value = "1ms")]
+    pub late_threshold: SimDuration,
+    /// Real-time runs: exit with status 1 if the run fell behind real time or
+    /// lost frames at the boundary.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Arguments of `netloop demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Write each experiment's results as JSON into this directory.
+    /// Write each experiment's results (and the programs' output) into this
+    /// directory.
     #[arg(long, value_name = "DIR")]
     pub json_dir: Option<PathBuf>,
+    /// Run the topologies with simulated hosts instead of real ones (no root
+    /// needed).
+    #[arg(long)]
+    pub simulated: bool,
 }
 
-fn parse_duration(s: &str) -> Result<SimDuration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<SimDuration, String> {
     SimDuration::parse(s).map_err(|e| e.to_string())
 }
 
@@ -242,14 +263,7 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow:
 /// Runs a built simulation with a progress bar and Ctrl-C handling; returns
 /// the wall-clock seconds and whether it was interrupted.
 fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
-    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-    static HANDLER: std::sync::Once = std::sync::Once::new();
-    HANDLER.call_once(|| {
-        // If a handler can't be installed, Ctrl-C simply ends the process as
-        // usual: nothing outside the process needs cleaning up in a pure
-        // simulation.
-        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    });
+    let interrupted = crate::live::interrupted();
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let bar = if progress {
         let b = ProgressBar::new(end.as_nanos().max(1));
@@ -280,13 +294,13 @@ fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
                 ));
             }
         }
-        !INTERRUPTED.load(Ordering::SeqCst)
+        !interrupted.load(Ordering::SeqCst)
     });
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    (wall, INTERRUPTED.load(Ordering::SeqCst))
+    (wall, interrupted.load(Ordering::SeqCst))
 }
 
 /// `netloop run FILE`.
@@ -304,12 +318,42 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let caps = attach_pcaps(&mut sim, &args.pcap, &args.pcap_dir)?;
-    let (wall, interrupted) = execute(&mut sim, !args.no_progress && !args.quiet);
-    let results = sim.results("afap", Some(wall), Some(args.file.display().to_string()));
-    if !args.quiet {
-        print_summary(&args.file.display().to_string(), &results);
-    }
+    let topology = args.file.display().to_string();
     let mut failed = false;
+    let (results, interrupted) = if args.realtime || !sim.real.is_empty() {
+        let log_dir = args.log_dir.clone().unwrap_or_else(|| {
+            args.json
+                .as_deref()
+                .and_then(Path::parent)
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join("netloop-logs")
+        });
+        let out = crate::live::execute_live(
+            &mut sim,
+            &topology,
+            &log_dir,
+            args.late_threshold.as_nanos(),
+            args.quiet,
+        )?;
+        if !args.quiet {
+            print_summary(&topology, &out.results);
+            crate::live::print_report(&out.report);
+        }
+        let rt = &out.report.realtime;
+        if args.strict && (!rt.kept_up || rt.boundary_lost > 0) {
+            failed = true;
+        }
+        let interrupted = rt.end == netloop_io::rt::EndReason::Interrupted;
+        (out.results, interrupted)
+    } else {
+        let (wall, interrupted) = execute(&mut sim, !args.no_progress && !args.quiet);
+        let results = sim.results("afap", Some(wall), Some(topology.clone()));
+        if !args.quiet {
+            print_summary(&topology, &results);
+        }
+        (results, interrupted)
+    };
     for c in &caps {
         let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
         match c.finish() {
@@ -353,13 +397,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn table() -> Table {
+pub(crate) fn table() -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t
 }
 
-fn right(s: String) -> Cell {
+pub(crate) fn right(s: String) -> Cell {
     Cell::new(s).set_alignment(CellAlignment::Right)
 }
 
@@ -518,12 +562,11 @@ const DEMO: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// `netloop demo`.
-pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+/// `netloop demo --simulated`: the seed topologies with simulated hosts.
+pub fn demo_simulated(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     println!(
         "netloop demo — the seed experiments' topologies, simulated end to end (simulated hosts)."
     );
-    println!("Real hosts in network namespaces join these topologies with the real-time mode.\n");
     for (i, (title, text, note)) in DEMO.iter().enumerate() {
         println!("== {} ==", title);
         let name = format!("demo-{}", i + 1);

@@ -11,13 +11,16 @@
 //! - [`registry`], [`session`]: a record of everything a run creates, so that
 //!   it is removed at the end — or by `netloop clean` after a SIGKILL;
 //! - [`clock`], [`rt`]: the real-time scheduler that ties simulated time to
-//!   CLOCK_MONOTONIC and moves frames between the model and the interfaces.
+//!   CLOCK_MONOTONIC and moves frames between the model and the interfaces;
+//! - [`live`]: a whole real-time run — set up, programs on schedule, run,
+//!   tear down, report.
 //!
 //! All `unsafe` code lives in [`sys`], behind safe wrappers.
 
 pub mod clock;
 pub mod error;
 pub mod frameio;
+pub mod live;
 pub mod netns;
 pub mod packet;
 pub mod proc;

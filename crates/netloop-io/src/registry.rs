@@ -1,1 +1,442 @@
-//! (being written)
+//! The record of what each run created, in `/run/netloop/<run id>.json`: the
+//! netloop marker on every namespace, device and process, and what lets
+//! `netloop clean` remove the leftovers of a run killed by SIGKILL — and only
+//! those.
+//!
+//! The record is written before each resource is created (write-ahead), and
+//! atomically (a temporary file, then a rename): a SIGKILL at any moment
+//! leaves a record of everything that may exist. `clean` tolerates entries
+//! that never came to exist. Names carry the run id (`nl-<id>-<host>`,
+//! `nl<id>h<node>`), and `clean` refuses to touch anything in a record whose
+//! name does not carry its run's id, so a damaged record cannot make it
+//! delete someone else's namespace.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::netns;
+
+/// Where run records live (tmpfs: gone at reboot, like what they record).
+pub const RUN_DIR: &str = "/run/netloop";
+
+/// A process netloop started.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcEntry {
+    /// Its pid (and process group id: each runs in a group of its own).
+    pub pid: i32,
+    /// Its start time (field 22 of /proc/PID/stat), to tell a reused pid.
+    pub start_time: u64,
+    /// The real host it runs on.
+    pub host: String,
+    /// The command line.
+    pub cmd: String,
+}
+
+/// A namespace netloop created for a real host.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NsEntry {
+    /// The host's name in the topology.
+    pub host: String,
+    /// The namespace's name.
+    pub name: String,
+}
+
+/// One run's record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run id (6 hex digits).
+    pub run_id: String,
+    /// The netloop process that owns the run.
+    pub owner_pid: i32,
+    /// Its start time, to tell a reused pid.
+    pub owner_start: u64,
+    /// When the run started (seconds since the epoch).
+    pub created_unix: u64,
+    /// Namespaces (created or about to be).
+    pub namespaces: Vec<NsEntry>,
+    /// Devices in the root namespace (created or about to be).
+    pub devices: Vec<String>,
+    /// Processes started.
+    pub processes: Vec<ProcEntry>,
+}
+
+impl RunRecord {
+    /// The namespace of real host `host`.
+    pub fn namespace_of(&self, host: &str) -> Option<&str> {
+        self.namespaces
+            .iter()
+            .find(|n| n.host == host)
+            .map(|n| n.name.as_str())
+    }
+
+    /// The real hosts (with namespaces).
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.namespaces.iter().map(|n| n.host.as_str())
+    }
+
+    /// Whether the owning netloop process is still running.
+    pub fn owner_alive(&self) -> bool {
+        start_time(self.owner_pid) == Some(self.owner_start)
+    }
+
+    /// The namespace name for `host` in run `run_id`.
+    pub fn namespace_name(run_id: &str, host: &str) -> String {
+        format!("nl-{run_id}-{host}")
+    }
+
+    /// The root-side device name for node index `node` in run `run_id`
+    /// (at most 15 bytes: 2 + 6 + 1 + up to 6 digits).
+    pub fn device_name(run_id: &str, node: usize) -> String {
+        format!("nl{run_id}h{node}")
+    }
+
+    fn owns_name(&self, name: &str) -> bool {
+        name.starts_with(&format!("nl-{}-", self.run_id))
+            || name.starts_with(&format!("nl{}h", self.run_id))
+    }
+}
+
+/// The start time of process `pid` (clock ticks since boot), if it exists.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces;
+    // fields after it are plain. Field 22 is the 20th after the ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A run's record file, kept up to date as the run creates things.
+pub struct Registry {
+    path: PathBuf,
+    record: RunRecord,
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn ensure_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::os(format!("creating {}", dir.display()), e))
+}
+
+impl Registry {
+    /// Starts the record of a new run owned by this process, with a fresh id.
+    pub fn create() -> Result<Registry> {
+        let dir = Path::new(RUN_DIR);
+        ensure_dir(dir)?;
+        let pid = std::process::id() as i32;
+        let mut seed = (pid as u64) << 20 ^ crate::clock::realtime_ns();
+        loop {
+            // A 24-bit id from the pid and the time; retry on a clash with a
+            // record (or namespace) that exists.
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = format!("{:06x}", (seed >> 40) & 0xff_ffff);
+            let path = dir.join(format!("{id}.json"));
+            if path.exists() {
+                continue;
+            }
+            let record = RunRecord {
+                run_id: id,
+                owner_pid: pid,
+                owner_start: start_time(pid).unwrap_or(0),
+                created_unix: now_unix(),
+                namespaces: Vec::new(),
+                devices: Vec::new(),
+                processes: Vec::new(),
+            };
+            let r = Registry { path, record };
+            r.save()?;
+            return Ok(r);
+        }
+    }
+
+    /// The record as it stands.
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.record.run_id
+    }
+
+    fn save(&self) -> Result<()> {
+        write_atomic(&self.path, &self.record)
+    }
+
+    /// Records a namespace about to be created.
+    pub fn add_namespace(&mut self, host: &str, name: &str) -> Result<()> {
+        self.record.namespaces.push(NsEntry {
+            host: host.into(),
+            name: name.into(),
+        });
+        self.save()
+    }
+
+    /// Records a root-namespace device about to be created.
+    pub fn add_device(&mut self, name: &str) -> Result<()> {
+        self.record.devices.push(name.into());
+        self.save()
+    }
+
+    /// Records a process just started.
+    pub fn add_process(&mut self, p: ProcEntry) -> Result<()> {
+        self.record.processes.push(p);
+        self.save()
+    }
+
+    /// Removes the record (at the end of a clean tear-down).
+    pub fn remove_file(&self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::os(format!("removing {}", self.path.display()), e)),
+        }
+    }
+}
+
+fn write_atomic(path: &Path, record: &RunRecord) -> Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::os(format!("writing the run record {}", path.display()), e)
+    })
+}
+
+/// Every run record on this machine (unreadable files are skipped).
+pub fn list_runs() -> Result<Vec<(PathBuf, RunRecord)>> {
+    let dir = Path::new(RUN_DIR);
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::os(format!("reading {}", dir.display()), e)),
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(&p) {
+            if let Ok(r) = serde_json::from_str::<RunRecord>(&text) {
+                out.push((p, r));
+            }
+        }
+    }
+    out.sort_by_key(|a| a.1.created_unix);
+    Ok(out)
+}
+
+/// The running run named `run`, or the only running one.
+pub fn find_running(run: Option<&str>) -> Result<RunRecord> {
+    let live: Vec<RunRecord> = list_runs()?
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.owner_alive())
+        .collect();
+    if let Some(id) = run {
+        return live
+            .into_iter()
+            .find(|r| r.run_id == id)
+            .ok_or_else(|| Error::msg(format!("no netloop run with id '{id}' is running")));
+    }
+    match live.len() {
+        0 => Err(Error::msg(
+            "no netloop run is running (start one with `netloop run FILE`)",
+        )),
+        1 => Ok(live.into_iter().next().expect("one")),
+        _ => {
+            let ids: Vec<&str> = live.iter().map(|r| r.run_id.as_str()).collect();
+            Err(Error::msg(format!(
+                "several netloop runs are running (ids {}); choose one with --run",
+                ids.join(", ")
+            )))
+        }
+    }
+}
+
+/// What `clean` did.
+#[derive(Debug, Default)]
+pub struct CleanReport {
+    /// Runs whose leftovers were removed.
+    pub runs: Vec<String>,
+    /// Processes killed.
+    pub processes: usize,
+    /// Namespaces deleted.
+    pub namespaces: Vec<String>,
+    /// Devices deleted.
+    pub devices: Vec<String>,
+    /// Runs left alone because their netloop is still running.
+    pub running: Vec<(String, i32)>,
+    /// What could not be removed, and why.
+    pub failures: Vec<String>,
+}
+
+impl fmt::Display for CleanReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.runs.is_empty() {
+            write!(f, "nothing to clean")?;
+        } else {
+            write!(
+                f,
+                "cleaned {} run(s) ({}): {} namespace(s), {} device(s), {} process(es)",
+                self.runs.len(),
+                self.runs.join(", "),
+                self.namespaces.len(),
+                self.devices.len(),
+                self.processes
+            )?;
+        }
+        for (id, pid) in &self.running {
+            write!(
+                f,
+                "\nrun {id} is still running (netloop pid {pid}): left alone"
+            )?;
+        }
+        for e in &self.failures {
+            write!(f, "\nfailed: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Kills every process inside namespace `ns` (they can only be ours: the
+/// namespace is ours) and waits briefly for them to go.
+pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
+    let mut killed = 0;
+    for _ in 0..50 {
+        let pids = netns::pids(ns).unwrap_or_default();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            if nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+            {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    killed
+}
+
+/// Removes the leftovers of every run whose netloop is gone: its processes
+/// (if their start time still matches), anything inside its namespaces, the
+/// namespaces, its devices, and the record. Running runs are left alone.
+pub fn clean() -> Result<CleanReport> {
+    let mut report = CleanReport::default();
+    for (path, r) in list_runs()? {
+        if r.owner_alive() {
+            report.running.push((r.run_id.clone(), r.owner_pid));
+            continue;
+        }
+        for p in &r.processes {
+            if start_time(p.pid) == Some(p.start_time) {
+                let pid = nix::unistd::Pid::from_raw(p.pid);
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                report.processes += 1;
+            }
+        }
+        for ns in &r.namespaces {
+            if !r.owns_name(&ns.name) {
+                report.failures.push(format!(
+                    "record {} lists namespace '{}', which does not carry its run id: not touched",
+                    path.display(),
+                    ns.name
+                ));
+                continue;
+            }
+            if netns::exists(&ns.name) {
+                report.processes += kill_namespace_pids(&ns.name);
+                match netns::del(&ns.name) {
+                    Ok(()) => report.namespaces.push(ns.name.clone()),
+                    Err(e) => report.failures.push(e.to_string()),
+                }
+            }
+        }
+        for d in &r.devices {
+            if !r.owns_name(d) {
+                report.failures.push(format!(
+                    "record {} lists device '{d}', which does not carry its run id: not touched",
+                    path.display()
+                ));
+                continue;
+            }
+            if netns::link_exists(d) {
+                match netns::ip(&["link", "del", d]) {
+                    Ok(()) => report.devices.push(d.clone()),
+                    // Deleting a namespace removes a veth's far end and with
+                    // it this one, a moment later: gone is what we wanted.
+                    Err(_) if !netns::link_exists(d) => {}
+                    Err(e) => report.failures.push(e.to_string()),
+                }
+            }
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => report.runs.push(r.run_id.clone()),
+            Err(e) => report
+                .failures
+                .push(format!("removing {}: {e}", path.display())),
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_of_self_is_stable_and_of_nonsense_is_none() {
+        let pid = std::process::id() as i32;
+        let a = start_time(pid).expect("our own stat");
+        assert_eq!(start_time(pid), Some(a));
+        assert_eq!(start_time(-5), None);
+    }
+
+    #[test]
+    fn names_carry_the_run_id_and_fit_ifnamsiz() {
+        assert_eq!(RunRecord::namespace_name("a1b2c3", "h1"), "nl-a1b2c3-h1");
+        let d = RunRecord::device_name("a1b2c3", 123_456);
+        assert!(d.len() <= 15, "{d}");
+        let r = RunRecord {
+            run_id: "a1b2c3".into(),
+            owner_pid: 1,
+            owner_start: 0,
+            created_unix: 0,
+            namespaces: vec![],
+            devices: vec![],
+            processes: vec![],
+        };
+        assert!(r.owns_name("nl-a1b2c3-h1"));
+        assert!(r.owns_name("nla1b2c3h0"));
+        assert!(!r.owns_name("nl-ffffff-h1"));
+        assert!(!r.owns_name("eth0"));
+    }
+}

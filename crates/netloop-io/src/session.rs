@@ -1,1 +1,321 @@
-//! (being written)
+//! A session owns everything one run creates outside the process —
+//! namespaces, devices, programs — and removes it when it ends, whatever the
+//! end: `teardown` on a normal return, `Drop` on an error or a panic (and on
+//! SIGINT/SIGTERM, which the front end turns into a normal return). Each
+//! resource is recorded in the run's [`Registry`] before it is created, so
+//! that `netloop clean` can finish the job after a SIGKILL.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use netloop_model::build::RealNode;
+use netloop_model::spec::NodeKind;
+
+use crate::error::{Error, Result};
+use crate::netns;
+use crate::packet;
+use crate::proc::{self, Proc};
+use crate::registry::{self, ProcEntry, Registry, RunRecord};
+
+/// How long programs get to exit after SIGTERM before SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// A real host's namespace as set up.
+#[derive(Clone, Debug)]
+pub struct NamespaceHost {
+    /// The namespace's name.
+    pub namespace: String,
+    /// The device netloop reads and writes, in the root namespace (the veth's
+    /// root end, or the TAP device's name as created).
+    pub root_device: String,
+}
+
+/// What a tear-down removed, and what it could not.
+#[derive(Debug, Default)]
+pub struct TeardownReport {
+    /// Programs stopped (they were still running at the end).
+    pub stopped: usize,
+    /// Other processes found in the namespaces and killed.
+    pub killed: usize,
+    /// Namespaces deleted.
+    pub namespaces: usize,
+    /// Devices deleted.
+    pub devices: usize,
+    /// Failures (the run's record is kept for `netloop clean` if any).
+    pub failures: Vec<String>,
+}
+
+impl fmt::Display for TeardownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "removed {} namespace(s), {} device(s); stopped {} program(s)",
+            self.namespaces, self.devices, self.stopped
+        )?;
+        for e in &self.failures {
+            write!(f, "\nclean-up failed: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether this process may create namespaces and devices: root, or
+/// CAP_NET_ADMIN (bit 12) and CAP_SYS_ADMIN (bit 21, for `ip netns add`'s
+/// mount) in its effective set.
+pub fn check_privileges() -> Result<()> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let caps = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0);
+    if caps & (1 << 12) != 0 && caps & (1 << 21) != 0 {
+        return Ok(());
+    }
+    Err(Error::msg(
+        "netloop needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) to create the namespaces and devices of real hosts",
+    )
+    .hint("run it with sudo, or as root"))
+}
+
+/// Everything one run created outside the process.
+pub struct Session {
+    registry: Registry,
+    namespaces: Vec<String>,
+    devices: Vec<String>,
+    procs: Vec<Proc>,
+    done: bool,
+}
+
+impl Session {
+    /// Checks privileges and tools, and starts the run's record.
+    pub fn new() -> Result<Session> {
+        check_privileges()?;
+        netns::check_ip()?;
+        Ok(Session {
+            registry: Registry::create()?,
+            namespaces: Vec::new(),
+            devices: Vec::new(),
+            procs: Vec::new(),
+            done: false,
+        })
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        self.registry.run_id()
+    }
+
+    /// The run's record as it stands.
+    pub fn record(&self) -> &RunRecord {
+        self.registry.record()
+    }
+
+    /// The root-namespace device name for a real node.
+    pub fn device_name(&self, r: &RealNode) -> String {
+        RunRecord::device_name(self.run_id(), r.node)
+    }
+
+    /// Records that a device (e.g. a TAP device about to be created by the
+    /// caller) belongs to this run.
+    pub fn record_device(&mut self, name: &str) -> Result<()> {
+        self.registry.add_device(name)
+    }
+
+    fn new_namespace(&mut self, r: &RealNode) -> Result<String> {
+        let ns = RunRecord::namespace_name(self.run_id(), &r.name);
+        if netns::exists(&ns) {
+            // Refuse before recording it: it is not ours to delete.
+            netns::add(&ns)?;
+        }
+        self.registry.add_namespace(&r.name, &ns)?;
+        netns::add(&ns)?;
+        self.namespaces.push(ns.clone());
+        // No IPv6: the model does not route it, and a kernel's router
+        // solicitations and DAD probes would only be dropped as unsupported.
+        netns::sh_in(
+            &ns,
+            "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
+             echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+        )?;
+        netns::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Gives the namespace's interface (already inside it, named `dev`) the
+    /// real node's name, MAC, MTU, address and routes, and brings it up.
+    fn configure_inside(&self, ns: &str, dev: &str, r: &RealNode) -> Result<()> {
+        let name = r.port.name.as_str();
+        if dev != name {
+            netns::ip(&["-n", ns, "link", "set", "dev", dev, "name", name])?;
+        }
+        let mac = r
+            .port
+            .mac
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let mtu = r.port.mtu.to_string();
+        netns::ip(&[
+            "-n", ns, "link", "set", "dev", name, "address", &mac, "mtu", &mtu,
+        ])?;
+        if let Some(a) = r.port.addr {
+            netns::ip(&["-n", ns, "addr", "add", &a.to_string(), "dev", name])?;
+        }
+        netns::ip(&["-n", ns, "link", "set", "dev", name, "up"])?;
+        for route in &r.routes {
+            let Some(via) = route.via else { continue };
+            let prefix = if route.prefix.prefix == 0 {
+                "default".to_string()
+            } else {
+                route.prefix.to_string()
+            };
+            netns::ip(&[
+                "-n",
+                ns,
+                "route",
+                "add",
+                &prefix,
+                "via",
+                &via.to_string(),
+                "dev",
+                name,
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Creates a namespace host joined by a veth pair: the namespace holds
+    /// one end (named and configured as the node's port), netloop reads and
+    /// writes the other (returned) through a packet socket. Offloads are off
+    /// on both ends so frames are at most MTU-sized and carry full checksums.
+    pub fn add_namespace_host(&mut self, r: &RealNode) -> Result<NamespaceHost> {
+        if !matches!(r.kind, NodeKind::Namespace(_)) {
+            return Err(Error::msg(format!("'{}' is not a namespace host", r.name)));
+        }
+        let ns = self.new_namespace(r)?;
+        let dev = self.device_name(r);
+        let peer = format!("{dev}p");
+        self.registry.add_device(&dev)?;
+        netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
+        self.devices.push(dev.clone());
+        packet::disable_offloads(&dev)?;
+        packet::disable_offloads(&peer)?;
+        // The root end carries no address; keep the root kernel from sending
+        // IPv6 router solicitations into the model through it.
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1");
+        let mtu = r.port.mtu.to_string();
+        netns::ip(&["link", "set", "dev", &dev, "mtu", &mtu, "up"])?;
+        netns::ip(&["link", "set", "dev", &peer, "netns", &ns])?;
+        self.configure_inside(&ns, &peer, r)?;
+        Ok(NamespaceHost {
+            namespace: ns,
+            root_device: dev,
+        })
+    }
+
+    /// Creates a namespace host joined by a TAP device that the caller has
+    /// created (named `tap`, recorded with [`Session::record_device`]) and
+    /// holds open: the device moves into the namespace and is configured
+    /// there.
+    pub fn add_tap_host(&mut self, r: &RealNode, tap: &str) -> Result<NamespaceHost> {
+        let ns = self.new_namespace(r)?;
+        netns::ip(&["link", "set", "dev", tap, "netns", &ns])?;
+        self.configure_inside(&ns, tap, r)?;
+        Ok(NamespaceHost {
+            namespace: ns,
+            root_device: tap.to_string(),
+        })
+    }
+
+    /// Starts `cmd` on real host `host` now, output to `log`.
+    pub fn start_command(&mut self, host: &str, cmd: &str, log: &Path) -> Result<()> {
+        let ns = self
+            .record()
+            .namespace_of(host)
+            .ok_or_else(|| Error::msg(format!("'{host}' is not a namespace host of this run")))?
+            .to_string();
+        let p = proc::spawn(&ns, host, cmd, log)?;
+        self.registry.add_process(ProcEntry {
+            pid: p.pid,
+            start_time: p.start_time,
+            host: host.into(),
+            cmd: cmd.into(),
+        })?;
+        self.procs.push(p);
+        Ok(())
+    }
+
+    /// Programs that have exited since the last call: (host, command, exit
+    /// code — `None` if killed by a signal).
+    pub fn poll_commands(&mut self) -> Vec<(String, String, Option<i32>)> {
+        let mut out = Vec::new();
+        for p in self.procs.iter_mut() {
+            if p.exited.is_none() && p.try_reap() {
+                out.push((p.host.clone(), p.cmd.clone(), p.exited.flatten()));
+            }
+        }
+        out
+    }
+
+    /// Removes everything, in reverse order of creation. Idempotent; never
+    /// panics. If anything could not be removed, the run's record stays for
+    /// `netloop clean`.
+    pub fn teardown(&mut self) -> TeardownReport {
+        let mut rep = TeardownReport::default();
+        if self.done {
+            return rep;
+        }
+        self.done = true;
+        rep.stopped = self
+            .procs
+            .iter_mut()
+            .map(|p| !p.try_reap())
+            .filter(|&running| running)
+            .count();
+        proc::stop_all(&mut self.procs, STOP_GRACE);
+        for ns in self.namespaces.iter().rev() {
+            rep.killed += registry::kill_namespace_pids(ns);
+            match netns::del(ns) {
+                Ok(()) => rep.namespaces += 1,
+                Err(e) => rep.failures.push(e.to_string()),
+            }
+        }
+        for d in self.devices.iter().rev() {
+            if netns::link_exists(d) {
+                match netns::ip(&["link", "del", d]) {
+                    Ok(()) => rep.devices += 1,
+                    // Deleting the namespace took the veth's far end and
+                    // with it this one, a moment later.
+                    Err(_) if !netns::link_exists(d) => rep.devices += 1,
+                    Err(e) => rep.failures.push(e.to_string()),
+                }
+            } else {
+                rep.devices += 1;
+            }
+        }
+        if rep.failures.is_empty() {
+            if let Err(e) = self.registry.remove_file() {
+                rep.failures.push(e.to_string());
+            }
+        }
+        rep
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let rep = self.teardown();
+        if !rep.failures.is_empty() {
+            eprintln!("netloop: {rep}\n(run `netloop clean` to retry)");
+        }
+    }
+}

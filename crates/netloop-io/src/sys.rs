@@ -615,3 +615,32 @@ impl Drop for RxSlot<'_> {
         self.status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Child processes.
+
+/// Makes `cmd`'s child get SIGKILL when this thread's process dies, so that
+/// a netloop killed with SIGKILL does not leave the programs it started
+/// running (grandchildren are found through their namespace by `netloop
+/// clean`).
+pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only prctl(2), which is async-signal-safe; it touches no memory shared
+    // with the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

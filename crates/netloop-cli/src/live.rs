@@ -1,0 +1,249 @@
+//! The real-time front end: `netloop run` of a topology with real hosts (or
+//! with `--realtime`), `netloop exec` and `netloop clean`, and the
+//! self-report table every real-time run ends with.
+
+use anyhow::anyhow;
+use comfy_table::Cell;
+use netloop_io::live::{run_live, HostReport, LiveOptions, LiveReport};
+use netloop_io::rt::EndReason;
+use netloop_model::results::Results;
+use netloop_model::Simulation;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::format;
+use crate::run::{right, table};
+
+/// Set by SIGINT, SIGTERM and SIGHUP; every run loop polls it so that the
+/// process returns normally and every `Drop` (which removes namespaces and
+/// devices) runs.
+pub fn interrupted() -> &'static AtomicBool {
+    static FLAG: AtomicBool = AtomicBool::new(false);
+    static HANDLER: std::sync::Once = std::sync::Once::new();
+    HANDLER.call_once(|| {
+        // Without a handler the default action (terminate) would skip the
+        // clean-up; that would be a leftover, so say so.
+        if let Err(e) = ctrlc::set_handler(|| FLAG.store(true, Ordering::SeqCst)) {
+            eprintln!("warning: cannot handle Ctrl-C/SIGTERM ({e}); use `netloop clean` after an interrupted run");
+        }
+    });
+    &FLAG
+}
+
+/// How a real-time run went, for the caller's exit code.
+pub struct LiveOutcome {
+    /// The results, with the `realtime` block filled in.
+    pub results: Results,
+    /// The self-report.
+    pub report: LiveReport,
+}
+
+/// Runs `sim` in real time with its real hosts; `None` if it could not start
+/// (the error is printed).
+pub fn execute_live(
+    sim: &mut Simulation,
+    topology: &str,
+    log_dir: &Path,
+    late_threshold_ns: u64,
+    quiet: bool,
+) -> anyhow::Result<LiveOutcome> {
+    let spin_ns = sim.net.spec().run.spin.as_nanos();
+    let mut on_ready = |hosts: &[HostReport]| {
+        if quiet {
+            return;
+        }
+        for h in hosts {
+            match &h.namespace {
+                Some(ns) => println!(
+                    "{}: namespace {ns}, {} {} via {} — `netloop exec {} -- CMD`",
+                    h.name,
+                    h.interface,
+                    h.address.as_deref().unwrap_or("(no address)"),
+                    h.via,
+                    h.name
+                ),
+                None => println!(
+                    "{}: interface {} attached ({})",
+                    h.name,
+                    h.interface,
+                    h.address.as_deref().unwrap_or("no address")
+                ),
+            }
+        }
+        println!(
+            "running in real time for {} (Ctrl-C ends it cleanly)",
+            sim_duration_text(spin_ns)
+        );
+    };
+    let started = std::time::Instant::now();
+    let report = run_live(
+        sim,
+        LiveOptions {
+            log_dir: log_dir.to_path_buf(),
+            spin_ns,
+            late_threshold_ns,
+            stop: interrupted(),
+            on_ready: &mut on_ready,
+        },
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    let wall = started.elapsed().as_secs_f64();
+    let mut results = sim.results("realtime", Some(wall), Some(topology.to_string()));
+    results.realtime = Some(serde_json::to_value(&report)?);
+    Ok(LiveOutcome { results, report })
+}
+
+fn sim_duration_text(_spin: u64) -> String {
+    "the run's duration or until its programs finish".into()
+}
+
+/// Prints the self-report of a real-time run: kept up or not, lateness,
+/// frames across the boundary and lost at it, programs.
+pub fn print_report(r: &LiveReport) {
+    let rt = &r.realtime;
+    let mut t = table();
+    t.set_header(vec!["real time", "p50", "p99", "p99.9", "max", "samples"]);
+    for (name, l) in [
+        ("event lateness", &rt.event_lateness),
+        ("input latency", &rt.input_latency),
+    ] {
+        t.add_row(vec![
+            Cell::new(name),
+            right(format::ns(l.p50_ns as f64)),
+            right(format::ns(l.p99_ns as f64)),
+            right(format::ns(l.p999_ns as f64)),
+            right(format::ns(l.max_ns as f64)),
+            right(format::count(l.count)),
+        ]);
+    }
+    println!("{t}");
+    if !rt.ports.is_empty() {
+        let mut t = table();
+        t.set_header(vec![
+            "real host",
+            "interface",
+            "frames in",
+            "frames out",
+            "lost at boundary",
+            "malformed",
+        ]);
+        for p in &rt.ports {
+            let c = &p.counters;
+            let lost = if c.lost() == 0 {
+                "0".to_string()
+            } else {
+                format!(
+                    "{} (ring {}, queue {}, truncated {})",
+                    c.lost(),
+                    c.rx_kernel_drops,
+                    c.tx_drops,
+                    c.rx_truncated
+                )
+            };
+            t.add_row(vec![
+                Cell::new(&p.host),
+                Cell::new(&p.interface),
+                right(format::count(c.rx_frames)),
+                right(format::count(c.tx_frames)),
+                right(lost),
+                right(format::count(c.rx_malformed)),
+            ]);
+        }
+        println!("{t}");
+    }
+    if !r.commands.is_empty() {
+        let mut t = table();
+        t.set_header(vec![
+            "host", "program", "started", "ended", "exit", "output",
+        ]);
+        for c in &r.commands {
+            t.add_row(vec![
+                Cell::new(&c.host),
+                Cell::new(&c.cmd),
+                right(c.started_s.map_or("-".into(), |s| format!("{s:.3} s"))),
+                right(
+                    c.exited_s
+                        .map_or("stopped at end".into(), |s| format!("{s:.3} s")),
+                ),
+                right(c.exit_code.map_or("-".into(), |c| c.to_string())),
+                Cell::new(c.log.display().to_string()),
+            ]);
+        }
+        println!("{t}");
+    }
+    let end = match rt.end {
+        EndReason::Duration => "the run's duration was reached",
+        EndReason::Control => "every awaited program exited",
+        EndReason::Interrupted => "interrupted",
+    };
+    println!(
+        "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} (CPU {:.0} % of one core)",
+        rt.sim_seconds,
+        rt.wall_seconds,
+        format::count(rt.events),
+        format::ns(rt.spin_ns as f64),
+        rt.cpu_share * 100.0
+    );
+    if rt.kept_up {
+        println!(
+            "kept up with real time: every event ran within {} of its time (max {})",
+            format::ns(rt.late_threshold_ns as f64),
+            format::ns(rt.event_lateness.max_ns as f64)
+        );
+    } else {
+        eprintln!(
+            "\n*** FELL BEHIND REAL TIME: {} of {} events ran more than {} late (max {}). \
+             Delays measured in this run are not exact. ***\n",
+            format::count(rt.late_events),
+            format::count(rt.event_lateness.count),
+            format::ns(rt.late_threshold_ns as f64),
+            format::ns(rt.event_lateness.max_ns as f64)
+        );
+    }
+    if rt.boundary_lost > 0 {
+        eprintln!(
+            "*** {} frames were lost at the boundary to real interfaces (see the table above) ***",
+            format::count(rt.boundary_lost)
+        );
+    }
+}
+
+/// `netloop exec HOST -- CMD…`: runs a program in a real host of the running
+/// network, with the terminal's stdin/stdout/stderr; exits with its status.
+pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<ExitCode> {
+    if cmd.is_empty() {
+        return Err(anyhow!(
+            "give the command after `--`, e.g. `netloop exec {host} -- ping 198.18.0.1`"
+        ));
+    }
+    let record = netloop_io::registry::find_running(run).map_err(|e| anyhow!("{e}"))?;
+    let ns = record.namespace_of(host).ok_or_else(|| {
+        let hosts: Vec<&str> = record.hosts().collect();
+        anyhow!(
+            "run {} has no real host '{host}' (its real hosts: {})",
+            record.run_id,
+            if hosts.is_empty() {
+                "none".to_string()
+            } else {
+                hosts.join(", ")
+            }
+        )
+    })?;
+    let status = std::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .status()
+        .map_err(|e| anyhow!("cannot run `ip netns exec {ns}`: {e}"))?;
+    Ok(match status.code() {
+        Some(c) => ExitCode::from(c.clamp(0, 255) as u8),
+        None => ExitCode::from(128),
+    })
+}
+
+/// `netloop clean`: removes what runs killed by SIGKILL left behind.
+pub fn clean() -> anyhow::Result<ExitCode> {
+    let report = netloop_io::registry::clean().map_err(|e| anyhow!("{e}"))?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,331 @@
+//! A live run: a built simulation with its real nodes set up (namespaces,
+//! devices, attached interfaces), run in real time by [`crate::rt`], with the
+//! topology's programs started on schedule — and everything torn down at the
+//! end, whatever the end.
+//!
+//! Order matters for "nothing left behind": every check that can fail without
+//! side effects (privileges, programs installed, interfaces attachable) runs
+//! before the first namespace is created; from then on the [`Session`] owns
+//! each resource as it is made and its `Drop` removes them.
+
+use netloop_core::{SimDuration, SimTime};
+use netloop_model::build::RealNode;
+use netloop_model::spec::{HostLink, NodeKind};
+use netloop_model::Simulation;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use crate::clock::RtClock;
+use crate::error::{Error, Result};
+use crate::netns;
+use crate::packet::{self, PacketOptions, PacketSocket};
+use crate::rt::{self, RealPort, RtOptions, RtReport, Step};
+use crate::session::Session;
+use crate::tap::TapDevice;
+
+/// Settings of a live run.
+pub struct LiveOptions<'a> {
+    /// Where the programs' output goes (`<host>.<k>.log`).
+    pub log_dir: PathBuf,
+    /// The scheduler's spin window, nanoseconds.
+    pub spin_ns: u64,
+    /// Lateness above this means the run fell behind, nanoseconds.
+    pub late_threshold_ns: u64,
+    /// Set to end the run early (signal handlers).
+    pub stop: &'a AtomicBool,
+    /// Called once the network is up, before the clock starts: e.g. to tell
+    /// the user how to reach the hosts.
+    pub on_ready: &'a mut dyn FnMut(&[HostReport]),
+}
+
+/// A real node as set up.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostReport {
+    /// Its name in the topology.
+    pub name: String,
+    /// `namespace` or `attached`.
+    pub kind: &'static str,
+    /// The network namespace (namespace hosts).
+    pub namespace: Option<String>,
+    /// The interface netloop reads and writes.
+    pub interface: String,
+    /// How it is joined: `veth`, `tap` or `packet`.
+    pub via: &'static str,
+    /// Its address, e.g. `198.18.0.2/24`.
+    pub address: Option<String>,
+}
+
+/// A program run on a real host.
+#[derive(Clone, Debug, Serialize)]
+pub struct CommandReport {
+    /// The host.
+    pub host: String,
+    /// The command line.
+    pub cmd: String,
+    /// Its output (stdout and stderr).
+    pub log: PathBuf,
+    /// When it started (simulated seconds), if it did.
+    pub started_s: Option<f64>,
+    /// When it was seen to exit (simulated seconds), if it did before the end.
+    pub exited_s: Option<f64>,
+    /// Its exit code, if it exited by itself.
+    pub exit_code: Option<i32>,
+    /// Whether the run waited for it.
+    pub wait: bool,
+}
+
+/// What a live run reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveReport {
+    /// The run's id (names of its namespaces and devices carry it).
+    pub run_id: Option<String>,
+    /// The real nodes.
+    pub hosts: Vec<HostReport>,
+    /// The programs.
+    pub commands: Vec<CommandReport>,
+    /// The scheduler's self-report.
+    pub realtime: RtReport,
+}
+
+/// How often running programs are checked for exit.
+const POLL_COMMANDS: SimDuration = SimDuration::from_millis(20);
+
+/// The first word of a shell command line, if it names a program to look up
+/// on PATH (not a path, an assignment or a shell keyword).
+fn program_of(cmd: &str) -> Option<&str> {
+    let first = cmd.split_whitespace().next()?;
+    if first.contains('/') || first.contains('=') {
+        return None;
+    }
+    const SHELL: &[&str] = &[
+        "exec", "sleep", "echo", "true", "false", "cd", "if", "for", "while", "{", "(", "!", "[",
+        "test", "set", "export", "trap", "wait", "kill", "read", "printf", ":", ".",
+    ];
+    if SHELL.contains(&first) {
+        return None;
+    }
+    Some(first)
+}
+
+/// Checks what can be checked before anything is created.
+fn precheck(real: &[RealNode]) -> Result<()> {
+    for r in real {
+        match &r.kind {
+            NodeKind::Namespace(ns) => {
+                for c in &ns.commands {
+                    if let Some(p) = program_of(&c.cmd) {
+                        if !netns::command_exists(p) {
+                            return Err(netns::missing_program_error(p, &r.name));
+                        }
+                    }
+                }
+            }
+            NodeKind::Attached(a) => packet::check_attachable(&a.interface, a.force)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+struct Scheduled {
+    host: String,
+    k: usize,
+    cmd: String,
+    wait: bool,
+    start: SimTime,
+    started: Option<SimTime>,
+    exited: Option<(SimTime, Option<i32>)>,
+}
+
+/// Sets up the real nodes of `sim`, runs it in real time until its duration,
+/// a stop request, or the exit of every program marked `wait`; tears it all
+/// down; reports.
+pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveReport> {
+    let real = sim.real.clone();
+    precheck(&real)?;
+    let mut session = if real.is_empty() {
+        None
+    } else {
+        Some(Session::new()?)
+    };
+    std::fs::create_dir_all(&opts.log_dir).map_err(|e| {
+        Error::os(
+            format!("creating the log directory {}", opts.log_dir.display()),
+            e,
+        )
+    })?;
+    let mut ports = Vec::new();
+    let mut hosts = Vec::new();
+    for r in &real {
+        let s = session
+            .as_mut()
+            .expect("a session exists when there are real nodes");
+        let (io, report): (Box<dyn crate::FrameIo>, HostReport) = match &r.kind {
+            NodeKind::Namespace(ns) => match ns.via {
+                HostLink::Veth => {
+                    let h = s.add_namespace_host(r)?;
+                    let dev = h.root_device.clone();
+                    packet::disable_offloads(&dev)?;
+                    let sock = PacketSocket::open(&dev, &PacketOptions::default())?;
+                    (
+                        Box::new(sock),
+                        HostReport {
+                            name: r.name.clone(),
+                            kind: "namespace",
+                            namespace: Some(h.namespace.clone()),
+                            interface: dev,
+                            via: "veth",
+                            address: r.port.addr.map(|a| a.to_string()),
+                        },
+                    )
+                }
+                HostLink::Tap => {
+                    let name = s.device_name(r);
+                    s.record_device(&name)?;
+                    let tap = TapDevice::create(&name)?;
+                    tap.set_offload_none()?;
+                    let h = s.add_tap_host(r, &name)?;
+                    (
+                        Box::new(tap),
+                        HostReport {
+                            name: r.name.clone(),
+                            kind: "namespace",
+                            namespace: Some(h.namespace.clone()),
+                            interface: name,
+                            via: "tap",
+                            address: r.port.addr.map(|a| a.to_string()),
+                        },
+                    )
+                }
+            },
+            NodeKind::Attached(a) => {
+                let sock = PacketSocket::open(&a.interface, &PacketOptions::default())?;
+                (
+                    Box::new(sock),
+                    HostReport {
+                        name: r.name.clone(),
+                        kind: "attached",
+                        namespace: None,
+                        interface: a.interface.clone(),
+                        via: "packet",
+                        address: r.port.addr.map(|a| a.to_string()),
+                    },
+                )
+            }
+            _ => unreachable!("only real nodes are listed as real"),
+        };
+        ports.push(RealPort {
+            node: r.node,
+            host: r.name.clone(),
+            io,
+        });
+        hosts.push(report);
+    }
+    (opts.on_ready)(&hosts);
+
+    let mut scheduled: Vec<Scheduled> = Vec::new();
+    for r in real.iter() {
+        if let NodeKind::Namespace(ns) = &r.kind {
+            for (k, c) in ns.commands.iter().enumerate() {
+                scheduled.push(Scheduled {
+                    host: r.name.clone(),
+                    k,
+                    cmd: c.cmd.clone(),
+                    wait: c.wait,
+                    start: SimTime::ZERO + c.start,
+                    started: None,
+                    exited: None,
+                });
+            }
+        }
+    }
+    let any_wait = scheduled.iter().any(|c| c.wait);
+    let until = SimTime::ZERO + sim.net.spec().run.duration;
+    let rt_opts = RtOptions {
+        until,
+        spin_ns: opts.spin_ns,
+        late_threshold_ns: opts.late_threshold_ns,
+        batch: 256,
+        stop: opts.stop,
+    };
+    let mut failure: Option<Error> = None;
+    let log_dir = opts.log_dir.clone();
+    let report = {
+        let mut control = |now: SimTime| -> Step {
+            let Some(s) = session.as_mut() else {
+                return Step::Continue(SimTime::MAX);
+            };
+            for c in scheduled.iter_mut() {
+                if c.started.is_none() && c.start <= now {
+                    let log = log_path(&log_dir, &c.host, c.k);
+                    match s.start_command(&c.host, &c.cmd, &log) {
+                        Ok(()) => c.started = Some(now),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Step::Stop;
+                        }
+                    }
+                }
+            }
+            for (host, cmd, code) in s.poll_commands() {
+                if let Some(c) = scheduled.iter_mut().find(|c| {
+                    c.host == host && c.cmd == cmd && c.started.is_some() && c.exited.is_none()
+                }) {
+                    c.exited = Some((now, code));
+                }
+            }
+            if any_wait && scheduled.iter().all(|c| !c.wait || c.exited.is_some()) {
+                return Step::Stop;
+            }
+            let next_start = scheduled
+                .iter()
+                .filter(|c| c.started.is_none())
+                .map(|c| c.start)
+                .min()
+                .unwrap_or(SimTime::MAX);
+            Step::Continue(next_start.min(now + POLL_COMMANDS))
+        };
+        rt::run_realtime(
+            &mut sim.net,
+            &mut sim.queue,
+            &mut ports,
+            RtClock::start_now(),
+            &rt_opts,
+            &mut control,
+        )
+    };
+    let run_id = session.as_ref().map(|s| s.run_id().to_string());
+    // Interfaces close before the namespaces go (a TAP device vanishes with
+    // its descriptor); the session then stops programs and removes the rest.
+    drop(ports);
+    if let Some(mut s) = session.take() {
+        s.teardown();
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let commands = scheduled
+        .iter()
+        .map(|c| CommandReport {
+            host: c.host.clone(),
+            cmd: c.cmd.clone(),
+            log: log_path(&log_dir, &c.host, c.k),
+            started_s: c.started.map(|t| t.as_secs_f64()),
+            exited_s: c.exited.map(|(t, _)| t.as_secs_f64()),
+            exit_code: c.exited.and_then(|(_, code)| code),
+            wait: c.wait,
+        })
+        .collect();
+    Ok(LiveReport {
+        run_id,
+        hosts,
+        commands,
+        realtime: report,
+    })
+}
+
+/// Where the output of command `k` on `host` goes.
+pub fn log_path(dir: &Path, host: &str, k: usize) -> PathBuf {
+    dir.join(format!("{host}.{k}.log"))
+}
