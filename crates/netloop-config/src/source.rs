@@ -159,6 +159,7 @@ fn field_candidates(item: ItemRef, field: &str) -> Vec<String> {
         (ItemRef::Link(_), "jitter.distribution") => &["jitter_distribution"],
         (ItemRef::Link(_), "jitter.reorder") => &["reorder"],
         (ItemRef::Run, "pool") => &["address_pool"],
+        (ItemRef::Node(_), "commands") => &["command"],
         (ItemRef::Event(_), "rate" | "delay" | "jitter" | "loss" | "corrupt" | "duplicate") => {
             &["action"]
         }

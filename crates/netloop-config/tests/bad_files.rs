@@ -145,7 +145,7 @@ fn missing_required_fields() {
         &[
             (
                 2,
-                &["node 'h1': missing required field 'kind' (one of host, router, switch)"],
+                &["node 'h1': missing required field 'kind' (one of host, router, switch, namespace, attached)"],
             ),
             (5, &["node #2: missing required field 'name'"]),
             (12, &["link 'nowhere': missing required field 'endpoints'"]),
@@ -504,6 +504,178 @@ fn node_settings_of_another_kind() {
                 10,
                 &["'mac_aging' applies only to nodes of kind 'switch', not 'router'"],
             ),
+        ],
+    );
+}
+
+#[test]
+fn real_node_settings_of_another_kind() {
+    check(
+        "real-node-wrong-kind-field.toml",
+        &[
+            (
+                5,
+                &[
+                    "node 'h1', field 'interface': 'interface' applies only to nodes of kind 'attached', not 'namespace'",
+                    "netloop creates a namespace host's interface itself",
+                ],
+            ),
+            (
+                6,
+                &["'forwarding_rate' applies only to nodes of kind 'router', not 'namespace'"],
+            ),
+            (
+                12,
+                &["node 'nic0', field 'via': 'via' applies only to nodes of kind 'namespace', not 'attached'"],
+            ),
+            (
+                13,
+                &["'mac_aging' applies only to nodes of kind 'switch', not 'attached'"],
+            ),
+            (
+                18,
+                &["node 'r1', field 'force': 'force' applies only to nodes of kind 'attached', not 'router'"],
+            ),
+            (
+                20,
+                &["node 'r1', field 'command': 'command' applies only to nodes of kind 'namespace', not 'router'"],
+            ),
+            (
+                26,
+                &["node 'h2': unknown field 'interfce'; did you mean 'interface'?"],
+            ),
+            (
+                28,
+                &[
+                    "'command' applies only to nodes of kind 'namespace', not 'host'",
+                    "a simulated host sends [[traffic]]",
+                ],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn namespace_commands() {
+    let errors = check(
+        "namespace-command.toml",
+        &[
+            (
+                9,
+                &["node 'h1': missing required field 'command.cmd' (the command line, run by /bin/sh -c"],
+            ),
+            (
+                13,
+                &["node 'h1', field 'command.cmd': the command line is empty"],
+            ),
+            (
+                16,
+                &["field 'command.cmd': expected a string, found integer 42"],
+            ),
+            (
+                17,
+                &["field 'command.start': expected a duration string like '10ms', found integer 5"],
+            ),
+            (18, &["unknown field 'wiat' in 'command'; did you mean 'wait'?"]),
+            (
+                22,
+                &["field 'command.start': 11s is after the end of the run (10s)"],
+            ),
+            (
+                23,
+                &["field 'command.wait': expected true or false, found string 'yes'"],
+            ),
+            (
+                28,
+                &[
+                    "node 'h2', field 'command': expected one [[node.command]] table per program",
+                    "found string 'iperf3 -s'",
+                ],
+            ),
+            (
+                33,
+                &["node 'h3', field 'command': expected a table like { cmd = \"iperf3 -s\" }, found string 'iperf3 -s'"],
+            ),
+        ],
+    );
+    // A missing field points at the command's header, a bad value at itself.
+    let e = &errors.errors()[0];
+    assert_eq!((e.line, e.column, e.field.as_deref()), (9, 1, None));
+    let e = &errors.errors()[1];
+    assert_eq!(
+        (e.line, e.column, e.field.as_deref()),
+        (13, 7, Some("command.cmd"))
+    );
+}
+
+#[test]
+fn real_node_values() {
+    check(
+        "real-node-values.toml",
+        &[
+            (
+                5,
+                &["node 'h1', field 'via': 'tun' is not a known namespace link: expected one of veth, tap"],
+            ),
+            (
+                10,
+                &["node 'h2', field 'via': expected namespace link: one of veth, tap, found boolean true"],
+            ),
+            (
+                13,
+                &["node 'h.3', field 'name': 'h.3' can't name a namespace host"],
+            ),
+            (
+                16,
+                &["node 'nic0': missing required field 'interface' (the name of an existing interface"],
+            ),
+            (
+                24,
+                &["field 'interface': 'enp3s0:1' is not an interface name: ':' is not allowed"],
+            ),
+            (
+                25,
+                &["node 'nic1', field 'force': expected true or false, found string 'yes'"],
+            ),
+            (
+                30,
+                &["node 'nic2', field 'interface': expected a string, found integer 0"],
+            ),
+            (
+                35,
+                &["'a-very-long-interface' is not an interface name: longer than 15 bytes"],
+            ),
+        ],
+    );
+}
+
+#[test]
+fn spin_too_long() {
+    check(
+        "spin.toml",
+        &[(
+            4,
+            &[
+                "run, field 'spin': 20ms is too long a spin window",
+                "expected 0s (never spin) to 10ms (default 50us)",
+            ],
+        )],
+    );
+}
+
+#[test]
+fn no_simulated_traffic_on_real_nodes() {
+    check(
+        "traffic-real-node.toml",
+        &[
+            (
+                13,
+                &[
+                    "field 'from': 'h1' is a real node (kind 'namespace'): simulated traffic runs only between simulated hosts",
+                    "[[node.command]]",
+                ],
+            ),
+            (14, &["field 'to': 'nic0' is a real node (kind 'attached')"]),
         ],
     );
 }

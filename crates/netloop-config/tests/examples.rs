@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use netloop_core::{Bytes, DataRate, SimDuration};
 use netloop_model::spec::{
-    Direction, JitterDistribution, LinkAction, LinkSpec, LossSpec, NodeKind, TrafficKind,
+    CommandSpec, Direction, HostLink, JitterDistribution, LinkAction, LinkSpec, LossSpec,
+    NamespaceSpec, NodeKind, TrafficKind, DEFAULT_SPIN,
 };
 
 fn examples_dir() -> PathBuf {
@@ -38,7 +39,7 @@ fn every_example_loads() {
         );
         seen += 1;
     }
-    assert!(seen >= 6, "expected at least 6 examples, found {seen}");
+    assert!(seen >= 7, "expected at least 7 examples, found {seen}");
 }
 
 fn link<'a>(l: &'a netloop_config::Loaded, name: &str) -> &'a LinkSpec {
@@ -181,6 +182,77 @@ fn switched_lan_addresses() {
 }
 
 #[test]
+fn real_hosts_run_iperf_across_two_routers() {
+    let l = load("real-hosts.toml");
+    assert_eq!(l.spec.run.duration, SimDuration::from_secs(15));
+    assert_eq!(l.spec.run.spin, DEFAULT_SPIN);
+    let node = |name: &str| {
+        &l.spec
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+            .kind
+    };
+    let command = |cmd: &str, start: u64, wait: bool| CommandSpec {
+        cmd: cmd.to_string(),
+        start: SimDuration::from_secs(start),
+        wait,
+    };
+    assert_eq!(
+        node("h1"),
+        &NodeKind::Namespace(NamespaceSpec {
+            commands: vec![
+                command("ping -c 20 -i 0.05 198.18.2.2", 1, true),
+                command("iperf3 -c 198.18.2.2 -t 3", 3, true),
+            ],
+            via: HostLink::Veth,
+        })
+    );
+    assert_eq!(
+        node("h2"),
+        &NodeKind::Namespace(NamespaceSpec {
+            commands: vec![command("iperf3 -s -1", 0, false)],
+            via: HostLink::Veth,
+        })
+    );
+    assert!(matches!(node("r1"), NodeKind::Router(_)));
+    for dir in [&link(&l, "r1-r2").a_to_b, &link(&l, "r1-r2").b_to_a] {
+        assert_eq!(dir.rate, Some(DataRate::from_mbps(1000)));
+        assert_eq!(dir.delay, SimDuration::from_millis(10));
+    }
+    for name in ["h1-r1", "r2-h2"] {
+        let access = &link(&l, name).a_to_b;
+        assert_eq!(access.rate, Some(DataRate::from_mbps(10_000)));
+        assert_eq!(access.delay, SimDuration::from_micros(10));
+    }
+    // It builds, and the address the commands name is h2's.
+    let sim = netloop_model::Simulation::build(&l.spec)
+        .unwrap_or_else(|e| panic!("real-hosts.toml does not build:\n{}", l.sources.located(&e)));
+    let addr = |name: &str| {
+        let real = sim
+            .real
+            .iter()
+            .find(|r| r.name == name)
+            .expect("a real node");
+        real.port.addr.map(|a| a.addr.to_string())
+    };
+    assert_eq!(addr("h2").as_deref(), Some("198.18.2.2"));
+    assert_eq!(addr("h1").as_deref(), Some("198.18.1.2"));
+    assert_eq!(sim.real.len(), 2);
+    // h1 reaches h2 through r1.
+    let h1 = sim.real.iter().find(|r| r.name == "h1").unwrap();
+    assert!(
+        h1.routes
+            .iter()
+            .any(|r| r.prefix.contains("198.18.2.2".parse().unwrap())
+                && r.via.map(|v| v.to_string()).as_deref() == Some("198.18.1.1")),
+        "{:?}",
+        h1.routes
+    );
+}
+
+#[test]
 fn sources_point_into_the_example() {
     let l = load("two-routers.toml");
     let text = std::fs::read_to_string(examples_dir().join("two-routers.toml")).unwrap();
@@ -237,6 +309,27 @@ fn the_documented_example_loads() {
             .map(|t| std::mem::discriminant(&t.kind))
             .collect();
         assert_eq!(kinds.len(), 7, "every traffic kind is shown");
+    }
+}
+
+#[test]
+fn the_documented_real_nodes_load_and_build() {
+    let blocks = doc_blocks("toml real-time");
+    assert!(!blocks.is_empty(), "docs/topology.md shows real nodes");
+    for block in blocks {
+        let l = netloop_config::parse_str(&block, "docs/topology.md")
+            .unwrap_or_else(|e| panic!("the real nodes in docs/topology.md do not load:\n{e}"));
+        let sim = netloop_model::Simulation::build(&l.spec)
+            .unwrap_or_else(|e| panic!("{}", l.sources.located(&e)));
+        let kinds: Vec<_> = sim
+            .real
+            .iter()
+            .map(|r| std::mem::discriminant(&r.kind))
+            .collect();
+        assert!(
+            kinds.len() == 2 && kinds[0] != kinds[1],
+            "both real kinds are shown"
+        );
     }
 }
 

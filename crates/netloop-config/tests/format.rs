@@ -4,8 +4,8 @@
 use netloop_config::{parse_str, ConfigErrors, Loaded};
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
 use netloop_model::spec::{
-    DirectionSpec, JitterDistribution, JitterSpec, LinkAction, LossSpec, NodeKind, QueueSpec,
-    RunSpec, TrafficKind,
+    AttachedSpec, CommandSpec, DirectionSpec, HostLink, JitterDistribution, JitterSpec, LinkAction,
+    LossSpec, NamespaceSpec, NodeKind, QueueSpec, RunSpec, TrafficKind, DEFAULT_SPIN,
 };
 use netloop_model::{BuildError, ItemRef};
 
@@ -54,6 +54,202 @@ fn run_settings() {
     assert_eq!(l.spec.run.duration, SimDuration::from_secs(90));
     assert_eq!(l.spec.run.seed, 7);
     assert_eq!(l.spec.address_pool.unwrap().to_string(), "198.18.0.0/16");
+}
+
+#[test]
+fn spin_window() {
+    assert_eq!(ok("").spec.run.spin, DEFAULT_SPIN);
+    assert_eq!(ok("[run]\nseed = 2\n").spec.run.spin, DEFAULT_SPIN);
+    let spin = |text: &str| ok(&format!("[run]\nspin = {text}\n")).spec.run.spin;
+    assert_eq!(spin("\"20us\""), SimDuration::from_micros(20));
+    // Zero never spins; the limit itself is allowed.
+    assert_eq!(spin("\"0s\""), SimDuration::ZERO);
+    assert_eq!(spin("0"), SimDuration::ZERO);
+    assert_eq!(spin("\"10ms\""), SimDuration::from_millis(10));
+    let e = errors("[run]\nduration = \"5s\"\nspin = 50\n");
+    assert_eq!(e.len(), 1, "{e}");
+    let e = &e.errors()[0];
+    assert_eq!((e.line, e.column), (3, 8));
+    assert_eq!(
+        e.to_string(),
+        "t.toml:3:8: run, field 'spin': expected a duration string like '10ms', found integer 50"
+    );
+    let e = one_error("[run]\nspin = \"10.001ms\"\n");
+    assert!(
+        e.starts_with("t.toml:2:8: run, field 'spin': 10.001ms is too long a spin window"),
+        "{e}"
+    );
+    let e = one_error("[run]\nspin = \"-1us\"\n");
+    assert!(
+        e.starts_with("t.toml:2:8: run, field 'spin': '-1us' is not a duration"),
+        "{e}"
+    );
+    // A run setting outside [run] says where it belongs.
+    let e = one_error("spin = \"20us\"\n");
+    assert!(e.contains("'spin' belongs in the [run] table"), "{e}");
+}
+
+#[test]
+fn namespace_hosts_with_commands() {
+    let l = ok(r#"
+[run]
+duration = "15s"
+
+[[node]]
+name = "h1"
+kind = "namespace"
+via = "tap"
+[[node.command]]
+cmd = "iperf3 -s -1"
+[[node.command]]
+cmd = "ping -c 20 -i 0.05 198.18.2.2"
+start = "1.5s"
+wait = true
+[[node.command]]
+cmd = "sleep 1"
+start = 0
+wait = false
+
+[[node]]
+name = "h2"
+kind = "namespace"
+
+[[node]]
+name = "h3"
+kind = "namespace"
+via = "veth"
+command = [{ cmd = "true" }, { cmd = "false", start = "15s" }]
+"#);
+    let kinds: Vec<&NodeKind> = l.spec.nodes.iter().map(|n| &n.kind).collect();
+    let command = |cmd: &str, start: SimDuration, wait: bool| CommandSpec {
+        cmd: cmd.to_string(),
+        start,
+        wait,
+    };
+    assert_eq!(
+        kinds[0],
+        &NodeKind::Namespace(NamespaceSpec {
+            commands: vec![
+                command("iperf3 -s -1", SimDuration::ZERO, false),
+                command(
+                    "ping -c 20 -i 0.05 198.18.2.2",
+                    SimDuration::from_millis(1500),
+                    true
+                ),
+                command("sleep 1", SimDuration::ZERO, false),
+            ],
+            via: HostLink::Tap,
+        })
+    );
+    // Defaults: a veth pair and no programs.
+    assert_eq!(
+        kinds[1],
+        &NodeKind::Namespace(NamespaceSpec {
+            commands: Vec::new(),
+            via: HostLink::Veth,
+        })
+    );
+    assert!(kinds[0].is_real() && kinds[1].is_real());
+    // Inline tables are the same thing; a program may start at the very end.
+    assert_eq!(
+        kinds[2],
+        &NodeKind::Namespace(NamespaceSpec {
+            commands: vec![
+                command("true", SimDuration::ZERO, false),
+                command("false", SimDuration::from_secs(15), false),
+            ],
+            via: HostLink::Veth,
+        })
+    );
+    // The model's name for the programs is found at the file's key.
+    let e = l.sources.located(&BuildError {
+        item: ItemRef::Node(0),
+        what: "node 'h1'".into(),
+        field: Some("commands"),
+        message: "bad".into(),
+    });
+    assert_eq!((e.line, e.column), (9, 1));
+}
+
+#[test]
+fn attached_interfaces() {
+    let l = ok(r#"
+[[node]]
+name = "nic0"
+kind = "attached"
+interface = "veth-a"
+[[node]]
+name = "nic1"
+kind = "attached"
+interface = "enp3s0"
+force = true
+[[node]]
+name = "nic2"
+kind = "attached"
+interface = "eth0.100"
+force = false
+"#);
+    let kinds: Vec<&NodeKind> = l.spec.nodes.iter().map(|n| &n.kind).collect();
+    let attached = |interface: &str, force: bool| {
+        NodeKind::Attached(AttachedSpec {
+            interface: interface.to_string(),
+            force,
+        })
+    };
+    assert_eq!(
+        kinds,
+        [
+            &attached("veth-a", false),
+            &attached("enp3s0", true),
+            &attached("eth0.100", false)
+        ]
+    );
+    let e = one_error("[[node]]\nname = \"nic0\"\nkind = \"attached\"\ninterface = \"\"\n");
+    assert!(
+        e.starts_with(
+            "t.toml:4:13: node 'nic0', field 'interface': an interface name must not be empty"
+        ),
+        "{e}"
+    );
+    let e = one_error("[[node]]\nname = \"nic0\"\nkind = \"attached\"\ninterface = \"my nic\"\n");
+    assert!(
+        e.contains("'my nic' is not an interface name: ' ' is not allowed"),
+        "{e}"
+    );
+}
+
+#[test]
+fn real_nodes_join_simulated_ones() {
+    // Real nodes are nodes like any other to links, addresses and routes;
+    // the model checks the rest (one link each) when it builds.
+    let l = ok(r#"
+[[node]]
+name = "h1"
+kind = "namespace"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "nic0"
+kind = "attached"
+interface = "veth-a"
+[[link]]
+endpoints = ["h1", "r1"]
+addresses = ["198.18.1.2/24", "auto"]
+[[link]]
+endpoints = ["r1", "nic0"]
+[[route]]
+node = "h1"
+prefix = "198.19.0.0/24"
+via = "198.18.1.1"
+"#);
+    let sim = netloop_model::Simulation::build(&l.spec).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = sim.real.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["h1", "nic0"]);
+    assert_eq!(
+        sim.real[0].port.addr.map(|a| a.to_string()).as_deref(),
+        Some("198.18.1.2/24")
+    );
 }
 
 #[test]

@@ -48,6 +48,8 @@ pub(crate) enum Kind {
     Host,
     Router,
     Switch,
+    Namespace,
+    Attached,
 }
 
 impl Kind {
@@ -56,6 +58,8 @@ impl Kind {
             Kind::Host => "host",
             Kind::Router => "router",
             Kind::Switch => "switch",
+            Kind::Namespace => "namespace",
+            Kind::Attached => "attached",
         }
     }
 }

@@ -1,7 +1,10 @@
-//! `[run]`: how long to run, the seed, and the pool of automatic addresses.
+//! `[run]`: how long to run, the seed, the pool of automatic addresses, and
+//! the real-time scheduler's spin window.
 
 use std::ops::Range;
 
+use netloop_core::SimDuration;
+use netloop_model::spec::DEFAULT_SPIN;
 use toml::de::DeTable;
 
 use super::Loader;
@@ -9,7 +12,11 @@ use crate::reader::{record_locations, Table};
 use crate::value;
 
 /// The keys of `[run]`.
-pub(crate) const KEYS: &[&str] = &["duration", "seed", "address_pool"];
+pub(crate) const KEYS: &[&str] = &["duration", "seed", "address_pool", "spin"];
+
+/// The longest spin window allowed: past a few milliseconds, spinning costs a
+/// core and buys nothing that sleeping doesn't already give.
+const MAX_SPIN: SimDuration = SimDuration::from_millis(10);
 
 pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usize>) {
     l.map.run = record_locations(l.d, &span, table);
@@ -27,6 +34,17 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
         value::integer_in(v, 0, i64::MAX.into(), "a seed")
     }) {
         l.spec.run.seed = seed as u64;
+    }
+    if let Some(spin) = t.opt(l.d, "spin", |v| {
+        let d = value::duration(v)?;
+        if d > MAX_SPIN {
+            return Err(format!(
+                "{d} is too long a spin window: the real-time scheduler would keep a core busy for that long before every event; expected 0s (never spin) to {MAX_SPIN} (default {DEFAULT_SPIN})"
+            ));
+        }
+        Ok(d)
+    }) {
+        l.spec.run.spin = spin;
     }
     if let Some(pool) = t.opt(l.d, "address_pool", value::network) {
         if pool.prefix > 30 {

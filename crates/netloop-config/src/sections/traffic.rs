@@ -144,6 +144,18 @@ fn read(
                 let message = l.node_list(host);
                 t.error(l.d, key, message);
             }
+            Some(Some(kind @ (Kind::Namespace | Kind::Attached))) => {
+                let message = format!(
+                    "'{host}' is a real node (kind '{}'): simulated traffic runs only between simulated hosts (kind 'host'){}",
+                    kind.name(),
+                    if kind == Kind::Namespace {
+                        "; run real programs on it with [[node.command]]"
+                    } else {
+                        ""
+                    }
+                );
+                t.error(l.d, key, message);
+            }
             Some(Some(kind)) if kind != Kind::Host => {
                 t.error(
                     l.d,
