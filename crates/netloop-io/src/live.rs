@@ -268,6 +268,10 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
                     }
                 }
             }
+            if let Some(e) = s.take_errors().into_iter().next() {
+                failure = Some(e);
+                return Step::Stop;
+            }
             for (host, cmd, code) in s.poll_commands() {
                 if let Some(c) = scheduled.iter_mut().find(|c| {
                     c.host == host && c.cmd == cmd && c.started.is_some() && c.exited.is_none()

@@ -5,8 +5,12 @@
 //! resource is recorded in the run's [`Registry`] before it is created, so
 //! that `netloop clean` can finish the job after a SIGKILL.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use netloop_model::build::RealNode;
@@ -84,13 +88,42 @@ pub fn check_privileges() -> Result<()> {
     .hint("run it with sudo, or as root"))
 }
 
-/// Everything one run created outside the process.
-pub struct Session {
+/// What the launcher thread shares with the session.
+struct Shared {
     registry: Registry,
+    procs: Vec<Proc>,
+    errors: Vec<Error>,
+}
+
+/// A request to the launcher thread.
+enum Launch {
+    /// Start a program: (namespace, host, command line, log file).
+    Start(String, String, String, PathBuf),
+    /// Start nothing more; acknowledge once idle.
+    Quiesce(Sender<()>),
+}
+
+/// Everything one run created outside the process.
+///
+/// Programs are started by a launcher thread of the session's own: starting
+/// one forks (copying a process whose packet rings map megabytes) and
+/// rewrites the run's record, milliseconds the real-time loop must not
+/// spend. The thread lives until the tear-down, because a child's
+/// parent-death signal fires when the *thread* that forked it exits.
+pub struct Session {
+    shared: Arc<Mutex<Shared>>,
+    run_id: String,
+    namespace_of: HashMap<String, String>,
     namespaces: Vec<String>,
     devices: Vec<String>,
-    procs: Vec<Proc>,
+    launcher: Option<(Sender<Launch>, JoinHandle<()>)>,
     done: bool,
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A panic while holding the lock leaves consistent data (plain pushes),
+    // and the tear-down must go on regardless.
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Session {
@@ -98,23 +131,67 @@ impl Session {
     pub fn new() -> Result<Session> {
         check_privileges()?;
         netns::check_ip()?;
+        let registry = Registry::create()?;
+        let run_id = registry.run_id().to_string();
+        let shared = Arc::new(Mutex::new(Shared {
+            registry,
+            procs: Vec::new(),
+            errors: Vec::new(),
+        }));
+        let (tx, rx) = channel::<Launch>();
+        let sh = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("netloop-launcher".into())
+            .spawn(move || {
+                let mut closed = false;
+                for req in rx {
+                    let (ns, host, cmd, log) = match req {
+                        Launch::Quiesce(ack) => {
+                            closed = true;
+                            let _ = ack.send(());
+                            continue;
+                        }
+                        Launch::Start(..) if closed => continue,
+                        Launch::Start(ns, host, cmd, log) => (ns, host, cmd, log),
+                    };
+                    match proc::spawn(&ns, &host, &cmd, &log) {
+                        Ok(p) => {
+                            let mut g = lock(&sh);
+                            let entry = ProcEntry {
+                                pid: p.pid,
+                                start_time: p.start_time,
+                                host: host.clone(),
+                                cmd: cmd.clone(),
+                            };
+                            g.procs.push(p);
+                            if let Err(e) = g.registry.add_process(entry) {
+                                g.errors.push(e);
+                            }
+                        }
+                        Err(e) => lock(&sh).errors.push(e),
+                    }
+                }
+            })
+            .map_err(|e| Error::os("starting the program launcher thread", e))?;
         Ok(Session {
-            registry: Registry::create()?,
+            shared,
+            run_id,
+            namespace_of: HashMap::new(),
             namespaces: Vec::new(),
             devices: Vec::new(),
-            procs: Vec::new(),
+            launcher: Some((tx, handle)),
             done: false,
         })
     }
 
     /// The run id.
     pub fn run_id(&self) -> &str {
-        self.registry.run_id()
+        &self.run_id
     }
 
     /// The run's record as it stands.
-    pub fn record(&self) -> &RunRecord {
-        self.registry.record()
+    pub fn record(&self) -> RunRecord {
+        lock(&self.shared).registry.record().clone()
     }
 
     /// The root-namespace device name for a real node.
@@ -125,7 +202,7 @@ impl Session {
     /// Records that a device (e.g. a TAP device about to be created by the
     /// caller) belongs to this run.
     pub fn record_device(&mut self, name: &str) -> Result<()> {
-        self.registry.add_device(name)
+        lock(&self.shared).registry.add_device(name)
     }
 
     fn new_namespace(&mut self, r: &RealNode) -> Result<String> {
@@ -134,9 +211,10 @@ impl Session {
             // Refuse before recording it: it is not ours to delete.
             netns::add(&ns)?;
         }
-        self.registry.add_namespace(&r.name, &ns)?;
+        lock(&self.shared).registry.add_namespace(&r.name, &ns)?;
         netns::add(&ns)?;
         self.namespaces.push(ns.clone());
+        self.namespace_of.insert(r.name.clone(), ns.clone());
         // No IPv6: the model does not route it, and a kernel's router
         // solicitations and DAD probes would only be dropped as unsupported.
         netns::sh_in(
@@ -204,7 +282,7 @@ impl Session {
         let ns = self.new_namespace(r)?;
         let dev = self.device_name(r);
         let peer = format!("{dev}p");
-        self.registry.add_device(&dev)?;
+        lock(&self.shared).registry.add_device(&dev)?;
         netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
         self.devices.push(dev.clone());
         packet::disable_offloads(&dev)?;
@@ -236,29 +314,39 @@ impl Session {
         })
     }
 
-    /// Starts `cmd` on real host `host` now, output to `log`.
+    /// Asks for `cmd` to be started on real host `host` now, output to
+    /// `log`; returns at once (the launcher thread starts it). A failure to
+    /// start shows in [`Session::take_errors`].
     pub fn start_command(&mut self, host: &str, cmd: &str, log: &Path) -> Result<()> {
         let ns = self
-            .record()
-            .namespace_of(host)
+            .namespace_of
+            .get(host)
             .ok_or_else(|| Error::msg(format!("'{host}' is not a namespace host of this run")))?
-            .to_string();
-        let p = proc::spawn(&ns, host, cmd, log)?;
-        self.registry.add_process(ProcEntry {
-            pid: p.pid,
-            start_time: p.start_time,
-            host: host.into(),
-            cmd: cmd.into(),
-        })?;
-        self.procs.push(p);
-        Ok(())
+            .clone();
+        let (tx, _) = self
+            .launcher
+            .as_ref()
+            .ok_or_else(|| Error::msg("the run is being torn down"))?;
+        tx.send(Launch::Start(
+            ns,
+            host.into(),
+            cmd.into(),
+            log.to_path_buf(),
+        ))
+        .map_err(|_| Error::msg("the program launcher thread has stopped"))
+    }
+
+    /// Errors from starting programs since the last call.
+    pub fn take_errors(&mut self) -> Vec<Error> {
+        std::mem::take(&mut lock(&self.shared).errors)
     }
 
     /// Programs that have exited since the last call: (host, command, exit
     /// code — `None` if killed by a signal).
     pub fn poll_commands(&mut self) -> Vec<(String, String, Option<i32>)> {
         let mut out = Vec::new();
-        for p in self.procs.iter_mut() {
+        let mut g = lock(&self.shared);
+        for p in g.procs.iter_mut() {
             if p.exited.is_none() && p.try_reap() {
                 out.push((p.host.clone(), p.cmd.clone(), p.exited.flatten()));
             }
@@ -275,13 +363,30 @@ impl Session {
             return rep;
         }
         self.done = true;
-        rep.stopped = self
+        // No more launches: once the launcher acknowledges, every program it
+        // started is in `procs`. It stays alive until they are stopped (its
+        // exit would SIGKILL them through their parent-death signal, with no
+        // chance to exit cleanly).
+        let launcher = self.launcher.take();
+        if let Some((tx, _)) = &launcher {
+            let (ack_tx, ack_rx) = channel();
+            if tx.send(Launch::Quiesce(ack_tx)).is_ok() {
+                let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+            }
+        }
+        let mut g = lock(&self.shared);
+        rep.stopped = g
             .procs
             .iter_mut()
             .map(|p| !p.try_reap())
             .filter(|&running| running)
             .count();
-        proc::stop_all(&mut self.procs, STOP_GRACE);
+        proc::stop_all(&mut g.procs, STOP_GRACE);
+        drop(g);
+        if let Some((tx, handle)) = launcher {
+            drop(tx);
+            let _ = handle.join();
+        }
         for ns in self.namespaces.iter().rev() {
             rep.killed += registry::kill_namespace_pids(ns);
             match netns::del(ns) {
@@ -303,7 +408,7 @@ impl Session {
             }
         }
         if rep.failures.is_empty() {
-            if let Err(e) = self.registry.remove_file() {
+            if let Err(e) = lock(&self.shared).registry.remove_file() {
                 rep.failures.push(e.to_string());
             }
         }
