@@ -126,10 +126,12 @@ addresses = ["198.18.3.1/24", "198.18.3.2/24"]
     )
 }
 
-/// Round-trip times (ns) from ping's output lines (`… time=20.1 ms`).
+/// Round-trip times (ns) from ping's output lines (`… time=20.1 ms`),
+/// without the first: it waited for address resolution at every hop.
 fn ping_times(log: &Path) -> Vec<f64> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
+        .filter(|l| !l.contains("icmp_seq=1 "))
         .filter_map(|l| {
             let t = l.split("time=").nth(1)?;
             let v: f64 = t.split_whitespace().next()?.parse().ok()?;
@@ -357,7 +359,7 @@ fn run_one(
         )
     })?;
     let logs = out.join(format!("{name}-logs"));
-    let o = execute_live(&mut sim, name, &logs, 1_000_000, false)?;
+    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), false)?;
     print_summary(name, &o.results);
     print_report(&o.report);
     write_json_atomic(&out.join(format!("{name}.json")), &o.results)?;

@@ -46,6 +46,7 @@ pub fn execute_live(
     topology: &str,
     log_dir: &Path,
     late_threshold_ns: u64,
+    priority: Option<i32>,
     quiet: bool,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
@@ -84,6 +85,7 @@ pub fn execute_live(
             spin_ns,
             late_threshold_ns,
             stop: interrupted(),
+            priority,
             on_ready: &mut on_ready,
         },
     )
@@ -185,6 +187,12 @@ pub fn print_report(r: &LiveReport) {
         format::ns(rt.spin_ns as f64),
         rt.cpu_share * 100.0
     );
+    if let Some(e) = &rt.priority_error {
+        eprintln!(
+            "warning: the real-time loop ran in the normal scheduling class ({e}); \
+             lateness grows when the programs it serves keep the cores busy"
+        );
+    }
     if rt.kept_up {
         println!(
             "kept up with real time: every event ran within {} of its time (max {})",

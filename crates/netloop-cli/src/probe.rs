@@ -56,6 +56,11 @@ pub struct RttArgs {
     /// UDP payload size in bytes (at least 8).
     #[arg(long, default_value_t = 56)]
     pub size: usize,
+    /// Probes sent first and not counted: the first packet on a path waits
+    /// for address resolution at every hop (one round trip of each link),
+    /// which is right but is not the path's delay.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
     /// Write every sample as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -144,13 +149,14 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot reach {}:{}", a.addr, a.port))?;
             setsockopt(&sock, sockopt::ReceiveTimestampns, &true)
                 .map_err(|e| anyhow!("SO_TIMESTAMPNS: {e}"))?;
-            let mut sent_at = vec![0u64; a.count as usize];
-            let mut rtt: Vec<Option<u64>> = vec![None; a.count as usize];
+            let total = a.count + a.warmup;
+            let mut sent_at = vec![0u64; total as usize];
+            let mut rtt: Vec<Option<u64>> = vec![None; total as usize];
             let mut payload = vec![0u8; a.size];
             let mut buf = vec![0u8; 65536];
             let interval = Duration::from_nanos(a.interval.as_nanos());
             let start = Instant::now();
-            for seq in 0..a.count {
+            for seq in 0..total {
                 let due = start + interval * seq;
                 // Collect replies until it is time to send the next probe.
                 loop {
@@ -205,7 +211,7 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let samples: Vec<u64> = rtt.iter().flatten().copied().collect();
+            let samples: Vec<u64> = rtt[a.warmup as usize..].iter().flatten().copied().collect();
             let r = RttResult {
                 sent: a.count,
                 received: samples.len() as u32,

@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// lost frames at the boundary.
     #[arg(long)]
     pub strict: bool,
+    /// Real-time runs: SCHED_FIFO priority (1-99) of the real-time loop, so
+    /// it runs ahead of the programs it serves; 0 keeps the normal class.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub rt_priority: u8,
 }
 
 /// Arguments of `netloop demo`.
@@ -334,6 +338,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             &topology,
             &log_dir,
             args.late_threshold.as_nanos(),
+            (args.rt_priority > 0).then_some(i32::from(args.rt_priority)),
             args.quiet,
         )?;
         if !args.quiet {

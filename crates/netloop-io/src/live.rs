@@ -34,6 +34,8 @@ pub struct LiveOptions<'a> {
     pub late_threshold_ns: u64,
     /// Set to end the run early (signal handlers).
     pub stop: &'a AtomicBool,
+    /// SCHED_FIFO priority of the real-time loop (`None`: normal class).
+    pub priority: Option<i32>,
     /// Called once the network is up, before the clock starts: e.g. to tell
     /// the user how to reach the hosts.
     pub on_ready: &'a mut dyn FnMut(&[HostReport]),
@@ -84,7 +86,8 @@ pub struct LiveReport {
     pub hosts: Vec<HostReport>,
     /// The programs.
     pub commands: Vec<CommandReport>,
-    /// The scheduler's self-report.
+    /// The scheduler's self-report (its fields appear at this level in JSON).
+    #[serde(flatten)]
     pub realtime: RtReport,
 }
 
@@ -248,6 +251,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         late_threshold_ns: opts.late_threshold_ns,
         batch: 256,
         stop: opts.stop,
+        priority: opts.priority,
     };
     let mut failure: Option<Error> = None;
     let log_dir = opts.log_dir.clone();

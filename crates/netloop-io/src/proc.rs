@@ -30,10 +30,9 @@ pub struct Proc {
 /// Starts `/bin/sh -c CMD` in namespace `ns`, in its own process group,
 /// stdin from /dev/null, stdout and stderr appended to `log`.
 pub fn spawn(ns: &str, host: &str, cmd: &str, log: &Path) -> Result<Proc> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
+    // A fresh log per run; stdout and stderr share one open file (and so
+    // one offset), so their lines interleave as written.
+    let file = std::fs::File::create(log)
         .map_err(|e| Error::os(format!("opening the log {}", log.display()), e))?;
     let err = file
         .try_clone()

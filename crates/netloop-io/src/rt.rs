@@ -64,6 +64,9 @@ pub struct RtOptions<'a> {
     pub batch: usize,
     /// Set (e.g. by a signal handler) to end the run early.
     pub stop: &'a AtomicBool,
+    /// Run the scheduler's thread in the SCHED_FIFO class at this priority
+    /// (1–99) for the run; `None` leaves it in the normal class.
+    pub priority: Option<i32>,
 }
 
 /// Why a real-time run ended.
@@ -149,6 +152,10 @@ pub struct RtReport {
     pub spin_ns: u64,
     /// Timer slack in force (nanoseconds).
     pub timer_slack_ns: u64,
+    /// The SCHED_FIFO priority the scheduler ran at, if any.
+    pub fifo_priority: Option<i32>,
+    /// Why it did not run at the priority asked for, if it didn't.
+    pub priority_error: Option<String>,
     /// CPU time this thread used (user + system, seconds) and its share of the
     /// wall time: what precision cost.
     pub cpu_seconds: f64,
@@ -200,6 +207,22 @@ pub fn run_realtime(
     control: &mut dyn FnMut(SimTime) -> Step,
 ) -> RtReport {
     let slack = clock::set_timer_slack_ns(1);
+    // Real-time class for this thread only, restored at the end: the
+    // programs it serves share the cores, and a normal-class scheduler
+    // waits behind them (input latency p99 of 22 ms against 0.36 ms under
+    // 100 000 packets/s, measured).
+    let mut priority_error = None;
+    let old_policy = crate::sys::current_policy();
+    let fifo = match opts.priority {
+        Some(p) => match crate::sys::set_fifo_priority(p) {
+            Ok(()) => Some(p),
+            Err(e) => {
+                priority_error = Some(e.to_string());
+                None
+            }
+        },
+        None => None,
+    };
     let cpu0 = thread_cpu_ns();
     let wall0 = clock::mono_ns();
     let events0 = queue.events_processed();
@@ -332,6 +355,9 @@ pub fn run_realtime(
     if queue.now() < last {
         queue.advance_to(last);
     }
+    if fifo.is_some() {
+        crate::sys::restore_policy(old_policy);
+    }
     let wall_ns = clock::mono_ns() - wall0;
     let cpu_ns = thread_cpu_ns() - cpu0;
     let port_reports: Vec<PortReport> = ports
@@ -356,6 +382,8 @@ pub fn run_realtime(
         input_latency: Lateness::of(&input),
         spin_ns: opts.spin_ns,
         timer_slack_ns: slack,
+        fifo_priority: fifo,
+        priority_error,
         cpu_seconds: cpu_ns as f64 / 1e9,
         cpu_share: if wall_s > 0.0 {
             cpu_ns as f64 / 1e9 / wall_s

@@ -644,3 +644,43 @@ pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// Puts the calling thread in the SCHED_FIFO real-time class at `priority`
+/// (1–99), so that it runs the moment it is runnable instead of waiting
+/// behind the programs it serves. Children do not inherit it
+/// (SCHED_RESET_ON_FORK).
+pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is
+    // the calling thread.
+    let r = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's scheduling policy and priority.
+pub fn current_policy() -> (i32, i32) {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is valid for writing.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    // SAFETY: as above.
+    unsafe { libc::sched_getparam(0, &mut param) };
+    (policy.max(0), param.sched_priority)
+}
+
+/// Puts the calling thread back to a policy from [`current_policy`].
+pub fn restore_policy((policy, priority): (i32, i32)) {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is valid for the call; pid 0 is the calling thread. A
+    // failure leaves the thread in the real-time class, which only matters
+    // for a library caller that goes on computing; nothing to do about it.
+    unsafe { libc::sched_setscheduler(0, policy, &param) };
+}

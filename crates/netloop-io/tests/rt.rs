@@ -149,6 +149,7 @@ fn frames_cross_the_model_after_the_link_delay() {
         late_threshold_ns: 1_000_000_000,
         batch: 64,
         stop: &stop,
+        priority: None,
     };
     let clock = RtClock::start_now();
     let reader = std::thread::spawn(move || {
@@ -213,6 +214,7 @@ fn a_run_ends_at_its_duration_and_on_request() {
         late_threshold_ns: 1_000_000_000,
         batch: 64,
         stop: &stop,
+        priority: None,
     };
     let t0 = mono_ns();
     let r = run_realtime(

@@ -306,8 +306,7 @@ impl<'a> Builder<'a> {
             match &n.kind {
                 NodeKind::Namespace(ns) => {
                     let ok = n.name.len() <= 32
-                        && n
-                            .name
+                        && n.name
                             .bytes()
                             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
                     if !ok {
@@ -804,7 +803,11 @@ impl<'a> Builder<'a> {
                         name: n.name.clone(),
                         kind: n.kind.clone(),
                         port: ports[0].clone(),
-                        routes: table.routes().into_iter().filter(|r| r.via.is_some()).collect(),
+                        routes: table
+                            .routes()
+                            .into_iter()
+                            .filter(|r| r.via.is_some())
+                            .collect(),
                     });
                     Node::External(External::default())
                 }
