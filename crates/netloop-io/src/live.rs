@@ -158,6 +158,14 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
             e,
         )
     })?;
+    // On a machine with more than one CPU, the loop keeps the last one and
+    // the namespaces' receive work (their TCP/IP stacks, which would
+    // otherwise run inside the loop's `send` calls) is steered to the rest.
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loop_cpu = (ncpu > 1).then(|| ncpu - 1);
+    if let (Some(s), Some(cpu)) = (session.as_mut(), loop_cpu) {
+        s.steer_receive_away_from(cpu, ncpu);
+    }
     let mut ports = Vec::new();
     let mut hosts = Vec::new();
     for r in &real {
@@ -252,6 +260,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         batch: 256,
         stop: opts.stop,
         priority: opts.priority,
+        cpu: loop_cpu,
     };
     let mut failure: Option<Error> = None;
     let log_dir = opts.log_dir.clone();

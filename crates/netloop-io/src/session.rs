@@ -117,6 +117,8 @@ pub struct Session {
     namespaces: Vec<String>,
     devices: Vec<String>,
     launcher: Option<(Sender<Launch>, JoinHandle<()>)>,
+    /// RPS mask for the namespaces' interfaces, if receive work is steered.
+    rps_mask: Option<String>,
     done: bool,
 }
 
@@ -180,6 +182,7 @@ impl Session {
             namespaces: Vec::new(),
             devices: Vec::new(),
             launcher: Some((tx, handle)),
+            rps_mask: None,
             done: false,
         })
     }
@@ -192,6 +195,17 @@ impl Session {
     /// The run's record as it stands.
     pub fn record(&self) -> RunRecord {
         lock(&self.shared).registry.record().clone()
+    }
+
+    /// Steers the receive processing of every namespace interface created
+    /// from now on to CPUs other than `cpu` (Receive Packet Steering), so
+    /// that the kernel work of delivering a frame to a real host runs there,
+    /// not inside the real-time loop's `send`.
+    pub fn steer_receive_away_from(&mut self, cpu: usize, ncpu: usize) {
+        let mask: u128 = ((1u128 << ncpu.min(127)) - 1) & !(1u128 << cpu);
+        if mask != 0 {
+            self.rps_mask = Some(format!("{mask:x}"));
+        }
     }
 
     /// The root-namespace device name for a real node.
@@ -249,6 +263,14 @@ impl Session {
             netns::ip(&["-n", ns, "addr", "add", &a.to_string(), "dev", name])?;
         }
         netns::ip(&["-n", ns, "link", "set", "dev", name, "up"])?;
+        if let Some(mask) = &self.rps_mask {
+            // Best effort: without RPS the work stays on the loop's CPU,
+            // which is slower but just as correct.
+            let _ = netns::sh_in(
+                ns,
+                &format!("echo {mask} > /sys/class/net/{name}/queues/rx-0/rps_cpus"),
+            );
+        }
         for route in &r.routes {
             let Some(via) = route.via else { continue };
             let prefix = if route.prefix.prefix == 0 {

@@ -150,6 +150,7 @@ fn frames_cross_the_model_after_the_link_delay() {
         batch: 64,
         stop: &stop,
         priority: None,
+        cpu: None,
     };
     let clock = RtClock::start_now();
     let reader = std::thread::spawn(move || {
@@ -215,6 +216,7 @@ fn a_run_ends_at_its_duration_and_on_request() {
         batch: 64,
         stop: &stop,
         priority: None,
+        cpu: None,
     };
     let t0 = mono_ns();
     let r = run_realtime(
