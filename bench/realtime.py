@@ -279,7 +279,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="tcp,tcp-1g,rtt,udp64")
     ap.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "realtime.json"))
+    ap.add_argument("--md", help="also write the report as Markdown here")
+    ap.add_argument("--from-json", help="only print (and --md) the report of an earlier run")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            o = json.load(f)
+        text = report(o)
+        if a.md:
+            write_md(a.md, o, text)
+        return
     if os.geteuid() != 0:
         sys.exit("bench/realtime.py needs root (it creates network namespaces)")
     for tool, pkg in (("iperf3", "iperf3"), ("ping", "iputils-ping"), ("ethtool", "ethtool"), ("ip", "iproute2")):
@@ -291,7 +300,7 @@ def main():
     reps = 1 if a.quick else a.repeats
     secs = 3 if a.quick else 5
     count = 300 if a.quick else 1000
-    out = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "kernel": os.uname().release,
+    out = {"quick": a.quick, "machine": os.uname().nodename, "cpus": os.cpu_count(), "kernel": os.uname().release,
            "repeats": reps, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     try:
@@ -341,11 +350,25 @@ def main():
     with open(tmp, "w") as f:
         json.dump(out, f, indent=2)
     os.replace(tmp, a.json)
-    report(out)
+    text = report(out)
+    if a.md:
+        write_md(a.md, out, text)
     print(f"\nJSON: {a.json}")
 
 
+def write_md(path, o, text):
+    with open(path, "w") as f:
+        f.write("# Real-time benchmark: netloop against kernel forwarding\n\n")
+        f.write(f"Machine: {o['cpus']} CPUs, Linux {o['kernel']}; run {o['time']}; "
+                f"medians of {o['repeats']} repeat(s). Produced by `sudo bench/realtime.py"
+                f"{' --quick' if o.get('quick') else ''} --md bench/results/realtime.md`; "
+                "every figure is in the JSON beside this file.\n\n")
+        f.write("```\n" + text + "\n```\n")
+
+
 def report(o):
+    lines = []
+    print = lambda *args, **kw: lines.append(" ".join(str(x) for x in args))  # noqa: E731
     print(f"\nnetloop real-time benchmark — {o['cpus']} CPUs, Linux {o['kernel']}, medians of {o['repeats']}")
     if "tcp" in o:
         t = o["tcp"]
@@ -392,6 +415,9 @@ def report(o):
                   f"(lost at netloop's boundary: {row['netloop_boundary_lost']})")
         print(f"  highest rate with < 0.1 % loss: kernel ≥ {best_k} pps, netloop ≥ {best_n} pps "
               f"= {best_n / max(best_k, 1):.2f}× [target ≥ 0.9×]")
+    text = "\n".join(lines)
+    sys.stdout.write(text + "\n")
+    return text
 
 
 if __name__ == "__main__":

@@ -324,7 +324,7 @@ impl fmt::Display for CleanReport {
 /// Kills every process inside namespace `ns` (they can only be ours: the
 /// namespace is ours) and waits briefly for them to go.
 pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
-    let mut killed = 0;
+    let mut killed = std::collections::HashSet::new();
     for _ in 0..50 {
         let pids = netns::pids(ns).unwrap_or_default();
         if pids.is_empty() {
@@ -337,12 +337,12 @@ pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
             )
             .is_ok()
             {
-                killed += 1;
+                killed.insert(pid);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    killed
+    killed.len()
 }
 
 /// Removes the leftovers of every run whose netloop is gone: its processes

@@ -179,6 +179,9 @@ pub struct RtReport {
     pub rx_malformed: u64,
 }
 
+/// How long the loop keeps polling without sleeping after frames arrived.
+pub const BUSY_POLL_NS: u64 = 30_000;
+
 /// Histogram of nanoseconds, 1 ns to 100 s, 3 significant digits.
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
@@ -244,6 +247,11 @@ pub fn run_realtime(
     let nodes: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
     let mut arrivals: Vec<(u64, usize, Vec<u8>)> = Vec::new();
     let mut next_control = SimTime::ZERO;
+    // When frames came in a moment ago more are likely on the way: poll
+    // without sleeping for a while (as NAPI does), which saves a wake-up per
+    // frame under load (context switches were a quarter of the loop's time
+    // at 100 000 packets/s) and the wake-up latency of each.
+    let mut last_rx = 0u64;
     let end;
 
     // Runs every event due at or before `limit`, writing what reaches real
@@ -313,7 +321,12 @@ pub fn run_realtime(
             .min(next_control)
             .min(opts.until);
         let remaining = clock.mono_of(deadline).saturating_sub(clock::mono_ns());
-        let sleep_ns = remaining.saturating_sub(opts.spin_ns);
+        let busy = clock::mono_ns().saturating_sub(last_rx) < BUSY_POLL_NS;
+        let sleep_ns = if busy {
+            0
+        } else {
+            remaining.saturating_sub(opts.spin_ns)
+        };
         let ready = {
             let mut fds: Vec<PollFd> = ports
                 .iter()
@@ -340,6 +353,7 @@ pub fn run_realtime(
 
         // Read every ready interface, then inject in arrival order.
         arrivals.clear();
+        last_rx = clock::mono_ns();
         for &i in &ready {
             let port = &mut ports[i];
             let _ = port.io.recv_batch(opts.batch, &mut |frame, stamp| {

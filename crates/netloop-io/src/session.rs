@@ -231,11 +231,13 @@ impl Session {
         self.namespace_of.insert(r.name.clone(), ns.clone());
         // No IPv6: the model does not route it, and a kernel's router
         // solicitations and DAD probes would only be dropped as unsupported.
-        netns::sh_in(
-            &ns,
-            "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
-             echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
-        )?;
+        if Path::new("/proc/sys/net/ipv6").exists() {
+            netns::sh_in(
+                &ns,
+                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
+                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+            )?;
+        }
         netns::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -303,7 +305,9 @@ impl Session {
         }
         let ns = self.new_namespace(r)?;
         let dev = self.device_name(r);
-        let peer = format!("{dev}p");
+        // The far end lives in the root namespace only until it moves; its
+        // name has the same length as `dev` (IFNAMSIZ).
+        let peer = format!("nl{}p{}", self.run_id, r.node);
         lock(&self.shared).registry.add_device(&dev)?;
         netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
         self.devices.push(dev.clone());
