@@ -50,6 +50,11 @@ pub fn execute_live(
     quiet: bool,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
+    let duration = sim.net.spec().run.duration;
+    let awaits = sim.real.iter().any(|r| match &r.kind {
+        netloop_model::spec::NodeKind::Namespace(ns) => ns.commands.iter().any(|c| c.wait),
+        _ => false,
+    });
     let mut on_ready = |hosts: &[HostReport]| {
         if quiet {
             return;
@@ -73,8 +78,12 @@ pub fn execute_live(
             }
         }
         println!(
-            "running in real time for {} (Ctrl-C ends it cleanly)",
-            sim_duration_text(spin_ns)
+            "running in real time for {duration}{} (Ctrl-C ends it cleanly)",
+            if awaits {
+                ", or until every awaited program exits"
+            } else {
+                ""
+            }
         );
     };
     let started = std::time::Instant::now();
@@ -94,10 +103,6 @@ pub fn execute_live(
     let mut results = sim.results("realtime", Some(wall), Some(topology.to_string()));
     results.realtime = Some(serde_json::to_value(&report)?);
     Ok(LiveOutcome { results, report })
-}
-
-fn sim_duration_text(_spin: u64) -> String {
-    "the run's duration or until its programs finish".into()
 }
 
 /// Prints the self-report of a real-time run: kept up or not, lateness,
@@ -208,6 +213,18 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.late_threshold_ns as f64),
             format::ns(rt.event_lateness.max_ns as f64)
         );
+    }
+    for p in &rt.ports {
+        if p.counters.rx_truncated > 0 {
+            eprintln!(
+                "{} frames from {} ({}) were larger than netloop's buffer and were dropped: \
+                 the host behind it sends with segmentation offload (TSO/GSO, e.g. the far end \
+                 of a veth pair); turn it off there: ethtool -K DEV tso off gso off",
+                format::count(p.counters.rx_truncated),
+                p.interface,
+                p.host
+            );
+        }
     }
     if rt.boundary_lost > 0 {
         eprintln!(

@@ -1145,21 +1145,26 @@ fn an_attached_veth_interface_reaches_a_tap_host_through_a_router() {
     );
 }
 
-/// The same with the veth pair as the kernel makes it (checksum and
-/// segmentation offloads on), as a user following docs/topology.md would
-/// attach it: pings work, TCP does not. The peer's stack sends TCP segments
-/// with partial checksums (TP_STATUS_CSUMNOTREADY in the RX ring), netloop
-/// passes them on as they are, and the receiving kernel drops every one
-/// (TcpInCsumErrors in h2's namespace); netloop's counters show nothing
-/// wrong.
+/// The same with the veth pair as the kernel makes it except for
+/// segmentation (checksum offload on, TSO/GSO off as docs/realtime.md asks):
+/// the peer's stack sends TCP segments with partial checksums
+/// (TP_STATUS_CSUMNOTREADY in the RX ring), which netloop must complete, or
+/// the receiving kernel drops every one (TcpInCsumErrors) and TCP never
+/// connects.
 #[test]
-#[ignore = "bug: frames with partial checksums (TP_STATUS_CSUMNOTREADY) from an attached interface are passed on unfixed, so TCP through an attached veth with default offloads never connects"]
 fn tcp_through_an_attached_veth_with_default_offloads() {
     let _serial = serial();
-    if !have_root() || !have(&["iperf3"]) {
+    if !have_root() || !have(&["iperf3", "ethtool"]) {
         return;
     }
     let guard = TestNetns::create(false);
+    let peer = format!("nltv{}b", std::process::id());
+    must(
+        "ip",
+        &[
+            "netns", "exec", &guard.ns, "ethtool", "-K", &peer, "tso", "off", "gso", "off",
+        ],
+    );
     let s = Scratch::new("attached-offloads");
     let topo = s.write(
         "t.toml",
@@ -1209,6 +1214,17 @@ fn tcp_through_an_attached_veth_with_default_offloads() {
         out.status.success() && received > 1e6,
         "iperf3 from behind the attached veth received {received} bytes: {}\nh2's kernel: {csum_errors}",
         j["error"]
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let completed: u64 = r["realtime"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_checksums_completed"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        completed > 100,
+        "netloop completed only {completed} checksums"
     );
 }
 

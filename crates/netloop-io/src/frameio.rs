@@ -27,6 +27,9 @@ pub struct BoundaryCounters {
     /// Frames dropped because they were not a valid Ethernet frame (shorter
     /// than a header).
     pub rx_malformed: u64,
+    /// Frames whose TCP/UDP checksum the sender left to offload hardware
+    /// and netloop completed (AF_PACKET only).
+    pub rx_checksums_completed: u64,
 }
 
 impl BoundaryCounters {

@@ -211,6 +211,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
                 }
             },
             NodeKind::Attached(a) => {
+                packet::disable_receive_coalescing(&a.interface)?;
                 let sock = PacketSocket::open(&a.interface, &PacketOptions::default())?;
                 (
                     Box::new(sock),

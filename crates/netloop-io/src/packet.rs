@@ -404,6 +404,7 @@ impl FrameIo for PacketSocket {
                 self.counters.rx_malformed += 1;
             } else {
                 let stamp = Self::mono_stamp(self.mono_minus_real, h.sec, h.nsec);
+                let csum_partial = h.status & libc::TP_STATUS_CSUMNOTREADY != 0;
                 let frame = if h.status & libc::TP_STATUS_VLAN_VALID != 0 {
                     let tpid = if h.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                         h.vlan_tpid
@@ -416,8 +417,24 @@ impl FrameIo for PacketSocket {
                     self.scratch.extend_from_slice(&h.vlan_tci.to_be_bytes());
                     self.scratch.extend_from_slice(&data[12..]);
                     &self.scratch[..]
+                } else if csum_partial {
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(data);
+                    &self.scratch[..]
                 } else {
                     data
+                };
+                // The sender left the TCP/UDP checksum to hardware that a
+                // frame read here never passes through (checksum offload on
+                // the far side of an attached interface): finish it, or the
+                // receiving host drops the segment as corrupt.
+                let frame = if csum_partial {
+                    if complete_l4_checksum(&mut self.scratch) {
+                        self.counters.rx_checksums_completed += 1;
+                    }
+                    &self.scratch[..]
+                } else {
+                    frame
                 };
                 self.counters.rx_frames += 1;
                 self.counters.rx_bytes += frame.len() as u64;
@@ -656,6 +673,28 @@ const ETH_FLAG_LRO: u32 = 1 << 15;
 /// all, a physical NIC may not; UFO no longer exists since Linux 4.14) is
 /// left as it is.
 pub fn disable_offloads(ifname: &str) -> Result<()> {
+    turn_off(
+        ifname,
+        &[
+            (ETHTOOL_SGRO, "GRO"),
+            (ETHTOOL_SGSO, "GSO"),
+            (ETHTOOL_STSO, "TSO"),
+            (ETHTOOL_SUFO, "UFO"),
+            (ETHTOOL_STXCSUM, "TX checksum offload"),
+            (ETHTOOL_SRXCSUM, "RX checksum offload"),
+        ],
+    )
+}
+
+/// Turns off receive coalescing (GRO and LRO) on an attached interface, so
+/// that what netloop reads from it are the frames that were on the wire, not
+/// super-frames merged by the kernel or the NIC. Its transmit offloads stay:
+/// netloop sends complete frames.
+pub fn disable_receive_coalescing(ifname: &str) -> Result<()> {
+    turn_off(ifname, &[(ETHTOOL_SGRO, "GRO")])
+}
+
+fn turn_off(ifname: &str, features: &[(u32, &str)]) -> Result<()> {
     check_name(ifname)
         .map_err(|m| Error::msg(format!("interface name '{ifname}' is invalid: {m}")))?;
     let sock = ioctl_socket()?;
@@ -676,14 +715,7 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
             _ => Error::os(format!("turning off {feature} on interface '{ifname}'"), e),
         }
     };
-    for (cmd, feature) in [
-        (ETHTOOL_SGRO, "GRO"),
-        (ETHTOOL_SGSO, "GSO"),
-        (ETHTOOL_STSO, "TSO"),
-        (ETHTOOL_SUFO, "UFO"),
-        (ETHTOOL_STXCSUM, "TX checksum offload"),
-        (ETHTOOL_SRXCSUM, "RX checksum offload"),
-    ] {
+    for &(cmd, feature) in features {
         match sys::ethtool_value(sock, ifname, cmd, 0) {
             Ok(_) => {}
             Err(e) if unsupported(&e) => {}
@@ -748,5 +780,120 @@ fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000
         assert!(!has_default_route_v6(v6, "lo"));
         assert!(!has_default_route_v6(v6, "eth1"));
         assert!(has_default_route_v6(v6, "eth2"));
+    }
+}
+
+/// Computes the TCP or UDP checksum of an IPv4 frame in place (pseudo-header
+/// and segment), for frames whose sender left it to checksum offload.
+/// Returns whether it did (not for other protocols, fragments, or frames too
+/// short for their headers).
+pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
+    let mut l3 = ETH_HLEN;
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    if ethertype == 0x8100 || ethertype == 0x88a8 {
+        if frame.len() < ETH_HLEN + 4 {
+            return false;
+        }
+        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
+        l3 += 4;
+    }
+    if ethertype != 0x0800 || frame.len() < l3 + 20 {
+        return false;
+    }
+    let ip = &frame[l3..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let fragmented = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+    if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
+        return false;
+    }
+    let proto = ip[9];
+    let csum_at = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return false,
+    };
+    let l4 = l3 + ihl;
+    let len = total - ihl;
+    if len < csum_at + 2 {
+        return false;
+    }
+    let mut sum: u32 = 0;
+    let mut add = |bytes: &[u8]| {
+        let mut chunks = bytes.chunks_exact(2);
+        for c in &mut chunks {
+            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        }
+        if let [last] = chunks.remainder() {
+            sum += u32::from(*last) << 8;
+        }
+    };
+    add(&frame[l3 + 12..l3 + 20]);
+    add(&[0, proto]);
+    add(&(len as u16).to_be_bytes());
+    frame[l4 + csum_at] = 0;
+    frame[l4 + csum_at + 1] = 0;
+    add(&frame[l4..l4 + len]);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut c = !(sum as u16);
+    if c == 0 && proto == 17 {
+        // UDP sends a computed zero as all ones (zero means "no checksum").
+        c = 0xffff;
+    }
+    frame[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod csum_tests {
+    use super::complete_l4_checksum;
+
+    /// A UDP datagram whose checksum was computed by hand with the RFC 1071
+    /// algorithm over the pseudo-header: 198.18.0.1:1000 -> 198.18.0.2:2000,
+    /// payload "abc".
+    #[test]
+    fn udp_checksum_is_completed() {
+        let mut f = vec![0u8; 14];
+        f[12] = 0x08;
+        f.extend_from_slice(&[
+            0x45, 0, 0, 31, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+        ]);
+        f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 11, 0x12, 0x34, b'a', b'b', b'c']);
+        assert!(complete_l4_checksum(&mut f));
+        // Verifying: the one's-complement sum over pseudo-header and
+        // datagram, checksum included, is 0xffff.
+        let mut sum: u32 = 0;
+        let words = |b: &[u8], s: &mut u32| {
+            for c in b.chunks(2) {
+                *s += u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0));
+            }
+        };
+        words(&f[26..34], &mut sum);
+        sum += 17 + 11;
+        words(&f[34..], &mut sum);
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
+    }
+
+    #[test]
+    fn other_protocols_and_fragments_are_left_alone() {
+        let mut f = vec![0u8; 14 + 28];
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[17] = 28;
+        f[23] = 1; // ICMP
+        let before = f.clone();
+        assert!(!complete_l4_checksum(&mut f));
+        assert_eq!(f, before);
+        f[23] = 17;
+        f[20] = 0x20; // more fragments
+        assert!(!complete_l4_checksum(&mut f));
+        let mut runt = vec![0u8; 14];
+        runt[12] = 0x08;
+        assert!(!complete_l4_checksum(&mut runt));
     }
 }
