@@ -359,7 +359,7 @@ fn run_one(
         )
     })?;
     let logs = out.join(format!("{name}-logs"));
-    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), false)?;
+    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), false, false)?;
     print_summary(name, &o.results);
     print_report(&o.report);
     write_json_atomic(&out.join(format!("{name}.json")), &o.results)?;

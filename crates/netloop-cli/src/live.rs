@@ -47,6 +47,7 @@ pub fn execute_live(
     log_dir: &Path,
     late_threshold_ns: u64,
     priority: Option<i32>,
+    steer: bool,
     quiet: bool,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
@@ -95,6 +96,7 @@ pub fn execute_live(
             late_threshold_ns,
             stop: interrupted(),
             priority,
+            steer,
             on_ready: &mut on_ready,
         },
     )
