@@ -232,7 +232,10 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // 1. SITL.
     println!("== 1. OPNET SITL: two real hosts through one simulated router, 1 Gbit/s links ==");
     let text = sitl_topology(&netloop);
-    let (code, r1, logs) = run_one(&text, "demo-sitl", &out)?;
+    // The throughput experiment steers the hosts' receive work off the
+    // real-time loop's CPU (`netloop run --steer`); the delay experiment
+    // below does not, for the most exact delays.
+    let (code, r1, logs) = run_one(&text, "demo-sitl", &out, true)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -284,7 +287,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     println!("== 2. OMNeT++/INET: two real hosts across two simulated routers, 1 Gbit/s, 10 ms ==");
     let probe_json = out.join("demo-inet-probe.json");
     let text = inet_topology(&netloop, &probe_json);
-    let (code, _r2, logs) = run_one(&text, "demo-inet", &out)?;
+    let (code, _r2, logs) = run_one(&text, "demo-inet", &out, false)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -349,6 +352,7 @@ fn run_one(
     text: &str,
     name: &str,
     out: &Path,
+    steer: bool,
 ) -> anyhow::Result<(Option<ExitCode>, netloop_model::results::Results, PathBuf)> {
     let loaded = netloop_config::parse_str(text, name)
         .map_err(|e| anyhow!("built-in demo topology is invalid: {e}"))?;
@@ -359,7 +363,7 @@ fn run_one(
         )
     })?;
     let logs = out.join(format!("{name}-logs"));
-    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), false, false)?;
+    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), steer, false)?;
     print_summary(name, &o.results);
     print_report(&o.report);
     write_json_atomic(&out.join(format!("{name}.json")), &o.results)?;
