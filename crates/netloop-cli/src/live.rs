@@ -216,7 +216,19 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.event_lateness.max_ns as f64)
         );
     }
+    if !r.teardown_failures.is_empty() {
+        eprintln!(
+            "*** clean-up was incomplete: {} — run `netloop clean` to finish it ***",
+            r.teardown_failures.join("; ")
+        );
+    }
     for p in &rt.ports {
+        if p.faults > 0 {
+            eprintln!(
+                "interface {} ({}) reported errors {} times (deleted or down during the run?)",
+                p.interface, p.host, p.faults
+            );
+        }
         if p.counters.rx_truncated > 0 {
             eprintln!(
                 "{} frames from {} ({}) were larger than netloop's buffer and were dropped: \

@@ -112,6 +112,17 @@ fn recv_stamped(
     Ok((n, stamp.unwrap_or_else(realtime_ns), from))
 }
 
+/// Errors that mean "no reply this time": a timeout, or an ICMP port
+/// unreachable from a host whose echo server is not up yet (a lost probe).
+fn quiet_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::ConnectionRefused
+    )
+}
+
 /// Runs a probe subcommand.
 pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -174,12 +185,8 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                             }
                         }
                         Ok(_) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) => {}
-                        Err(e) => return Err(e.into()),
+                        Err(e) if quiet_error(&e) => {}
+                        Err(e) => return Err(anyhow!("probing {}:{}: {e}", a.addr, a.port)),
                     }
                 }
                 payload[..8].copy_from_slice(&(seq as u64).to_be_bytes());
@@ -203,12 +210,8 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                         }
                     }
                     Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) if quiet_error(&e) => {}
+                    Err(e) => return Err(anyhow!("probing {}:{}: {e}", a.addr, a.port)),
                 }
             }
             let samples: Vec<u64> = rtt[a.warmup as usize..].iter().flatten().copied().collect();

@@ -657,7 +657,7 @@ fn spin_too_long() {
             4,
             &[
                 "run, field 'spin': 20ms is too long a spin window",
-                "expected 0s (never spin) to 10ms (default 50us)",
+                "expected 0s (never spin) to 10ms (default 200us)",
             ],
         )],
     );

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use std::io;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 
 /// What crossed one real interface's boundary, and what was lost at it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -20,8 +20,12 @@ pub struct BoundaryCounters {
     /// ring full: `tp_drops`; TAP: the device's rx/tx drop counters on
     /// netloop's side).
     pub rx_kernel_drops: u64,
-    /// Frames netloop could not write (the device's queue was full).
+    /// Frames netloop could not write (the device's queue was full, or the
+    /// write failed).
     pub tx_drops: u64,
+    /// Frames handed to the interface that it had still not sent when
+    /// counted (at the end of a run: the device went away or stayed down).
+    pub tx_unsent: u64,
     /// Frames that arrived larger than netloop's buffer (cut short; dropped).
     pub rx_truncated: u64,
     /// Frames dropped because they were not a valid Ethernet frame (shorter
@@ -35,7 +39,7 @@ pub struct BoundaryCounters {
 impl BoundaryCounters {
     /// Frames lost at this boundary, in either direction.
     pub fn lost(&self) -> u64 {
-        self.rx_kernel_drops + self.tx_drops + self.rx_truncated
+        self.rx_kernel_drops + self.tx_drops + self.tx_unsent + self.rx_truncated
     }
 }
 
@@ -44,17 +48,9 @@ pub trait FrameIo {
     /// A name for reports, e.g. `tap nl1a2b3c-0` or `packet veth1`.
     fn name(&self) -> &str;
 
-    /// The file descriptor to wait on for readability. It must stay open as
-    /// long as the interface exists.
-    fn raw_fd(&self) -> RawFd;
-
-    /// [`FrameIo::raw_fd`], borrowed for as long as the interface is.
-    #[allow(unsafe_code)]
-    fn fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: implementors keep `raw_fd` open for their whole life (see
-        // above), and the borrow cannot outlive `self`.
-        unsafe { BorrowedFd::borrow_raw(self.raw_fd()) }
-    }
+    /// The file descriptor to wait on for readability, borrowed for as
+    /// long as the interface is.
+    fn fd(&self) -> BorrowedFd<'_>;
 
     /// Reads up to `max` frames that are available now, without blocking,
     /// calling `f(frame, stamp)` for each; `stamp` is the kernel's time of

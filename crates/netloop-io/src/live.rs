@@ -90,6 +90,9 @@ pub struct LiveReport {
     pub hosts: Vec<HostReport>,
     /// The programs.
     pub commands: Vec<CommandReport>,
+    /// What the tear-down could not remove (the run's record is kept for
+    /// `netloop clean`); empty when all went.
+    pub teardown_failures: Vec<String>,
     /// The scheduler's self-report (its fields appear at this level in JSON).
     #[serde(flatten)]
     pub realtime: RtReport,
@@ -172,6 +175,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
     }
     let mut ports = Vec::new();
     let mut hosts = Vec::new();
+    let mut gro_to_restore: Vec<(String, bool)> = Vec::new();
     for r in &real {
         let s = session
             .as_mut()
@@ -215,6 +219,10 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
                 }
             },
             NodeKind::Attached(a) => {
+                // GRO is put back as it was at the end of the run.
+                if let Ok(on) = packet::gro_enabled(&a.interface) {
+                    gro_to_restore.push((a.interface.clone(), on));
+                }
                 packet::disable_receive_coalescing(&a.interface)?;
                 let sock = PacketSocket::open(&a.interface, &PacketOptions::default())?;
                 (
@@ -318,11 +326,29 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         )
     };
     let run_id = session.as_ref().map(|s| s.run_id().to_string());
+    // Programs that exited since the last poll (the loop polls every 20 ms)
+    // exited by themselves: their status belongs in the report, not
+    // "stopped at end".
+    let end_time = sim.queue.now();
+    if let Some(s) = session.as_mut() {
+        for (host, cmd, code) in s.poll_commands() {
+            if let Some(c) = scheduled.iter_mut().find(|c| {
+                c.host == host && c.cmd == cmd && c.started.is_some() && c.exited.is_none()
+            }) {
+                c.exited = Some((end_time, code));
+            }
+        }
+    }
     // Interfaces close before the namespaces go (a TAP device vanishes with
     // its descriptor); the session then stops programs and removes the rest.
     drop(ports);
+    for (iface, was_on) in gro_to_restore {
+        // Best effort: the interface may have gone away during the run.
+        let _ = packet::set_gro(&iface, was_on);
+    }
+    let mut teardown_failures = Vec::new();
     if let Some(mut s) = session.take() {
-        s.teardown();
+        teardown_failures = s.teardown().failures;
     }
     if let Some(e) = failure {
         return Err(e);
@@ -341,6 +367,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         .collect();
     Ok(LiveReport {
         run_id,
+        teardown_failures,
         hosts,
         commands,
         realtime: report,

@@ -7,6 +7,7 @@
 //! namespace outlive its first process and visible to `ip netns exec`, which
 //! users will reach for), and set-up is not on any fast path.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -16,6 +17,7 @@ use crate::error::{Error, Result};
 pub fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
+        .process_group(0)
         .output()
         .map_err(|e| Error::os(format!("running `ip {}`", args.join(" ")), e).hint(IP_HINT))?;
     if out.status.success() {
@@ -33,6 +35,7 @@ pub fn ip(args: &[&str]) -> Result<()> {
 fn ip_output(args: &[&str]) -> Result<String> {
     let out = Command::new("ip")
         .args(args)
+        .process_group(0)
         .output()
         .map_err(|e| Error::os(format!("running `ip {}`", args.join(" ")), e).hint(IP_HINT))?;
     if out.status.success() {

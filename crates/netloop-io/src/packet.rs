@@ -30,7 +30,7 @@ use crate::frameio::{BoundaryCounters, FrameIo};
 use crate::sys;
 use crate::tap::{check_name, ETH_HLEN};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// `PACKET_IGNORE_OUTGOING` (Linux 4.20): do not deliver frames leaving the
 /// interface to this socket.
@@ -371,8 +371,8 @@ impl FrameIo for PacketSocket {
         &self.label
     }
 
-    fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Walks the RX ring from the current slot while the kernel has handed
@@ -505,7 +505,10 @@ impl FrameIo for PacketSocket {
     fn counters(&mut self) -> BoundaryCounters {
         self.reap_sent();
         self.read_kernel_drops();
-        self.counters
+        BoundaryCounters {
+            tx_unsent: self.tx_unsent as u64,
+            ..self.counters
+        }
     }
 }
 
@@ -664,6 +667,7 @@ const ETHTOOL_SGSO: u32 = 0x24;
 const ETHTOOL_GFLAGS: u32 = 0x25;
 const ETHTOOL_SFLAGS: u32 = 0x26;
 const ETHTOOL_SGRO: u32 = 0x2c;
+const ETHTOOL_GGRO: u32 = 0x2b;
 const ETH_FLAG_LRO: u32 = 1 << 15;
 
 /// Turns off the interface's GRO, GSO, TSO, UFO, LRO and TX and RX checksum
@@ -692,6 +696,22 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
 /// netloop sends complete frames.
 pub fn disable_receive_coalescing(ifname: &str) -> Result<()> {
     turn_off(ifname, &[(ETHTOOL_SGRO, "GRO")])
+}
+
+/// Whether GRO is on for the interface.
+pub fn gro_enabled(ifname: &str) -> Result<bool> {
+    let sock = ioctl_socket()?;
+    sys::ethtool_value(sock.as_fd(), ifname, ETHTOOL_GGRO, 0)
+        .map(|v| v != 0)
+        .map_err(|e| Error::os(format!("reading GRO of interface '{ifname}'"), e))
+}
+
+/// Turns GRO on or off for the interface.
+pub fn set_gro(ifname: &str, on: bool) -> Result<()> {
+    let sock = ioctl_socket()?;
+    sys::ethtool_value(sock.as_fd(), ifname, ETHTOOL_SGRO, u32::from(on))
+        .map(|_| ())
+        .map_err(|e| Error::os(format!("setting GRO of interface '{ifname}'"), e))
 }
 
 fn turn_off(ifname: &str, features: &[(u32, &str)]) -> Result<()> {

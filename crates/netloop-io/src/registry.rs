@@ -351,6 +351,7 @@ pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
 pub fn clean() -> Result<CleanReport> {
     let mut report = CleanReport::default();
     for (path, r) in list_runs()? {
+        let failures_before = report.failures.len();
         if r.owner_alive() {
             report.running.push((r.run_id.clone(), r.owner_pid));
             continue;
@@ -397,6 +398,11 @@ pub fn clean() -> Result<CleanReport> {
                     Err(e) => report.failures.push(e.to_string()),
                 }
             }
+        }
+        // Keep the record while anything of the run is left, so that a
+        // later `clean` can still find it.
+        if report.failures.len() > failures_before {
+            continue;
         }
         match std::fs::remove_file(&path) {
             Ok(()) => report.runs.push(r.run_id.clone()),

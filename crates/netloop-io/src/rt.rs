@@ -124,9 +124,13 @@ pub struct PortReport {
     pub host: String,
     /// The interface, e.g. `packet nl1a2b3ch0`.
     pub interface: String,
-    /// What crossed it and what was lost at it.
+    /// What crossed it and what was lost at it (writes that failed with an
+    /// error are in `tx_drops`).
     #[serde(flatten)]
     pub counters: BoundaryCounters,
+    /// Times the interface reported an error or hang-up with nothing to read
+    /// (deleted or down); each time it was left out for 10 ms.
+    pub faults: u64,
 }
 
 /// What a real-time run reports about itself.
@@ -178,6 +182,10 @@ pub struct RtReport {
     /// Frames read but not valid Ethernet (too short), dropped and counted.
     pub rx_malformed: u64,
 }
+
+/// How long an interface that reported an error with nothing to read is
+/// left out of the poll set before it is tried again.
+pub const FAULT_BACKOFF_NS: u64 = 10_000_000;
 
 /// How long the loop keeps polling without sleeping after frames arrived.
 pub const BUSY_POLL_NS: u64 = 30_000;
@@ -252,6 +260,13 @@ pub fn run_realtime(
     // frame under load (context switches were a quarter of the loop's time
     // at 100 000 packets/s) and the wake-up latency of each.
     let mut last_rx = 0u64;
+    // Per port: writes that failed with an error; and, after the interface
+    // reported an error or hang-up with nothing to read (deleted, down), the
+    // moment until which it is left out of the poll set — `ppoll` reports
+    // such a condition at once, every time, and would keep the loop spinning.
+    let mut send_errors = vec![0u64; ports.len()];
+    let mut port_faults = vec![0u64; ports.len()];
+    let mut muted_until = vec![0u64; ports.len()];
     let end;
 
     // Runs every event due at or before `limit`, writing what reaches real
@@ -261,7 +276,8 @@ pub fn run_realtime(
                    ports: &mut [RealPort],
                    limit: SimTime,
                    lateness: &mut Histogram<u64>,
-                   late_events: &mut u64| {
+                   late_events: &mut u64,
+                   send_errors: &mut [u64]| {
         let mut wrote = false;
         while let Some(t) = queue.peek_time() {
             if t > limit {
@@ -277,9 +293,12 @@ pub fn run_realtime(
             for (i, &node) in nodes.iter().enumerate() {
                 if let Node::External(x) = net.node_mut(node) {
                     while let Some(frame) = x.outbox.pop_front() {
-                        // A failed write is a boundary loss, counted by the
-                        // interface; the run goes on.
-                        let _ = ports[i].io.send(&frame);
+                        // A full queue is counted by the interface; an
+                        // error (the device vanished, went down) is counted
+                        // here. Either way the run goes on.
+                        if ports[i].io.send(&frame).is_err() {
+                            send_errors[i] += 1;
+                        }
                         wrote = true;
                     }
                 }
@@ -308,7 +327,15 @@ pub fn run_realtime(
             }
         }
         let limit = now.min(opts.until);
-        run_due(net, queue, ports, limit, &mut lateness, &mut late_events);
+        run_due(
+            net,
+            queue,
+            ports,
+            limit,
+            &mut lateness,
+            &mut late_events,
+            &mut send_errors,
+        );
         if now >= opts.until {
             end = EndReason::Duration;
             break;
@@ -328,9 +355,13 @@ pub fn run_realtime(
             remaining.saturating_sub(opts.spin_ns)
         };
         let ready = {
-            let mut fds: Vec<PollFd> = ports
+            let now_ns = clock::mono_ns();
+            let polled: Vec<usize> = (0..ports.len())
+                .filter(|&i| muted_until[i] <= now_ns)
+                .collect();
+            let mut fds: Vec<PollFd> = polled
                 .iter()
-                .map(|p| PollFd::new(p.io.fd(), PollFlags::POLLIN))
+                .map(|&i| PollFd::new(ports[i].io.fd(), PollFlags::POLLIN))
                 .collect();
             let timeout =
                 TimeSpec::from_duration(Duration::from_nanos(sleep_ns.min(1_000_000_000)));
@@ -341,9 +372,14 @@ pub fn run_realtime(
                 Ok(0) | Err(_) => Vec::new(),
                 Ok(_) => fds
                     .iter()
-                    .enumerate()
-                    .filter(|(_, f)| f.revents().is_some_and(|r| !r.is_empty()))
-                    .map(|(i, _)| i)
+                    .zip(&polled)
+                    .filter_map(|(f, &i)| {
+                        let r = f.revents()?;
+                        let fault = r.intersects(
+                            PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL,
+                        );
+                        (!r.is_empty()).then_some((i, fault))
+                    })
                     .collect::<Vec<_>>(),
             }
         };
@@ -353,19 +389,37 @@ pub fn run_realtime(
 
         // Read every ready interface, then inject in arrival order.
         arrivals.clear();
-        last_rx = clock::mono_ns();
-        for &i in &ready {
+        for &(i, fault) in &ready {
             let port = &mut ports[i];
-            let _ = port.io.recv_batch(opts.batch, &mut |frame, stamp| {
+            let before = arrivals.len();
+            let read = port.io.recv_batch(opts.batch, &mut |frame, stamp| {
                 let read_at = clock::mono_ns();
                 let at = stamp.map_or(read_at, |s| s.min(read_at));
                 arrivals.push((at, i, frame.to_vec()));
             });
+            if arrivals.len() == before && (fault || read.is_err()) {
+                port_faults[i] += 1;
+                muted_until[i] = clock::mono_ns() + FAULT_BACKOFF_NS;
+                // Clears a pending socket error (a packet socket whose device
+                // went down), so the port comes back when the device does.
+                let _ = port.io.flush();
+            }
+        }
+        if !arrivals.is_empty() {
+            last_rx = clock::mono_ns();
         }
         arrivals.sort_by_key(|a| a.0);
         for (at, i, frame) in arrivals.drain(..) {
             let t = clock.sim_of(at).max(queue.now()).min(opts.until);
-            run_due(net, queue, ports, t, &mut lateness, &mut late_events);
+            run_due(
+                net,
+                queue,
+                ports,
+                t,
+                &mut lateness,
+                &mut late_events,
+                &mut send_errors,
+            );
             queue.advance_to(t.max(queue.now()));
             input.saturating_record(clock::mono_ns().saturating_sub(at).max(1));
             net.inject(queue, nodes[i], frame);
@@ -375,7 +429,15 @@ pub fn run_realtime(
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run.
     let last = clock.now().min(opts.until);
-    run_due(net, queue, ports, last, &mut lateness, &mut late_events);
+    run_due(
+        net,
+        queue,
+        ports,
+        last,
+        &mut lateness,
+        &mut late_events,
+        &mut send_errors,
+    );
     if queue.now() < last {
         queue.advance_to(last);
     }
@@ -389,10 +451,16 @@ pub fn run_realtime(
     let cpu_ns = thread_cpu_ns() - cpu0;
     let port_reports: Vec<PortReport> = ports
         .iter_mut()
-        .map(|p| PortReport {
-            host: p.host.clone(),
-            interface: p.io.name().to_string(),
-            counters: p.io.counters(),
+        .enumerate()
+        .map(|(i, p)| {
+            let mut counters = p.io.counters();
+            counters.tx_drops += send_errors[i];
+            PortReport {
+                host: p.host.clone(),
+                interface: p.io.name().to_string(),
+                counters,
+                faults: port_faults[i],
+            }
         })
         .collect();
     let sum = |f: fn(&BoundaryCounters) -> u64| port_reports.iter().map(|p| f(&p.counters)).sum();

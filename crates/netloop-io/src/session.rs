@@ -371,7 +371,14 @@ impl Session {
     /// code — `None` if killed by a signal).
     pub fn poll_commands(&mut self) -> Vec<(String, String, Option<i32>)> {
         let mut out = Vec::new();
-        let mut g = lock(&self.shared);
+        // The real-time loop calls this: never wait for the launcher (a
+        // normal-class thread that holds the lock while it writes the
+        // record); the next poll, 20 ms later, catches up.
+        let mut g = match self.shared.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return out,
+        };
         for p in g.procs.iter_mut() {
             if p.exited.is_none() && p.try_reap() {
                 out.push((p.host.clone(), p.cmd.clone(), p.exited.flatten()));

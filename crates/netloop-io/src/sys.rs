@@ -401,7 +401,7 @@ pub const TX_DATA_OFFSET: usize = libc::TPACKET2_HDRLEN - size_of::<libc::sockad
 /// The fields of an RX slot's `tpacket2_hdr`, copied out once the slot is
 /// ours.
 #[derive(Clone, Copy, Debug)]
-pub struct RxHeader {
+pub(crate) struct RxHeader {
     /// `tp_status` (TP_STATUS_USER plus LOSING, CSUMNOTREADY, VLAN_VALID, ...).
     pub status: u32,
     /// The frame's length on the wire.
@@ -429,7 +429,7 @@ pub struct RxHeader {
 ///
 /// The mapping must be dropped before the socket is closed (the kernel
 /// complains about a busy ring otherwise): put it first in the owning struct.
-pub struct PacketRing {
+pub(crate) struct PacketRing {
     base: NonNull<u8>,
     len: usize,
 }
@@ -593,7 +593,7 @@ impl Drop for PacketRing {
 }
 
 /// An RX slot the kernel handed to us; dropping it hands it back.
-pub struct RxSlot<'a> {
+pub(crate) struct RxSlot<'a> {
     status: &'a AtomicU32,
     /// The slot's header.
     pub header: RxHeader,

@@ -17,7 +17,7 @@ use crate::frameio::{BoundaryCounters, FrameIo};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 
 /// The shortest frame passed on: an Ethernet header.
@@ -252,8 +252,8 @@ impl FrameIo for TapDevice {
         &self.label
     }
 
-    fn raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
     }
 
     fn recv_batch(

@@ -11,7 +11,6 @@ use netloop_io::{BoundaryCounters, FrameIo};
 use netloop_model::spec::*;
 use netloop_model::Simulation;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -26,8 +25,8 @@ impl FrameIo for Dgram {
     fn name(&self) -> &str {
         "dgram"
     }
-    fn raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.sock)
     }
     fn recv_batch(
         &mut self,
