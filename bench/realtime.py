@@ -39,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETLOOP = os.path.join(ROOT, "target", "release", "netloop")
 GIGABIT_TCP = 1e9 * 1448 / 1538
 TAG = f"nlb{os.getpid() % 100000}"
+EXTRA = []
 created_ns = []
 created_links = []
 
@@ -134,7 +135,7 @@ def netloop_run(toml_text, logs, extra=()):
         f.write(toml_text)
         path = f.name
     res = os.path.join(logs, "results.json")
-    r = subprocess.run([NETLOOP, "run", path, "--log-dir", logs, "--json", res, "-q", *extra],
+    r = subprocess.run([NETLOOP, "run", path, "--log-dir", logs, "--json", res, "-q", *EXTRA, *extra],
                        capture_output=True, text=True, timeout=300)
     os.unlink(path)
     if r.returncode not in (0,):
@@ -280,6 +281,7 @@ def main():
     ap.add_argument("--only", default="tcp,tcp-1g,rtt,udp64")
     ap.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "realtime.json"))
     ap.add_argument("--md", help="also write the report as Markdown here")
+    ap.add_argument("--netloop-args", default="", help="extra arguments for every `netloop run`, e.g. --steer")
     ap.add_argument("--from-json", help="only print (and --md) the report of an earlier run")
     a = ap.parse_args()
     if a.from_json:
@@ -297,10 +299,12 @@ def main():
     if not os.access(NETLOOP, os.X_OK):
         sys.exit(f"{NETLOOP} is missing: cargo build --release")
     only = set(a.only.split(","))
+    EXTRA.extend(a.netloop_args.split())
+    out_args = a.netloop_args
     reps = 1 if a.quick else a.repeats
     secs = 3 if a.quick else 5
     count = 300 if a.quick else 1000
-    out = {"quick": a.quick, "machine": os.uname().nodename, "cpus": os.cpu_count(), "kernel": os.uname().release,
+    out = {"netloop_args": out_args, "quick": a.quick, "machine": os.uname().nodename, "cpus": os.cpu_count(), "kernel": os.uname().release,
            "repeats": reps, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     try:
