@@ -284,5 +284,9 @@ pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<Exi
 pub fn clean() -> anyhow::Result<ExitCode> {
     let report = netloop_io::registry::clean().map_err(|e| anyhow!("{e}"))?;
     println!("{report}");
-    Ok(ExitCode::SUCCESS)
+    Ok(if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -248,6 +248,26 @@ pub fn list_runs() -> Result<Vec<(PathBuf, RunRecord)>> {
     Ok(out)
 }
 
+/// Files in the run directory that are not readable run records: damaged
+/// records, and temporary files of a write that a SIGKILL interrupted.
+pub fn unreadable_records() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(RUN_DIR) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let is_json = p.extension().and_then(|x| x.to_str()) == Some("json");
+            !is_json
+                || std::fs::read_to_string(p)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<RunRecord>(&t).ok())
+                    .is_none()
+        })
+        .collect()
+}
+
 /// The running run named `run`, or the only running one.
 pub fn find_running(run: Option<&str>) -> Result<RunRecord> {
     let live: Vec<RunRecord> = list_runs()?
@@ -350,6 +370,25 @@ pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
 /// namespaces, its devices, and the record. Running runs are left alone.
 pub fn clean() -> Result<CleanReport> {
     let mut report = CleanReport::default();
+    for p in unreadable_records() {
+        // A temporary file of an interrupted write is stale once its writer
+        // is gone; anything else is reported, not guessed at.
+        let writer = p
+            .extension()
+            .and_then(|x| x.to_str())
+            .and_then(|x| x.strip_prefix("tmp"))
+            .and_then(|pid| pid.parse::<i32>().ok());
+        match writer {
+            Some(pid) if start_time(pid).is_none() => {
+                let _ = std::fs::remove_file(&p);
+            }
+            Some(_) => {}
+            None => report.failures.push(format!(
+                "{} is not a readable run record: remove it by hand if nothing of its run is left",
+                p.display()
+            )),
+        }
+    }
     for (path, r) in list_runs()? {
         let failures_before = report.failures.len();
         if r.owner_alive() {
