@@ -276,6 +276,8 @@ pub fn run_realtime(
     let mut send_errors = vec![0u64; ports.len()];
     let mut port_faults = vec![0u64; ports.len()];
     let mut muted_until = vec![0u64; ports.len()];
+    // Ports whose last poll reported an error or hang-up.
+    let mut faulted = vec![false; ports.len()];
     let end;
 
     // Runs every event due at or before `limit`, writing what reaches real
@@ -355,84 +357,29 @@ pub fn run_realtime(
                 }
             }
         }
-        let limit = now.min(opts.until);
-        run_due(
-            net,
-            queue,
-            ports,
-            limit,
-            &mut lateness,
-            &mut late_events,
-            &mut send_errors,
-        );
-        if now >= opts.until {
-            end = EndReason::Duration;
-            break;
-        }
-
-        // Wait for the next deadline or a frame, whichever comes first.
-        let deadline = queue
-            .peek_time()
-            .unwrap_or(SimTime::MAX)
-            .min(next_control)
-            .min(opts.until);
-        let remaining = clock.mono_of(deadline).saturating_sub(clock::mono_ns());
-        let busy = clock::mono_ns().saturating_sub(last_rx) < BUSY_POLL_NS;
-        let sleep_ns = if busy {
-            0
-        } else {
-            remaining.saturating_sub(opts.spin_ns)
-        };
-        let ready = {
-            let now_ns = clock::mono_ns();
-            let polled: Vec<usize> = (0..ports.len())
-                .filter(|&i| muted_until[i] <= now_ns)
-                .collect();
-            let mut fds: Vec<PollFd> = polled
-                .iter()
-                .map(|&i| PollFd::new(ports[i].io.fd(), PollFlags::POLLIN))
-                .collect();
-            let timeout =
-                TimeSpec::from_duration(Duration::from_nanos(sleep_ns.min(1_000_000_000)));
-            if sleep_ns > 0 {
-                sleeps += 1;
-            }
-            match ppoll(&mut fds, Some(timeout), None) {
-                Ok(0) | Err(_) => Vec::new(),
-                Ok(_) => fds
-                    .iter()
-                    .zip(&polled)
-                    .filter_map(|(f, &i)| {
-                        let r = f.revents()?;
-                        let fault = r.intersects(
-                            PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL,
-                        );
-                        (!r.is_empty()).then_some((i, fault))
-                    })
-                    .collect::<Vec<_>>(),
-            }
-        };
-        if ready.is_empty() {
-            continue;
-        }
-
-        // Read every ready interface, then inject in arrival order.
+        // Frames that are waiting (they arrived while events ran, or woke
+        // the last wait) enter first, each after the events due before its
+        // arrival: the model sees everything in time order.
         arrivals.clear();
-        for &(i, fault) in &ready {
-            let port = &mut ports[i];
+        let now_ns = clock::mono_ns();
+        for (i, port) in ports.iter_mut().enumerate() {
+            if muted_until[i] > now_ns {
+                continue;
+            }
             let before = arrivals.len();
             let read = port.io.recv_batch(opts.batch, &mut |frame, stamp| {
                 let read_at = clock::mono_ns();
                 let at = stamp.map_or(read_at, |s| s.min(read_at));
                 arrivals.push((at, i, frame.to_vec()));
             });
-            if arrivals.len() == before && (fault || read.is_err()) {
+            if arrivals.len() == before && (faulted[i] || read.is_err()) {
                 port_faults[i] += 1;
                 muted_until[i] = clock::mono_ns() + FAULT_BACKOFF_NS;
                 // Clears a pending socket error (a packet socket whose device
                 // went down), so the port comes back when the device does.
                 let _ = port.io.flush();
             }
+            faulted[i] = false;
         }
         if !arrivals.is_empty() {
             last_rx = clock::mono_ns();
@@ -452,6 +399,59 @@ pub fn run_realtime(
             queue.advance_to(t.max(queue.now()));
             input.saturating_record(clock::mono_ns().saturating_sub(at).max(1));
             net.inject(queue, nodes[i], frame);
+        }
+
+        let limit = clock.now().min(opts.until);
+        run_due(
+            net,
+            queue,
+            ports,
+            limit,
+            &mut lateness,
+            &mut late_events,
+            &mut send_errors,
+        );
+        if now >= opts.until {
+            end = EndReason::Duration;
+            break;
+        }
+
+        // Wait for the next deadline or a frame, whichever comes first; the
+        // frames are read at the top of the loop.
+        let deadline = queue
+            .peek_time()
+            .unwrap_or(SimTime::MAX)
+            .min(next_control)
+            .min(opts.until);
+        let remaining = clock.mono_of(deadline).saturating_sub(clock::mono_ns());
+        let busy = clock::mono_ns().saturating_sub(last_rx) < BUSY_POLL_NS;
+        let sleep_ns = if busy {
+            0
+        } else {
+            remaining.saturating_sub(opts.spin_ns)
+        };
+        let now_ns = clock::mono_ns();
+        let polled: Vec<usize> = (0..ports.len())
+            .filter(|&i| muted_until[i] <= now_ns)
+            .collect();
+        let mut fds: Vec<PollFd> = polled
+            .iter()
+            .map(|&i| PollFd::new(ports[i].io.fd(), PollFlags::POLLIN))
+            .collect();
+        let timeout = TimeSpec::from_duration(Duration::from_nanos(sleep_ns.min(1_000_000_000)));
+        if sleep_ns > 0 {
+            sleeps += 1;
+        }
+        if let Ok(n) = ppoll(&mut fds, Some(timeout), None) {
+            if n > 0 {
+                for (f, &i) in fds.iter().zip(&polled) {
+                    if f.revents().is_some_and(|r| {
+                        r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL)
+                    }) {
+                        faulted[i] = true;
+                    }
+                }
+            }
         }
     }
 
