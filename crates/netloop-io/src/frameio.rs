@@ -64,8 +64,10 @@ pub trait FrameIo {
     ) -> io::Result<usize>;
 
     /// Writes (or queues, see [`FrameIo::flush`]) one frame. `Ok(false)` if
-    /// the interface's queue was full and the frame was dropped (counted in
-    /// `tx_drops`).
+    /// the interface's queue was full and the frame was dropped; `Err` if the
+    /// write failed. Either way the frame is counted in `tx_drops`: every
+    /// frame handed to `send` ends up in `tx_frames`, `tx_drops` or
+    /// `tx_unsent`.
     fn send(&mut self, frame: &[u8]) -> io::Result<bool>;
 
     /// Hands queued frames to the kernel (a no-op where `send` writes at

@@ -15,23 +15,12 @@ use crate::error::{Error, Result};
 
 /// Runs `ip ARGS`, failing with its stderr.
 pub fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .process_group(0)
-        .output()
-        .map_err(|e| Error::os(format!("running `ip {}`", args.join(" ")), e).hint(IP_HINT))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::msg(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
+    ip_output(args).map(drop)
 }
 
-/// Runs `ip ARGS` and returns its stdout.
+/// Runs `ip ARGS` and returns its stdout. `ip` runs in a process group of
+/// its own, so a Ctrl-C meant for netloop does not kill it half-way through
+/// a set-up or tear-down step.
 fn ip_output(args: &[&str]) -> Result<String> {
     let out = Command::new("ip")
         .args(args)
@@ -39,14 +28,15 @@ fn ip_output(args: &[&str]) -> Result<String> {
         .output()
         .map_err(|e| Error::os(format!("running `ip {}`", args.join(" ")), e).hint(IP_HINT))?;
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(Error::msg(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let why = if why.is_empty() {
+        format!("{}", out.status)
+    } else {
+        why
+    };
+    Err(Error::msg(format!("`ip {}` failed: {why}", args.join(" "))))
 }
 
 const IP_HINT: &str = "netloop needs iproute2's `ip`: apt-get install iproute2";

@@ -466,7 +466,10 @@ impl FrameIo for PacketSocket {
         if self.try_fill(frame) {
             return Ok(true);
         }
-        self.flush()?;
+        if let Err(e) = self.flush() {
+            self.counters.tx_drops += 1;
+            return Err(e);
+        }
         if self.try_fill(frame) {
             return Ok(true);
         }

@@ -314,7 +314,10 @@ impl FrameIo for TapDevice {
                     self.counters.tx_drops += 1;
                     return Ok(false);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.counters.tx_drops += 1;
+                    return Err(e);
+                }
             }
         }
     }

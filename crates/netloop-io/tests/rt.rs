@@ -53,7 +53,10 @@ impl FrameIo for Dgram {
         Ok(n)
     }
     fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
-        self.sock.send(frame)?;
+        if let Err(e) = self.sock.send(frame) {
+            self.c.tx_drops += 1;
+            return Err(e);
+        }
         self.c.tx_frames += 1;
         Ok(true)
     }
