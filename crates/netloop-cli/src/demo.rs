@@ -20,6 +20,7 @@ use std::process::ExitCode;
 
 use crate::format;
 use crate::live::{execute_live, print_report};
+use crate::probe::summarize;
 use crate::run::{print_summary, right, table, write_json_atomic, DemoArgs};
 
 /// TCP goodput of gigabit Ethernet with a 1500-byte MTU and TCP timestamps:
@@ -148,38 +149,8 @@ fn iperf_goodput(log: &Path) -> Option<f64> {
     v["end"]["sum_received"]["bits_per_second"].as_f64()
 }
 
-struct Stats {
-    n: usize,
-    min: f64,
-    p50: f64,
-    p99: f64,
-    max: f64,
-    mean: f64,
-    sd: f64,
-}
-
-fn stats(v: &[f64]) -> Option<Stats> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let q = |f: f64| s[((s.len() as f64 - 1.0) * f).round() as usize];
-    let mean = s.iter().sum::<f64>() / s.len() as f64;
-    let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / s.len() as f64;
-    Some(Stats {
-        n: s.len(),
-        min: s[0],
-        p50: q(0.5),
-        p99: q(0.99),
-        max: s[s.len() - 1],
-        mean,
-        sd: var.sqrt(),
-    })
-}
-
 fn rtt_row(t: &mut comfy_table::Table, name: &str, v: &[f64], expected: &str, seed: &str) {
-    match stats(v) {
+    match summarize(v) {
         Some(s) => {
             t.add_row(vec![
                 Cell::new(name),
@@ -192,7 +163,6 @@ fn rtt_row(t: &mut comfy_table::Table, name: &str, v: &[f64], expected: &str, se
                 Cell::new(expected),
                 Cell::new(seed),
             ]);
-            let _ = s.mean;
         }
         None => {
             t.add_row(vec![
@@ -235,7 +205,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // The throughput experiment steers the hosts' receive work off the
     // real-time loop's CPU (`netloop run --steer`); the delay experiment
     // below does not, for the most exact delays.
-    let (code, r1, logs) = run_one(&text, "demo-sitl", &out, true)?;
+    let (code, logs) = run_one(&text, "demo-sitl", &out, true)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -281,13 +251,12 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "INET: 1–22 ms",
     );
     println!("{t}\n");
-    let _ = r1;
 
     // 2. INET.
     println!("== 2. OMNeT++/INET: two real hosts across two simulated routers, 1 Gbit/s, 10 ms ==");
     let probe_json = out.join("demo-inet-probe.json");
     let text = inet_topology(&netloop, &probe_json);
-    let (code, _r2, logs) = run_one(&text, "demo-inet", &out, false)?;
+    let (code, logs) = run_one(&text, "demo-inet", &out, false)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -337,7 +306,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "",
     );
     println!("{t}");
-    if let Some(s) = stats(&probe) {
+    if let Some(s) = summarize(&probe) {
         println!(
             "probe median − expected: {} (the rest is the two kernels' own stack time); \
              ping prints times ≥ 10 ms to 0.1 ms only, the probe keeps nanoseconds.",
@@ -353,7 +322,7 @@ fn run_one(
     name: &str,
     out: &Path,
     steer: bool,
-) -> anyhow::Result<(Option<ExitCode>, netloop_model::results::Results, PathBuf)> {
+) -> anyhow::Result<(Option<ExitCode>, PathBuf)> {
     let loaded = netloop_config::parse_str(text, name)
         .map_err(|e| anyhow!("built-in demo topology is invalid: {e}"))?;
     let mut sim = Simulation::build(&loaded.spec).map_err(|e| {
@@ -375,5 +344,5 @@ fn run_one(
     } else {
         None
     };
-    Ok((code, o.results, logs))
+    Ok((code, logs))
 }

@@ -112,6 +112,42 @@ fn recv_stamped(
     Ok((n, stamp.unwrap_or_else(realtime_ns), from))
 }
 
+/// Order statistics of a sample (nanoseconds, or anything).
+pub struct Summary {
+    /// Samples.
+    pub n: usize,
+    /// Smallest.
+    pub min: f64,
+    /// Median (nearest rank).
+    pub p50: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Population standard deviation.
+    pub sd: f64,
+}
+
+/// Summarises `v`; `None` if it is empty.
+pub fn summarize(v: &[f64]) -> Option<Summary> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let q = |f: f64| s[((s.len() as f64 - 1.0) * f).round() as usize];
+    let mean = s.iter().sum::<f64>() / s.len() as f64;
+    let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / s.len() as f64;
+    Some(Summary {
+        n: s.len(),
+        min: s[0],
+        p50: q(0.5),
+        p99: q(0.99),
+        max: s[s.len() - 1],
+        sd: var.sqrt(),
+    })
+}
+
 /// Errors that mean "no reply this time": a timeout, or an ICMP port
 /// unreachable from a host whose echo server is not up yet (a lost probe).
 fn quiet_error(e: &std::io::Error) -> bool {
@@ -167,15 +203,19 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
             let mut buf = vec![0u8; 65536];
             let interval = Duration::from_nanos(a.interval.as_nanos());
             let start = Instant::now();
-            for seq in 0..total {
-                let due = start + interval * seq;
-                // Collect replies until it is time to send the next probe.
+            // Collects replies until `until`, or (when `all`) until every
+            // probe has been answered.
+            let mut collect = |rtt: &mut Vec<Option<u64>>,
+                               sent_at: &[u64],
+                               until: Instant,
+                               all: bool|
+             -> anyhow::Result<()> {
                 loop {
                     let now = Instant::now();
-                    if now >= due {
-                        break;
+                    if now >= until || (all && rtt.iter().all(Option::is_some)) {
+                        return Ok(());
                     }
-                    sock.set_read_timeout(Some(due - now))?;
+                    sock.set_read_timeout(Some(until - now))?;
                     match recv_stamped(&sock, &mut buf) {
                         Ok((n, at, _)) if n >= 8 => {
                             let s =
@@ -189,6 +229,9 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                         Err(e) => return Err(anyhow!("probing {}:{}: {e}", a.addr, a.port)),
                     }
                 }
+            };
+            for seq in 0..total {
+                collect(&mut rtt, &sent_at, start + interval * seq, false)?;
                 payload[..8].copy_from_slice(&(seq as u64).to_be_bytes());
                 sent_at[seq as usize] = realtime_ns();
                 // A send error (e.g. no route yet) is a lost probe.
@@ -196,24 +239,7 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
             }
             // Wait for the last replies: up to a second, or ten intervals.
             let end = Instant::now() + (interval * 10).max(Duration::from_secs(1));
-            while rtt.iter().any(Option::is_none) {
-                let now = Instant::now();
-                if now >= end {
-                    break;
-                }
-                sock.set_read_timeout(Some(end - now))?;
-                match recv_stamped(&sock, &mut buf) {
-                    Ok((n, at, _)) if n >= 8 => {
-                        let s = u64::from_be_bytes(buf[..8].try_into().expect("8 bytes")) as usize;
-                        if s < rtt.len() && rtt[s].is_none() {
-                            rtt[s] = Some(at.saturating_sub(sent_at[s]));
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) if quiet_error(&e) => {}
-                    Err(e) => return Err(anyhow!("probing {}:{}: {e}", a.addr, a.port)),
-                }
-            }
+            collect(&mut rtt, &sent_at, end, true)?;
             let samples: Vec<u64> = rtt[a.warmup as usize..].iter().flatten().copied().collect();
             let r = RttResult {
                 sent: a.count,
@@ -221,23 +247,21 @@ pub fn probe(cmd: ProbeCommand) -> anyhow::Result<ExitCode> {
                 size: a.size,
                 rtt_ns: samples,
             };
-            let mut sorted = r.rtt_ns.clone();
-            sorted.sort_unstable();
-            let q = |f: f64| {
-                sorted
-                    .get(((sorted.len() as f64 - 1.0) * f).round() as usize)
-                    .copied()
-                    .unwrap_or(0)
-            };
-            println!(
-                "{} sent, {} received; rtt min {} median {} p99 {} max {}",
-                r.sent,
-                r.received,
-                crate::format::ns(q(0.0) as f64),
-                crate::format::ns(q(0.5) as f64),
-                crate::format::ns(q(0.99) as f64),
-                crate::format::ns(q(1.0) as f64)
-            );
+            let v: Vec<f64> = r.rtt_ns.iter().map(|&x| x as f64).collect();
+            if let Some(st) = summarize(&v) {
+                println!(
+                    "{} sent, {} received; rtt min {} median {} p99 {} max {} sd {}",
+                    r.sent,
+                    r.received,
+                    crate::format::ns(st.min),
+                    crate::format::ns(st.p50),
+                    crate::format::ns(st.p99),
+                    crate::format::ns(st.max),
+                    crate::format::ns(st.sd)
+                );
+            } else {
+                println!("{} sent, 0 received", r.sent);
+            }
             if let Some(p) = &a.json {
                 crate::run::write_json_atomic(p, &r)?;
             }
