@@ -4,6 +4,9 @@
 //! guard even when a test fails. Frames go only between the two ends of a
 //! veth pair, to made-up MAC addresses, with a local experimental ethertype.
 
+mod common;
+use common::*;
+
 use netloop_io::packet::{
     carries_default_route, check_attachable, disable_offloads, interface_state, PacketOptions,
     PacketSocket,
@@ -11,34 +14,6 @@ use netloop_io::packet::{
 use netloop_io::{clock, sys, FrameIo};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        println!("skipped: needs root (creates network devices)");
-        false
-    }
-}
-
-/// A unique device name: "nlt" + a per-test tag + the process id.
-fn devname(tag: &str) -> String {
-    let n = format!("nlt{tag}{}", std::process::id());
-    assert!(n.len() <= 15, "{n} is too long for an interface name");
-    n
-}
-
-/// Runs `ip ARGS`, panicking on failure.
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Deletes the device (a veth end takes its peer with it) when dropped, also
 /// when the test panics.

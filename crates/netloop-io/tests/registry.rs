@@ -7,32 +7,14 @@
 //! would have left them, under run ids no other record uses; everything they
 //! list was created by the test and carries the run id.
 
+mod common;
+use common::*;
+
 use netloop_io::registry::{self, NsEntry, ProcEntry, RunRecord};
-use netloop_io::sys;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        println!("skipped: needs root (creates namespaces)");
-        false
-    }
-}
-
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn record_path(run_id: &str) -> PathBuf {
     Path::new(registry::RUN_DIR).join(format!("{run_id}.json"))

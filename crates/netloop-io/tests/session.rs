@@ -5,10 +5,12 @@
 //! (chosen by `Session::new`, which refuses ids already in use), and the only
 //! addresses are in 198.18.0.0/15 with no route out of the machine.
 
+mod common;
+use common::*;
+
 use netloop_io::netns;
 use netloop_io::registry::{self, RunRecord};
 use netloop_io::session::Session;
-use netloop_io::sys;
 use netloop_io::tap::TapDevice;
 use netloop_model::build::RealNode;
 use netloop_model::node::{mac_for, PortInfo};
@@ -18,27 +20,6 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        println!("skipped: needs root (creates namespaces)");
-        false
-    }
-}
-
-/// Runs `ip ARGS`, panicking on failure; returns stdout.
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A namespace host `name` (node index `node`) on 198.18.`net`.2/24 with a
 /// default route via .1, as the model would export it.

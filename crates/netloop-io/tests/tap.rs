@@ -4,40 +4,15 @@
 //! by a guard even when a test fails. Only addresses in 198.18.0.0/15 are
 //! used.
 
+mod common;
+use common::*;
+
 use netloop_io::sys;
 use netloop_io::tap::TapDevice;
 use netloop_io::FrameIo;
 use std::net::UdpSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        println!("skipped: needs root (creates network devices)");
-        false
-    }
-}
-
-/// A unique device name: "nlt" + a per-test tag + the process id.
-fn devname(tag: &str) -> String {
-    let n = format!("nlt{tag}{}", std::process::id());
-    assert!(n.len() <= 15, "{n} is too long for an interface name");
-    n
-}
-
-/// Runs `ip ARGS`, panicking on failure.
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn link_exists(name: &str) -> bool {
     Command::new("ip")
