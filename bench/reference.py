@@ -82,6 +82,9 @@ NSE_TABLE = {
     300: {64: (601.690, 0.546, 0.28, 601.452, 0.24), 1518: (602.999, 0.093, 0.49, 601.445, 0.24)},
 }
 
+# Resolves addresses along the whole path before anything is measured.
+WARM = "ping -c 1 -W 10 {H2}"
+
 created_ns = []
 created_links = []
 children = []
@@ -501,7 +504,7 @@ def exp_capture(p, reps):
 def exp_delay(p, reps):
     out = {"expected_model_ns": 20e6 + 6 * (98 + 24) * 8, "runs": {}}
     path = Path(2, rate="1Gbps", mid_delay="10ms")
-    clients = [f"ping -c {p['pings']} -i 0.02 {{R1}}",
+    clients = [WARM, f"ping -c {p['pings']} -i 0.02 {{R1}}",
                f"{{NETLOOP}} probe rtt {{H2}} --count {p['probes']} --interval 10ms --json {{OUT}}/probe.json",
                "cat {OUT}/probe.json"]
     for system in ("kernel", "netloop", "ns-3"):
@@ -510,8 +513,8 @@ def exp_delay(p, reps):
             def one():
                 outs, rep = run_on(system, path if system != "kernel" else Path(2),
                                    [f"{NETLOOP} probe echo --idle 60s"], clients)
-                remote = json.loads(outs[2])["rtt_ns"]
-                return {"local_ns": ping_times_ns(outs[0]), "remote_ns": remote, "report": slim(rep)}
+                remote = json.loads(outs[3])["rtt_ns"]
+                return {"local_ns": ping_times_ns(outs[1]), "remote_ns": remote, "report": slim(rep)}
             runs.append(attempt(one))
         out["runs"][system] = runs
         ok = [r for r in runs if "remote_ns" in r]
@@ -530,7 +533,10 @@ def exp_table(p, reps):
                 continue
             # One run per delay carries both sizes, one after the other.
             interval = "10ms"
-            clients = [f"{{NETLOOP}} probe rtt {{H2}} --count {p['table_probes']} --interval {interval} "
+            # A first ping waits out address resolution on every hop (a
+            # round trip of each link: 1.2 s at 300 ms), which the probe's
+            # warm-up count alone would not cover at long delays.
+            clients = [WARM] + [f"{{NETLOOP}} probe rtt {{H2}} --count {p['table_probes']} --interval {interval} "
                        f"--size {size - 46} --json {{OUT}}/p{size}.json; cat {{OUT}}/p{size}.json"
                        for size in (64, 1518)]
             path = Path(2, rate="1Gbps", mid_delay=f"{delay}ms") if system != "kernel" else Path(2)
@@ -539,7 +545,7 @@ def exp_table(p, reps):
                 def one():
                     outs, rep = run_on(system, path, [f"{NETLOOP} probe echo --idle 60s"], clients)
                     res = {}
-                    for size, o in zip((64, 1518), outs):
+                    for size, o in zip((64, 1518), outs[1:]):
                         j = json.loads(o[o.find("{"):])
                         res[str(size)] = summarize(j["rtt_ns"])
                     return {"sizes": res, "report": slim(rep)}
