@@ -377,12 +377,27 @@ def run_on(system, path, servers, clients, client_timeout=300):
                 f.write(toml)
             res = os.path.join(d, "results.json")
             extra = ["--steer"] if system == "netloop-steer" else []
-            r = subprocess.run([NETLOOP, "run", tp, "--log-dir", os.path.join(d, "logs"), "--json", res,
-                                "-q", *extra], capture_output=True, text=True, timeout=client_timeout + 120)
-            if r.returncode != 0:
-                raise RuntimeError(f"netloop run failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+            errf = tempfile.TemporaryFile("w+")
+            run = spawn([NETLOOP, "run", tp, "--log-dir", os.path.join(d, "logs"), "--json", res, "-q", *extra],
+                        stdout=subprocess.DEVNULL, stderr=errf, text=True)
+            try:
+                run.wait(timeout=client_timeout + 30)
+            except subprocess.TimeoutExpired:
+                # A run that fell far behind real time stretches the
+                # clients' time; SIGTERM ends it with its tear-down.
+                stop(run, signal.SIGTERM, wait=60)
+                raise RuntimeError(f"netloop run did not finish within {client_timeout + 30} s "
+                                   f"(it fell behind real time): {tail(errf, 500)}")
+            finally:
+                stop(run, signal.SIGTERM, wait=60)
+            if run.returncode != 0:
+                raise RuntimeError(f"netloop run failed ({run.returncode}): {tail(errf)}")
             with open(res) as f:
-                rep = json.load(f)["realtime"]
+                full = json.load(f)
+            rep = full["realtime"]
+            # Drops inside the model, by reason: with the boundary's counts
+            # they say where a lost packet went.
+            rep["model_dropped"] = full["conservation"]["dropped"]
             return read_outputs(d, len(clients)), rep
         if system.startswith("kernel"):
             h1, h2 = kernel_path(path, offload=(system == "kernel"))
@@ -392,7 +407,11 @@ def run_on(system, path, servers, clients, client_timeout=300):
         srv = spawn(["ip", "netns", "exec", h2, "sh", f"{d}/servers.sh"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.7)
-        sh("ip", "netns", "exec", h1, "sh", f"{d}/clients.sh", check=False, timeout=client_timeout)
+        try:
+            sh("ip", "netns", "exec", h1, "sh", f"{d}/clients.sh", check=False, timeout=client_timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the clients did not finish within {client_timeout} s"
+                               + (" (ns-3 fell behind real time)" if emu else "")) from None
         stop(srv)
         rep = None
         if emu is not None:
@@ -438,7 +457,8 @@ def slim(rep):
         return None
     if "event_lateness" in rep:
         return {k: rep.get(k) for k in ("kept_up", "late_events", "boundary_lost", "rx_frames", "tx_frames",
-                                        "cpu_share", "event_lateness", "input_latency", "rests")}
+                                        "cpu_share", "event_lateness", "input_latency", "rests",
+                                        "model_dropped")}
     return rep
 
 
@@ -481,6 +501,7 @@ def udp_point(system, size, pps, secs):
     if rep and "boundary_lost" in rep:
         r["boundary_lost"] = rep["boundary_lost"]
         r["kept_up"] = rep["kept_up"]
+        r["model_dropped"] = rep["model_dropped"]
     elif rep and "socket_drops" in rep:
         r["boundary_lost"] = rep["socket_drops"]
     return r

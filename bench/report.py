@@ -153,7 +153,8 @@ class Report:
         self.p("iperf3 UDP h1 → h2 through one router (unlimited links) at each offered rate for a few seconds. "
                "*Loss* is end to end (iperf3's count); *boundary* is what the emulator itself lost where the real "
                "world meets it (netloop: kernel ring drops and TAP/device drops from its self-report; ns-3: the "
-               "raw socket's `tp_drops`; the kernel has no boundary). Frame sizes include the FCS. INET lost "
+               "raw socket's `tp_drops`; the kernel has no boundary); netloop's drops inside the model, by reason, are "
+               "in brackets. Frame sizes include the FCS. INET lost "
                "1.6–3.4 % at the boundary at only 125 packets/s; nse's stable maximum was 4000 packets/s.\n")
         sizes = sorted({r["size"] for r in rows})
         systems = [s for s in ("kernel", "netloop", "ns-3") if any(r["system"] == s for r in rows)]
@@ -177,7 +178,14 @@ class Report:
                     loss = med([x["lost"] / max(x["sent"], 1) for x in ok])
                     got = med([x["sent"] / max(x["seconds"], 1e-9) for x in ok])
                     bl = med([x.get("boundary_lost") for x in ok])
-                    cells.append(f"{got:,.0f} | {loss * 100:.3f} % | {'—' if bl is None else f'{bl:,.0f}'}")
+                    cell = f"{got:,.0f} | {loss * 100:.3f} % | {'—' if bl is None else f'{bl:,.0f}'}"
+                    inside = {}
+                    for x in ok:
+                        for reason, n in (x.get("model_dropped") or {}).items():
+                            inside[reason] = inside.get(reason, 0) + n / len(ok)
+                    if inside:
+                        cell += " (in the model: " + ", ".join(f"{n:,.0f} {k}" for k, n in inside.items()) + ")"
+                    cells.append(cell)
                     # The capacity is the highest rate reached before the
                     # first offered rate whose median loss is 0.1 % or more.
                     if loss >= 0.001:
