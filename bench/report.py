@@ -43,7 +43,7 @@ def why(runs):
             return "n/a: " + r["na"]
     for r in runs:
         if "error" in r:
-            return "failed: " + r["error"].splitlines()[-1][:100] if r["error"].strip() else "failed"
+            return "failed: " + r["error"].strip().splitlines()[0][:120] if r["error"].strip() else "failed"
     return "n/a"
 
 
