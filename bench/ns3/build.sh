@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Build the ns-3 side of netloop's simulation-speed benchmark.
-#   bench/ns3/build.sh            -> bench/ns3/build/dumbbell
+# Build the ns-3 side of netloop's benchmarks.
+#   bench/ns3/build.sh            -> bench/ns3/build/dumbbell  (simulation-speed peer)
+#                                    bench/ns3/build/emu       (real-time emulation peer)
 # Installs Debian's ns-3 (3.37) and friends only if missing, then compiles
-# dumbbell.cc with -O2 against pkg-config's ns3-* flags. Idempotent and quiet
-# when the binary is newer than the source and this script.
+# each program with -O2 against pkg-config's ns3-* flags. Idempotent and quiet
+# for a binary that is newer than its source and this script.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-src="$here/dumbbell.cc"
-out="$here/build/dumbbell"
 
 pkgs=(libns3-dev ns3 libgsl-dev pkg-config g++)
 missing=()
@@ -24,20 +23,32 @@ if ((${#missing[@]})); then
     $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
 
-if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
-    exit 0
-fi
-
 mods=(ns3-core ns3-network ns3-internet ns3-point-to-point ns3-applications ns3-traffic-control)
-# Debian's ns3 .pc files carry a bogus "-I/usr;" entry; drop anything with ';'.
-cflags=$(pkg-config --cflags "${mods[@]}" | tr ' ' '\n' | grep -v ';' | tr '\n' ' ')
-libs=$(pkg-config --libs "${mods[@]}")
-mkdir -p "$here/build"
-echo "build.sh: compiling $out" >&2
-# Debian builds ns-3 3.37 with the "release" profile but with NS_LOG compiled
-# in (NS3_LOG_ENABLE), which changes some class layouts (e.g. UdpClient):
-# define it here too so this program sees the same ABI as the libraries.
-# No log component is enabled at run time.
-# shellcheck disable=SC2086
-g++ -std=c++17 -O2 -DNS3_LOG_ENABLE $cflags -o "$out.tmp" "$src" $libs -lpthread
-mv -f "$out.tmp" "$out"
+
+# build NAME [EXTRA-MODULE...]: compiles $here/NAME.cc -> $here/build/NAME
+# against $mods plus the extra ns-3 modules, unless the binary is up to date.
+build() {
+    local name=$1
+    shift
+    local src="$here/$name.cc" out="$here/build/$name"
+    local -a m=("${mods[@]}" "$@")
+    if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
+        return 0
+    fi
+    # Debian's ns3 .pc files carry a bogus "-I/usr;" entry; drop anything with ';'.
+    local cflags libs
+    cflags=$(pkg-config --cflags "${m[@]}" | tr ' ' '\n' | grep -v ';' | tr '\n' ' ')
+    libs=$(pkg-config --libs "${m[@]}")
+    mkdir -p "$here/build"
+    echo "build.sh: compiling $out" >&2
+    # Debian builds ns-3 3.37 with the "release" profile but with NS_LOG compiled
+    # in (NS3_LOG_ENABLE), which changes some class layouts (e.g. UdpClient):
+    # define it here too so this program sees the same ABI as the libraries.
+    # No log component is enabled at run time.
+    # shellcheck disable=SC2086
+    g++ -std=c++17 -O2 -DNS3_LOG_ENABLE $cflags -o "$out.tmp" "$src" $libs -lpthread
+    mv -f "$out.tmp" "$out"
+}
+
+build dumbbell
+build emu ns3-fd-net-device
