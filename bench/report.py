@@ -159,6 +159,7 @@ class Report:
         sizes = sorted({r["size"] for r in rows})
         systems = [s for s in ("kernel", "netloop", "ns-3") if any(r["system"] == s for r in rows)]
         best = {}
+        ceiling = set()
         for size in sizes:
             self.p(f"**{size}-byte frames**\n")
             self.p("| offered pps | " + " | ".join(f"{SYSTEMS[s]} achieved pps | loss | boundary" for s in systems)
@@ -174,6 +175,9 @@ class Report:
                     ok = [x for x in (r["runs"] if r else []) if "sent" in x]
                     if not ok:
                         cells.append(f"{why(r['runs']) if r else 'n/a'} | | ")
+                        # A point that could not be measured ends the
+                        # ladder as a lossy one would.
+                        broken.add(s)
                         continue
                     loss = med([x["lost"] / max(x["sent"], 1) for x in ok])
                     got = med([x["sent"] / max(x["seconds"], 1e-9) for x in ok])
@@ -194,20 +198,37 @@ class Report:
                         best[(size, s)] = max(best.get((size, s), 0), got)
                 self.p(f"| {pps:,} | " + " | ".join(cells) + " |")
             self.p()
-            self.p("Highest achieved rate with < 0.1 % loss, below the first rate that lost more: " + ", ".join(
-                f"{SYSTEMS[s]} {best.get((size, s), 0):,.0f} pps" for s in systems) + "\n")
-        for size in sizes:
-            k, n = best.get((size, "kernel")), best.get((size, "netloop"))
-            if size == 64:
-                r = ratio(n, k)
-                self.target("64-byte UDP: highest rate with < 0.1 % loss ≥ 0.9× the kernel's",
-                            f"{n or 0:,.0f} / {k or 0:,.0f} pps = {fmt_x(r)}", None if r is None else r >= 0.9)
-                lost_below = sum(
-                    (x.get("boundary_lost") or 0) for r_ in rows if r_["size"] == 64 and r_["system"] == "netloop"
-                    and k and r_["offered_pps"] <= k for x in r_["runs"] if "sent" in x)
+            for s in systems:
+                if s not in broken:
+                    # It never lost: its capacity lies above the ladder.
+                    ceiling.add((size, s))
+            self.p("Highest achieved rate with < 0.1 % loss, below the first rate that lost more (≥: it never "
+                   "lost, the ladder or iperf3 ended first): " + ", ".join(
+                       f"{SYSTEMS[s]} {'≥ ' if (size, s) in ceiling else ''}{best.get((size, s), 0):,.0f} pps"
+                       for s in systems) + "\n")
+        if 64 in sizes:
+            k, n = best.get((64, "kernel")), best.get((64, "netloop"))
+            r = ratio(n, k)
+            note = ""
+            if (64, "kernel") in ceiling:
+                note = " (the kernel never lost: its capacity is above the ladder, so the ratio is an upper bound)"
+            if (64, "netloop") in ceiling and (64, "kernel") in ceiling:
+                r, note = None, " (neither lost within the ladder: no ratio)"
+            self.target("64-byte UDP: highest rate with < 0.1 % loss ≥ 0.9× the kernel's",
+                        f"{n or 0:,.0f} / {k or 0:,.0f} pps = {fmt_x(r)}{note}", None if r is None else r >= 0.9)
+            # Lost inside netloop: at its boundary (rings, device queues)
+            # and, with unlimited links, anything the model dropped.
+            runs = [x for r_ in rows if r_["size"] == 64 and r_["system"] == "netloop" and k
+                    and r_["offered_pps"] <= k for x in r_["runs"]]
+            if not k or not runs or any("sent" not in x for x in runs):
                 self.target("64-byte UDP: zero frames lost inside netloop below the kernel's rate",
-                            f"{lost_below} lost at the boundary at offered rates ≤ {k or 0:,.0f} pps",
-                            lost_below == 0)
+                            "no kernel capacity or a failed netloop point", None)
+            else:
+                lost = sum(x.get("boundary_lost") or 0 for x in runs)
+                inside = sum(sum((x.get("model_dropped") or {}).values()) for x in runs)
+                self.target("64-byte UDP: zero frames lost inside netloop below the kernel's rate",
+                            f"{lost} at the boundary, {inside} in the model, at offered rates ≤ {k:,.0f} pps",
+                            lost + inside == 0)
         self.plot_capture(rows, sizes, systems)
 
     def plot_capture(self, rows, sizes, systems):
@@ -249,17 +270,18 @@ class Report:
                "trips from h1 to an echo server on h2 across two routers joined by 1 Gbit/s, 10 ms, timed with "
                "the kernel's receive stamps (`netloop probe`). The kernel forwards the same path with no delay "
                "(it has no netem): its RTT is the cost of the real hosts and veths, which any emulator adds. "
-               f"Expected remote RTT = the model's {fmt_ns(exp)} (2 × 10 ms + serialisation) + the kernel's "
-               "own RTT. INET before its fix: 1–22 ms local and far above 21 ms remote; after: < 1 ms and "
+               f"Expected remote RTT = the model's {fmt_ns(exp)} (2 × 10 ms + serialisation of the 98-byte "
+               "frames on six 1 Gbit/s hops; ns-3's access links have no rate, so its own expectation is "
+               "about 4 µs lower) + the kernel's own median RTT; the p99 is held to the same value. INET before its fix: 1–22 ms local and far above 21 ms remote; after: < 1 ms and "
                "about 21 ms.\n")
         self.p("| system | local p50 | local p99 | remote p50 | remote p99 | remote sd | remote max | "
-               "p50 − expected | p99 − expected (p99) |")
+               "p50 − expected | p99 − expected |")
         self.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         stats = {}
         for s, runs in e["runs"].items():
-            ok = [r for r in runs if "remote_ns" in r]
+            ok = [r for r in runs if r.get("remote_ns") and r.get("local_ns")]
             if not ok:
-                self.p(f"| {SYSTEMS[s]} | {why(runs)} |||||||")
+                self.p(f"| {SYSTEMS[s]} | {why(runs) if runs else 'n/a'} |||||||")
                 continue
             loc = [summarize(r["local_ns"]) for r in ok]
             rem = [summarize(r["remote_ns"]) for r in ok]
@@ -272,21 +294,29 @@ class Report:
             d50 = d99 = None
             if s != "kernel" and k:
                 d50 = st["p50"] - exp - k["p50"]
-                d99 = st["p99"] - exp - k["p99"]
+                d99 = st["p99"] - exp - k["p50"]
             self.p(f"| {SYSTEMS[s]} | {fmt_ns(st['local'])} | {fmt_ns(st['local99'])} | {fmt_ns(st['p50'])} | "
                    f"{fmt_ns(st['p99'])} | {fmt_ns(st['sd'])} | {fmt_ns(st['max'])} | "
                    f"{'' if d50 is None else fmt_ns(d50)} | {'' if d99 is None else fmt_ns(d99)} |")
         self.p()
         n = stats.get("netloop")
+        names = ["Round trip over 10 ms: median within 30 µs of 20 ms + the kernel's RTT",
+                 "Round trip over 10 ms: p99 within 100 µs of 20 ms + the kernel's (median) RTT",
+                 "Round trip over 10 ms: standard deviation < 20 µs",
+                 "Ping to a simulated router's own address: median ≤ 2× the kernel's"]
         if n and k:
-            d50, d99 = n["p50"] - exp - k["p50"], n["p99"] - exp - k["p99"]
-            self.target("Round trip over 10 ms: median within 30 µs of 20 ms + the kernel's RTT",
-                        f"{fmt_ns(d50)} (netloop {fmt_ns(n['p50'])}, kernel {fmt_ns(k['p50'])})", d50 <= 30e3)
-            self.target("Round trip over 10 ms: p99 within 100 µs", f"{fmt_ns(d99)}", d99 <= 100e3)
-            self.target("Round trip over 10 ms: standard deviation < 20 µs", fmt_ns(n["sd"]), n["sd"] < 20e3)
+            # Within means either side: early is as wrong as late.
+            d50, d99 = n["p50"] - exp - k["p50"], n["p99"] - exp - k["p50"]
+            self.target(names[0], f"{fmt_ns(d50)} (netloop {fmt_ns(n['p50'])}, kernel {fmt_ns(k['p50'])})",
+                        abs(d50) <= 30e3)
+            self.target(names[1], f"{fmt_ns(d99)} (netloop p99 {fmt_ns(n['p99'])})", abs(d99) <= 100e3)
+            self.target(names[2], fmt_ns(n["sd"]), n["sd"] < 20e3)
             r = ratio(n["local"], k["local"])
-            self.target("Ping to a simulated router's own address: median ≤ 2× the kernel's",
-                        f"{fmt_ns(n['local'])} / {fmt_ns(k['local'])} = {fmt_x(r)}", r <= 2)
+            self.target(names[3], f"{fmt_ns(n['local'])} / {fmt_ns(k['local'])} = {fmt_x(r)}",
+                        None if r is None else r <= 2)
+        else:
+            for name in names:
+                self.target(name, "no measurement (netloop or the kernel failed)", None)
         n3 = stats.get("ns-3")
         if n and n3:
             self.p(f"netloop against ns-3: remote median error {fmt_ns(n['p50'] - exp)} against "
@@ -325,7 +355,8 @@ class Report:
         self.p("## 3. Delay accuracy table (nse, seed 004)\n")
         self.p("UDP round trips (`netloop probe`, kernel stamps) across two routers; the middle link has the "
                "delay, every link is 1 Gbit/s (ns-3: the access links have no rate). Frames of 64 and 1518 bytes "
-               "including FCS. % err is against 2 × delay; *adjusted* subtracts the same system's RTT at 0 ms, "
+               "including FCS. RTT is the mean and sd the standard deviation of each run's round trips (median over "
+               "the repeats), as nse reports them. % err is against 2 × delay; *adjusted* subtracts the same system's RTT at 0 ms, "
                "as nse's table does. The kernel has no delay emulation here, so it has only the 0 ms row.\n")
         self.p("| delay | size | nse RTT | nse sd | nse %err | nse adj. | nse adj. %err | " + " | ".join(
             f"{SYSTEMS[s]} RTT | sd | %err | adj. | adj. %err" for s in ("netloop", "ns-3")) + " | kernel RTT |")
@@ -336,7 +367,7 @@ class Report:
             for size in ("64", "1518"):
                 xs = [x["sizes"][size] for x in ok if x["sizes"].get(size)]
                 if xs:
-                    vals[(r["delay_ms"], size, r["system"])] = (med([x["p50"] for x in xs]),
+                    vals[(r["delay_ms"], size, r["system"])] = (med([x["mean"] for x in xs]),
                                                                 med([x["sd"] for x in xs]))
         worst = {}
         for d in sorted({r["delay_ms"] for r in e["rows"]}):
@@ -396,15 +427,17 @@ class Report:
                f"simulated pairs, each on its own {e['link']} link, carry {e['bg_rate']}. Kept: the live rate "
                "against the same system's rate with no simulated traffic. nse, on an 850 MHz PC, carried "
                f"{e['nse']['links']} simulated links / {e['nse']['nodes']} nodes at full live rate. The kernel "
-               "cannot simulate, so it is not in this experiment.\n")
+               "cannot simulate, so it is not in this experiment. netloop's lateness covers every event; ns-3's lag "
+               "is that of an event every simulated millisecond, the closest it reports.\n")
         self.p("| pairs (links / simulated nodes) | simulated packets/s | " + " | ".join(
             f"{SYSTEMS[s]} live rate | kept" for s in ("netloop", "ns-3")) + " | netloop kept up | netloop "
-            "lateness p99 | ns-3 lag p99 |")
+            "event lateness p99 | ns-3 lag p99 (1 ms tick) |")
         self.p("|---:|---:|" + "---:|---:|" * 2 + "---|---:|---:|")
         rates = {}
         for r in e["rows"]:
             rates[(r["system"], r["pairs"])] = (med([x.get("bps") for x in r["runs"]]), r["runs"])
         knees = {}
+        dipped = set()
         for n in sorted({r["pairs"] for r in e["rows"]}):
             cells = [f"{n} / {2 * n}", f"{n * 1.8e6 / 8000:,.0f}"]
             extra = ["", "", ""]
@@ -416,8 +449,10 @@ class Report:
                     cells += [why(runs) if runs else "n/a", ""]
                 else:
                     cells += [fmt_rate(b), f"{kept * 100:.0f} %" if kept else ""]
-                    if kept is not None and kept >= 0.95:
-                        knees[s] = max(knees.get(s, 0), n)
+                    if kept is not None and kept >= 0.95 and s not in dipped:
+                        knees[s] = n
+                if b is None or (ratio(b, base) or 0) < 0.95:
+                    dipped.add(s)
                 reps = [x.get("report") or {} for x in runs]
                 if s == "netloop":
                     extra[0] = "/".join("yes" if x.get("kept_up") else "no" for x in reps if "kept_up" in x)
@@ -428,7 +463,7 @@ class Report:
                     extra[2] = "n/a" if m is None else fmt_ns(m * 1e3)
             self.p("| " + " | ".join(cells + extra) + " |")
         self.p()
-        self.p("Most pairs with the live flow at ≥ 95 %: " + ", ".join(
+        self.p("Most pairs with the live flow at ≥ 95 %, up to its first drop below: " + ", ".join(
             f"{SYSTEMS[s]} {knees.get(s, 0)}" for s in ("netloop", "ns-3")) + " (nse: 150).\n")
         self.plot_mixed(e, rates)
 
@@ -470,10 +505,11 @@ class Report:
                    f"{n['packets_per_s']:,.0f} | {s['packets_per_s'] if s else 0:,.0f} | {n['events_per_s']:,.0f} | "
                    f"{fmt_x(up)} |")
         self.p()
-        if ups:
-            lo = min(u for _, u in ups)
-            self.target("Simulation speed: ≥ 2× ns-3 on the dumbbell, every flow count",
-                        ", ".join(f"{f:,} flows {u:.1f}×" for f, u in ups), lo >= 2)
+        missing = [r["flows"] for r in e["rows"] if not r.get("speedup")]
+        self.target("Simulation speed: ≥ 2× ns-3 on the dumbbell, every flow count",
+                    ", ".join(f"{f:,} flows {u:.1f}×" for f, u in ups)
+                    + (f"; no ratio for {missing}" if missing else ""),
+                    None if missing or not ups else min(u for _, u in ups) >= 2)
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(7, 4))
         fl = [r["flows"] for r in e["rows"]]
