@@ -154,7 +154,8 @@ class Report:
                "*Loss* is end to end (iperf3's count); *boundary* is what the emulator itself lost where the real "
                "world meets it (netloop: kernel ring drops and TAP/device drops from its self-report; ns-3: the "
                "raw socket's `tp_drops`; the kernel has no boundary); netloop's drops inside the model, by reason, are "
-               "in brackets. Frame sizes include the FCS. INET lost "
+               "in brackets, and so are the datagrams the receiving host's own UDP socket dropped (`RcvbufErrors` in h2: "
+               "iperf3's server did not read fast enough, on CPUs it shares with the sender and the emulator). Frame sizes include the FCS. INET lost "
                "1.6–3.4 % at the boundary at only 125 packets/s; nse's stable maximum was 4000 packets/s.\n")
         sizes = sorted({r["size"] for r in rows})
         systems = [s for s in ("kernel", "netloop", "ns-3") if any(r["system"] == s for r in rows)]
@@ -182,7 +183,11 @@ class Report:
                     loss = med([x["lost"] / max(x["sent"], 1) for x in ok])
                     got = med([x["sent"] / max(x["seconds"], 1e-9) for x in ok])
                     bl = med([x.get("boundary_lost") for x in ok])
-                    cell = f"{got:,.0f} | {loss * 100:.3f} % | {'—' if bl is None else f'{bl:,.0f}'}"
+                    sock = med([x.get("receiver_rcvbuf_errors") for x in ok])
+                    cell = f"{got:,.0f} | {loss * 100:.3f} %"
+                    if sock:
+                        cell += f" ({sock / max(med([x['sent'] for x in ok]), 1) * 100:.3f} % in h2's socket)"
+                    cell += f" | {'—' if bl is None else f'{bl:,.0f}'}"
                     inside = {}
                     for x in ok:
                         for reason, n in (x.get("model_dropped") or {}).items():
