@@ -563,11 +563,17 @@ class Report:
         self.md = []
         self.p("# netloop reference benchmark\n")
         self.p(f"Profile **{res['profile']}**, {res['repeats']} repeat(s) per point, run {res['started']} "
-               f"({res.get('wall_s', 0) / 60:.0f} minutes). Machine: {m['cpus']} CPUs ({m['cpu']}), "
+               f"({res.get('wall_s', 0) / 60:.0f} minutes{' for this part' if res.get('merged_from') else ''}). Machine: {m['cpus']} CPUs ({m['cpu']}), "
                f"{m['mem_mib'] / 1024:.0f} GiB, Linux {m['kernel']}; netloop {m['netloop_commit']}, ns-3 {m['ns3']}, "
                f"{m['iperf3']}. Command: `sudo bench/run --profile {res['profile']}`; every measurement is in "
                "`results.json` beside this file. The machine is a shared 2-core VM: absolute figures move by "
                "tens of percent between runs, so compare the ratios, which are measured in the same run.\n")
+        mf = res.get("merged_from")
+        if mf:
+            rerun = sorted(k for k in exps if k not in mf["kept"])
+            self.p(f"This report merges two runs of the same profile and the same netloop build: {', '.join(mf['kept'])} from the "
+                   f"run started {mf['started']}, and {', '.join(rerun)} rerun (`--only {','.join(rerun)} --merge`) "
+                   f"from {res['started']}.\n")
         self.p("## Targets\n")
         self.p("| target | measured | status |")
         self.p("|---|---|---|")
