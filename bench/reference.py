@@ -110,14 +110,8 @@ def ns_sh(ns, script, check=True):
 
 
 def cleanup():
-    for p in children:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            p.wait()
-    children.clear()
+    for p in list(children):
+        stop(p)
     for ns in reversed(created_ns):
         for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
             try:
@@ -138,6 +132,7 @@ def spawn(args, **kw):
 
 
 def stop(p, sig=signal.SIGTERM, wait=10):
+    """Ends a process group we started: `sig`, then SIGKILL after `wait` s."""
     if p.poll() is None:
         try:
             os.killpg(p.pid, sig)
@@ -148,8 +143,22 @@ def stop(p, sig=signal.SIGTERM, wait=10):
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+            if p.args[0] == NETLOOP:
+                # Killed before its tear-down: its record lets clean do it.
+                sh(NETLOOP, "clean", check=False)
     if p in children:
         children.remove(p)
+
+
+def finish(p, timeout, wait=60):
+    """Waits up to `timeout` s for `p`, then stops it; True if it ended in time."""
+    try:
+        p.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        stop(p, signal.SIGTERM, wait=wait)
 
 
 def tail(f, n=2000):
@@ -213,6 +222,14 @@ class Path:
     def h2(self):
         return f"198.18.{self.routers + 1}.2"
 
+    def link_rate(self, k):
+        """Rate of link k of the chain (None: unlimited); the middle link of
+        two routers may have its own."""
+        return self.mid_rate if (self.routers == 2 and k == 1 and self.mid_rate) else self.rate
+
+    def link_delay(self, k):
+        return self.mid_delay if (self.routers == 2 and k == 1) else None
+
 
 def tbf_rate(rate):
     units = {"Gbps": "gbit", "Mbps": "mbit", "kbps": "kbit"}
@@ -240,7 +257,7 @@ def kernel_path(path, offload):
         sh("ip", "-n", ns[b], "link", "set", "y", "name", ib)
         sh("ip", "-n", ns[a], "addr", "add", f"198.18.{k + 1}.1/24", "dev", ia)
         sh("ip", "-n", ns[b], "addr", "add", f"198.18.{k + 1}.2/24", "dev", ib)
-        rate = path.mid_rate if (path.routers == 2 and k == 1 and path.mid_rate) else path.rate
+        rate = path.link_rate(k)
         for n, d in ((a, ia), (b, ib)):
             sh("ip", "-n", ns[n], "link", "set", d, "up")
             # tbf meters a GSO super-frame as one frame with one header, so
@@ -289,9 +306,8 @@ def ns3_path(path, duration):
         sh("ip", "link", "set", dev, "up", "promisc", "on")
     args = [NS3_EMU, "--dev-a", a, "--dev-b", b, "--routers", str(path.routers),
             "--duration", str(duration)]
-    mid_rate = path.mid_rate or path.rate
     if path.routers == 2:
-        args += ["--mid-rate", mid_rate or "100Gbps", "--mid-delay", path.mid_delay or "0ms"]
+        args += ["--mid-rate", path.link_rate(1) or "100Gbps", "--mid-delay", path.link_delay(1) or "0ms"]
     if path.bg_pairs:
         args += ["--bg-pairs", str(path.bg_pairs), "--bg-link-rate", path.bg_link_rate,
                  "--bg-delay", path.bg_delay, "--bg-rate", path.bg_rate, "--bg-size", str(path.bg_size)]
@@ -310,8 +326,6 @@ def ns3_path(path, duration):
 
 def netloop_topology(path, h1_cmds, h2_cmds, duration="900s"):
     lines = [f'[run]\nduration = "{duration}"\naddress_pool = "198.19.0.0/16"\n']
-    if path.rate:
-        lines.append(f'[defaults.link]\nrate = "{path.rate}"\n')
 
     def host(name, cmds):
         out = [f'[[node]]\nname = "{name}"\nkind = "namespace"']
@@ -327,11 +341,10 @@ def netloop_topology(path, h1_cmds, h2_cmds, duration="900s"):
     names = ["h1"] + [f"r{i + 1}" for i in range(path.routers)] + ["h2"]
     for k in range(len(names) - 1):
         extra = ""
-        if path.routers == 2 and k == 1:
-            if path.mid_delay:
-                extra += f'\ndelay = "{path.mid_delay}"'
-            if path.mid_rate:
-                extra += f'\nrate = "{path.mid_rate}"'
+        if path.link_rate(k):
+            extra += f'\nrate = "{path.link_rate(k)}"'
+        if path.link_delay(k):
+            extra += f'\ndelay = "{path.link_delay(k)}"'
         lines.append(f'[[link]]\nendpoints = ["{names[k]}", "{names[k + 1]}"]\n'
                      f'addresses = ["198.18.{k + 1}.1/24", "198.18.{k + 1}.2/24"]{extra}\n')
     n = path.bg_pairs
@@ -381,19 +394,11 @@ def run_on(system, path, servers, clients, client_timeout=300):
             errf = tempfile.TemporaryFile("w+")
             run = spawn([NETLOOP, "run", tp, "--log-dir", os.path.join(d, "logs"), "--json", res, "-q", *extra],
                         stdout=subprocess.DEVNULL, stderr=errf, text=True)
-            try:
-                run.wait(timeout=client_timeout + 30)
-            except subprocess.TimeoutExpired:
-                # A run that fell far behind real time stretches the
-                # clients' time; SIGTERM ends it with its tear-down.
-                stop(run, signal.SIGTERM, wait=60)
+            # A run that fell far behind real time stretches the clients'
+            # time; SIGTERM ends it with its tear-down.
+            if not finish(run, client_timeout + 30):
                 raise RuntimeError(f"netloop run did not finish within {client_timeout + 30} s "
                                    f"(it fell behind real time): {tail(errf, 500)}")
-            finally:
-                stop(run, signal.SIGTERM, wait=60)
-                if run.returncode == -signal.SIGKILL:
-                    # It could not tear down; its record lets clean do it.
-                    sh(NETLOOP, "clean", check=False)
             if run.returncode != 0:
                 raise RuntimeError(f"netloop run failed ({run.returncode}): {tail(errf)}")
             with open(res) as f:
@@ -569,11 +574,10 @@ def exp_table(p, reps):
                              "na": "no delay emulation: this kernel has no netem qdisc"})
                 continue
             # One run per delay carries both sizes, one after the other.
-            interval = "10ms"
             # A first ping waits out address resolution on every hop (a
             # round trip of each link: 1.2 s at 300 ms), which the probe's
             # warm-up count alone would not cover at long delays.
-            clients = [WARM] + [f"{{NETLOOP}} probe rtt {{H2}} --count {p['table_probes']} --interval {interval} "
+            clients = [WARM] + [f"{{NETLOOP}} probe rtt {{H2}} --count {p['table_probes']} --interval 10ms "
                        f"--size {size - 46} --json {{OUT}}/p{size}.json; cat {{OUT}}/p{size}.json"
                        for size in (64, 1518)]
             path = Path(2, rate="1Gbps", mid_delay=f"{delay}ms") if system != "kernel" else Path(2)
@@ -625,13 +629,8 @@ def exp_speed(p, reps, outdir):
             "--repeats", str(reps), "--json", js, "--ns3", NS3_DUMBBELL]
     errf = tempfile.TemporaryFile("w+")
     run = spawn(args, stderr=errf, text=True, cwd=ROOT)
-    try:
-        run.wait(timeout=3600)
-    except subprocess.TimeoutExpired:
-        stop(run)
+    if not finish(run, 3600, wait=10):
         return {"error": "netloop bench speed did not finish within an hour"}
-    finally:
-        stop(run)
     if run.returncode != 0:
         return {"error": tail(errf, 1000)}
     with open(js) as f:

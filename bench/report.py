@@ -61,13 +61,12 @@ class Report:
         self.outdir = outdir
         self.md = []
         self.targets = []
-        self.plots = []
 
     def p(self, line=""):
         self.md.append(line)
 
-    def target(self, name, measured, met, note=""):
-        self.targets.append((name, measured, "n/a" if met is None else ("**met**" if met else "**not met**"), note))
+    def target(self, name, measured, met):
+        self.targets.append((name, measured, "n/a" if met is None else ("**met**" if met else "**not met**")))
 
     # ---- experiments
 
@@ -577,7 +576,7 @@ class Report:
         self.p("## Targets\n")
         self.p("| target | measured | status |")
         self.p("|---|---|---|")
-        for name, measured, status, _ in self.targets:
+        for name, measured, status in self.targets:
             self.p(f"| {name} | {measured} | {status} |")
         self.p()
         self.md += body
@@ -615,6 +614,6 @@ def write(res, outdir):
         f.write(text)
     os.replace(path + ".tmp", path)
     print("\nTargets:")
-    for name, measured, status, _ in r.targets:
+    for name, measured, status in r.targets:
         print(f"  {status.strip('*'):<8} {name}: {measured}")
     print(f"\nReport: {path}")

@@ -6,7 +6,6 @@ and marks targets from the measurements, not from anything fixed.
 """
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -54,29 +53,29 @@ class Topologies(unittest.TestCase):
             self.assertIn(f'"{reference.Path(routers).h2()}/24"', t)
 
 
+def section(name, e):
+    """Renders one report section without its plot: (targets by name, text)."""
+    r = report.Report({}, tempfile.mkdtemp())
+    setattr(r, f"plot_{name}", lambda *a: None)
+    getattr(r, name)(e)
+    return {n: (measured, status) for n, measured, status in r.targets}, "\n".join(r.md)
+
+
 def udp_row(system, pps, lost, sent=1000):
     return {"size": 64, "offered_pps": pps, "system": system,
             "runs": [{"sent": sent, "lost": lost, "seconds": 1.0, "boundary_lost": 0}]}
 
 
 class Capacity(unittest.TestCase):
-    def capture(self, rows):
-        r = report.Report({}, tempfile.mkdtemp())
-        r.plot_capture = lambda *a: None
-        r.capture({"rows": rows})
-        return r
-
     def test_capacity_stops_at_the_first_lossy_rate(self):
         # 3 lost in 1000 at the third rate breaks the ladder; a clean
         # point above it is noise and must not count.
         rows = [udp_row("kernel", p, 0, sent=p) for p in (100, 200, 400, 800)]
         rows += [udp_row("netloop", 100, 0, 100), udp_row("netloop", 200, 0, 200),
                  udp_row("netloop", 400, 3, 1000), udp_row("netloop", 800, 0, 800)]
-        r = self.capture(rows)
-        text = "\n".join(r.md)
+        t, text = section("capture", {"rows": rows})
         # The kernel never lost: its capacity is only known to be above 800.
         self.assertIn("kernel ≥ 800 pps, netloop 200 pps", text)
-        t = {name: (measured, status) for name, measured, status, _ in r.targets}
         measured, status = t["64-byte UDP: highest rate with < 0.1 % loss ≥ 0.9× the kernel's"]
         self.assertIn("0.25×", measured)
         self.assertEqual(status, "**not met**")
@@ -84,21 +83,22 @@ class Capacity(unittest.TestCase):
     def test_boundary_loss_below_the_kernels_rate_fails_the_target(self):
         rows = [udp_row("kernel", 100, 0, 100), udp_row("netloop", 100, 0, 100)]
         rows[1]["runs"][0]["boundary_lost"] = 2
-        t = {name: status for name, _, status, _ in self.capture(rows).targets}
-        self.assertEqual(t["64-byte UDP: zero frames lost inside netloop below the kernel's rate"], "**not met**")
+        t, _ = section("capture", {"rows": rows})
+        self.assertEqual(t["64-byte UDP: zero frames lost inside netloop below the kernel's rate"][1], "**not met**")
+
+
+def sitl(rows):
+    return section("sitl", {"rows": rows, "theoretical_1g_bps": reference.GIGABIT_TCP,
+                            "opnet_default_mbps": 79.5, "opnet_tuned_mbps": 94.4})
 
 
 class Targets(unittest.TestCase):
     def test_sitl_ratios_come_from_the_measurements(self):
         def row(system, bps, scen="unlimited"):
             return {"scenario": scen, "streams": 1, "system": system, "runs": [{"bps": bps}]}
-        e = {"rows": [row("kernel", 4e9), row("netloop", 2.1e9), row("netloop-steer", 1.9e9), row("ns-3", 0.2e9),
-                      row("netloop", 0.935e9, "1 Gbit/s links"), row("netloop-steer", 0.94e9, "1 Gbit/s links")],
-             "theoretical_1g_bps": reference.GIGABIT_TCP, "opnet_default_mbps": 79.5, "opnet_tuned_mbps": 94.4}
-        r = report.Report({}, tempfile.mkdtemp())
-        r.plot_sitl = lambda *a: None
-        r.sitl(e)
-        t = {name: status for name, _, status, _ in r.targets}
+        t, _ = sitl([row("kernel", 4e9), row("netloop", 2.1e9), row("netloop-steer", 1.9e9), row("ns-3", 0.2e9),
+                     row("netloop", 0.935e9, "1 Gbit/s links"), row("netloop-steer", 0.94e9, "1 Gbit/s links")])
+        t = {name: status for name, (_, status) in t.items()}
         self.assertEqual(t["TCP, one router, unlimited: ≥ 0.5× the kernel (netloop)"], "**met**")
         self.assertEqual(t["TCP, one router, unlimited: ≥ 0.5× the kernel (netloop --steer)"], "**not met**")
         self.assertEqual(t["TCP, one router, unlimited: ≥ 10× ns-3 (netloop)"], "**met**")
@@ -106,15 +106,10 @@ class Targets(unittest.TestCase):
         self.assertEqual(t["iperf3 over modelled 1 Gbit/s: ≥ 99 % of 941.48 Mbit/s (netloop)"], "**met**")
 
     def test_a_missing_system_is_na_not_met(self):
-        e = {"rows": [{"scenario": "unlimited", "streams": 1, "system": "netloop", "runs": [{"bps": 1e9}]},
-                      {"scenario": "unlimited", "streams": 1, "system": "ns-3", "runs": [{"na": "no emu"}]}],
-             "theoretical_1g_bps": reference.GIGABIT_TCP, "opnet_default_mbps": 79.5, "opnet_tuned_mbps": 94.4}
-        r = report.Report({}, tempfile.mkdtemp())
-        r.plot_sitl = lambda *a: None
-        r.sitl(e)
-        t = {name: status for name, _, status, _ in r.targets}
-        self.assertEqual(t["TCP, one router, unlimited: ≥ 10× ns-3 (netloop)"], "n/a")
-        self.assertIn("n/a: no emu", "\n".join(r.md))
+        t, text = sitl([{"scenario": "unlimited", "streams": 1, "system": "netloop", "runs": [{"bps": 1e9}]},
+                        {"scenario": "unlimited", "streams": 1, "system": "ns-3", "runs": [{"na": "no emu"}]}])
+        self.assertEqual(t["TCP, one router, unlimited: ≥ 10× ns-3 (netloop)"][1], "n/a")
+        self.assertIn("n/a: no emu", text)
 
 
 def delay_result(netloop_remote):
@@ -125,10 +120,7 @@ def delay_result(netloop_remote):
 
 class Delay(unittest.TestCase):
     def targets(self, e):
-        r = report.Report({}, tempfile.mkdtemp())
-        r.plot_delay = lambda *a: None
-        r.delay(e)
-        return {name: status for name, _, status, _ in r.targets}
+        return {name: status for name, (_, status) in section("delay", e)[0].items()}
 
     def test_early_is_as_wrong_as_late(self):
         # 20 ms − 100 µs: the model's delay was not kept, even though
@@ -168,7 +160,6 @@ class WholeReport(unittest.TestCase):
         self.assertIn("Most pairs with the live flow at ≥ 95 %, up to its first drop below: netloop 100,", text)
         for png in ("rtt_boxplots.png", "mixed_traffic.png"):
             self.assertGreater(os.path.getsize(os.path.join(d, png)), 1000)
-        json.dumps(res)
 
 
 if __name__ == "__main__":
