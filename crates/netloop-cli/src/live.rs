@@ -98,6 +98,7 @@ pub fn execute_live(
             priority,
             steer,
             on_ready: &mut on_ready,
+            remote: None,
         },
     )
     .map_err(|e| anyhow!("{e}"))?;
@@ -185,6 +186,7 @@ pub fn print_report(r: &LiveReport) {
         EndReason::Duration => "the run's duration was reached",
         EndReason::Control => "every awaited program exited",
         EndReason::Interrupted => "interrupted",
+        EndReason::Running => "it has not ended (a report taken mid-run)",
     };
     println!(
         "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} (CPU {:.0} % of one core)",

@@ -13,7 +13,6 @@ mod bench;
 mod demo;
 mod format;
 mod live;
-mod pcap;
 mod probe;
 mod run;
 

@@ -12,11 +12,9 @@ use netloop_model::Simulation;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::format;
-use crate::pcap::{Capture, Filter, PcapTap};
 
 /// Arguments of `netloop run`.
 #[derive(Args, Debug)]
@@ -173,72 +171,6 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Attaches the pcap captures named by `targets`.
-fn attach_pcaps(
-    sim: &mut Simulation,
-    targets: &[String],
-    dir: &Path,
-) -> anyhow::Result<Vec<Arc<Mutex<Capture>>>> {
-    let mut caps = Vec::new();
-    if targets.is_empty() {
-        return Ok(caps);
-    }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create pcap directory {}", dir.display()))?;
-    let mut wanted: Vec<(usize, Filter, String)> = Vec::new();
-    for t in targets {
-        if t == "all" {
-            for (i, l) in sim.net.links().iter().enumerate() {
-                wanted.push((i, Filter::Link, l.name.clone()));
-            }
-        } else if let Some(link) = sim.net.link_id(t) {
-            wanted.push((link, Filter::Link, t.clone()));
-        } else if let Some((node, iface)) = t.split_once(':') {
-            let id = sim
-                .net
-                .node_id(node)
-                .ok_or_else(|| anyhow!("--pcap {t}: '{node}' is not a node"))?;
-            let port = sim
-                .net
-                .ports(id)
-                .iter()
-                .position(|p| p.name == iface)
-                .ok_or_else(|| {
-                    let names: Vec<_> = sim.net.ports(id).iter().map(|p| p.name.as_str()).collect();
-                    anyhow!(
-                        "--pcap {t}: '{node}' has no interface '{iface}' (it has: {})",
-                        names.join(", ")
-                    )
-                })?;
-            let link = sim.net.ports(id)[port].link;
-            let side = if sim.net.links()[link].ends[0] == (id, port) {
-                0
-            } else {
-                1
-            };
-            wanted.push((link, Filter::Interface { side }, format!("{node}-{iface}")));
-        } else {
-            let names: Vec<_> = sim
-                .net
-                .links()
-                .iter()
-                .map(|l| l.name.as_str())
-                .take(10)
-                .collect();
-            return Err(anyhow!(
-                "--pcap {t}: not a link, NODE:IFACE or 'all' (links: {})",
-                names.join(", ")
-            ));
-        }
-    }
-    for (link, filter, name) in wanted {
-        let path = dir.join(format!("{name}.pcap"));
-        let (tap, cap) = PcapTap::create(&path, filter)?;
-        sim.net.add_tap(link, Box::new(tap));
-        caps.push(cap);
-    }
-    Ok(caps)
-}
-
 /// Writes `value` as pretty JSON to `path` atomically (a temporary file in
 /// the same directory, then a rename), so a crash never leaves half a file.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
@@ -327,7 +259,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
-    let caps = attach_pcaps(&mut sim, &args.pcap, &args.pcap_dir)?;
+    let caps = netloop_io::pcap::attach(&mut sim, &args.pcap, &args.pcap_dir)
+        .map_err(|e| anyhow!("{e}"))?;
     let topology = args.file.display().to_string();
     let mut failed = false;
     let (results, interrupted) = if args.realtime || !sim.real.is_empty() {

@@ -105,6 +105,56 @@ pub fn parse_str(text: &str, file_name: &str) -> Result<Loaded, ConfigErrors> {
     }
 }
 
+/// Reads one link change given while a network runs (the Python API's
+/// `link.set(...)`): `text` is a TOML document holding one `[[event]]` table
+/// without `at`, checked exactly as an `[[event]]` of a topology file whose
+/// links are `links` — the same messages, "did you mean" included — and
+/// taking effect at once.
+pub fn parse_link_change(
+    text: &str,
+    file_name: &str,
+    links: &[String],
+) -> Result<netloop_model::spec::LinkEventSpec, ConfigErrors> {
+    let mut d = Diag::new(file_name, text);
+    let (doc, syntax) = toml::de::DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        for e in syntax {
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().replace('\n', "; ");
+            d.error(&span, "", None, format!("invalid TOML: {message}"));
+        }
+        return Err(ConfigErrors::new(d.errors));
+    }
+    let mut loader = sections::Loader::new(&mut d);
+    loader.duration = None;
+    loader.live = true;
+    for name in links {
+        loader
+            .links
+            .insert(name.clone(), sections::LinkInfo { line: 0 });
+        loader.link_names.push(name.clone());
+    }
+    let events = loader.array_of("event", doc.get_ref().get("event"));
+    let n = events.len();
+    for (i, (t, span)) in events.iter().enumerate() {
+        sections::event::read(&mut loader, i, t, span.clone());
+    }
+    let mut spec = loader.spec;
+    if d.errors.is_empty() && n == 1 && spec.events.len() == 1 {
+        Ok(spec.events.remove(0))
+    } else {
+        if d.errors.is_empty() {
+            d.error(
+                &(0..0),
+                "",
+                None,
+                format!("expected exactly one [[event]] table, found {n}"),
+            );
+        }
+        Err(ConfigErrors::new(d.errors))
+    }
+}
+
 /// Checks topology bytes as if they were the file `file_name`; text that is
 /// not UTF-8 is an error at the first bad byte (TOML files are UTF-8).
 pub fn parse_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, ConfigErrors> {

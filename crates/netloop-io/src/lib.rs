@@ -12,6 +12,7 @@
 //!   it is removed at the end — or by `netloop clean` after a SIGKILL;
 //! - [`clock`], [`rt`]: the real-time scheduler that ties simulated time to
 //!   CLOCK_MONOTONIC and moves frames between the model and the interfaces;
+//! - [`pcap`]: capture to pcap files with simulated timestamps;
 //! - [`live`]: a whole real-time run — set up, programs on schedule, run,
 //!   tear down, report.
 //!
@@ -23,6 +24,7 @@ pub mod frameio;
 pub mod live;
 pub mod netns;
 pub mod packet;
+pub mod pcap;
 pub mod proc;
 pub mod registry;
 pub mod rt;

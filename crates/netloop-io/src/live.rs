@@ -7,20 +7,31 @@
 //! side effects (privileges, programs installed, interfaces attachable) runs
 //! before the first namespace is created; from then on the [`Session`] owns
 //! each resource as it is made and its `Drop` removes them.
+//!
+//! Another thread can talk to a running network through a [`RemoteHandle`]
+//! (the Python API does): change a link now, read the results and the
+//! self-report so far, end the run. Requests wake the loop through a socket
+//! in its poll set and are served between events.
 
 use netloop_core::{SimDuration, SimTime};
 use netloop_model::build::RealNode;
-use netloop_model::spec::{HostLink, NodeKind};
+use netloop_model::results::{Results, SimView};
+use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind};
 use netloop_model::Simulation;
 use serde::Serialize;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use crate::clock::RtClock;
 use crate::error::{Error, Result};
 use crate::netns;
 use crate::packet::{self, PacketOptions, PacketSocket};
-use crate::rt::{self, RealPort, RtOptions, RtReport, Step};
+use crate::rt::{self, Control, RealPort, RtOptions, RtReport, Step};
 use crate::session::Session;
 use crate::tap::TapDevice;
 
@@ -43,6 +54,93 @@ pub struct LiveOptions<'a> {
     /// Called once the network is up, before the clock starts: e.g. to tell
     /// the user how to reach the hosts.
     pub on_ready: &'a mut dyn FnMut(&[HostReport]),
+    /// Requests from another thread, if any (see [`remote`]).
+    pub remote: Option<Remote>,
+}
+
+/// A request to a running network.
+#[derive(Clone, Debug)]
+pub enum Request {
+    /// Change a link now (`at` is ignored).
+    ChangeLink(LinkEventSpec),
+    /// The results and the self-report as of now.
+    Snapshot,
+    /// End the run now, as if its duration were over.
+    Stop,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug)]
+pub enum Reply {
+    /// Done.
+    Done,
+    /// What [`Request::Snapshot`] asked for.
+    Snapshot(Box<Snapshot>),
+    /// It could not be done; why.
+    Failed(String),
+}
+
+/// Results and self-report of a run that is still going.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The model's results so far (mode `realtime`).
+    pub results: Results,
+    /// The real-time loop's report so far (`end` is `running`).
+    pub realtime: RtReport,
+}
+
+type Envelope = (Request, mpsc::SyncSender<Reply>);
+
+/// The run's end of the request channel: goes into [`LiveOptions::remote`].
+pub struct Remote {
+    rx: mpsc::Receiver<Envelope>,
+    wake: UnixStream,
+}
+
+/// The caller's end: send requests from any thread while the run goes on.
+#[derive(Clone)]
+pub struct RemoteHandle {
+    tx: mpsc::Sender<Envelope>,
+    wake: Arc<UnixStream>,
+}
+
+/// A request channel to a live run.
+pub fn remote() -> Result<(RemoteHandle, Remote)> {
+    let (a, b) = UnixStream::pair().map_err(|e| Error::os("creating a control socket pair", e))?;
+    for s in [&a, &b] {
+        s.set_nonblocking(true)
+            .map_err(|e| Error::os("making the control socket non-blocking", e))?;
+    }
+    let (tx, rx) = mpsc::channel();
+    Ok((
+        RemoteHandle {
+            tx,
+            wake: Arc::new(a),
+        },
+        Remote { rx, wake: b },
+    ))
+}
+
+impl RemoteHandle {
+    /// Sends `req` and waits up to `timeout` for the answer. An error if the
+    /// run has ended or does not answer in time (it is far behind).
+    pub fn call(&self, req: Request, timeout: Duration) -> Result<Reply> {
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        self.tx
+            .send((req, reply_tx))
+            .map_err(|_| Error::msg("the network is not running (its run has ended)"))?;
+        // One byte wakes the loop; a full socket already means "wake up".
+        let _ = (&*self.wake).write(&[1]);
+        match reply_rx.recv_timeout(timeout) {
+            Ok(r) => Ok(r),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::msg(format!(
+                "the network did not answer within {timeout:?} (is the run far behind real time?)"
+            ))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::msg(
+                "the network is not running (its run ended before answering)",
+            )),
+        }
+    }
 }
 
 /// A real node as set up.
@@ -151,7 +249,7 @@ struct Scheduled {
 /// Sets up the real nodes of `sim`, runs it in real time until its duration,
 /// a stop request, or the exit of every program marked `wait`; tears it all
 /// down; reports.
-pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveReport> {
+pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveReport> {
     let real = sim.real.clone();
     precheck(&real)?;
     let mut session = if real.is_empty() {
@@ -266,6 +364,7 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
     }
     let any_wait = scheduled.iter().any(|c| c.wait);
     let until = SimTime::ZERO + sim.net.spec().run.duration;
+    let remote = opts.remote.take();
     let rt_opts = RtOptions {
         until,
         spin_ns: opts.spin_ns,
@@ -274,11 +373,20 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         stop: opts.stop,
         priority: opts.priority,
         cpu: loop_cpu,
+        wake: remote.as_ref().map(|r| r.wake.as_fd()),
     };
+    let started_at = Instant::now();
+    let flows = &sim.flows;
     let mut failure: Option<Error> = None;
     let log_dir = opts.log_dir.clone();
     let report = {
-        let mut control = |now: SimTime| -> Step {
+        let mut control = |ctl: &mut Control<'_>| -> Step {
+            let now = ctl.now;
+            if let Some(r) = &remote {
+                if serve(r, ctl, flows, started_at) {
+                    return Step::Stop;
+                }
+            }
             let Some(s) = session.as_mut() else {
                 return Step::Continue(SimTime::MAX);
             };
@@ -372,6 +480,48 @@ pub fn run_live(sim: &mut Simulation, opts: LiveOptions<'_>) -> Result<LiveRepor
         commands,
         realtime: report,
     })
+}
+
+/// Answers every waiting request; true if one asked the run to stop.
+fn serve(
+    r: &Remote,
+    ctl: &mut Control<'_>,
+    flows: &[netloop_model::build::FlowInfo],
+    started: Instant,
+) -> bool {
+    let mut buf = [0u8; 64];
+    while matches!((&r.wake).read(&mut buf), Ok(n) if n > 0) {}
+    let mut stop = false;
+    while let Ok((req, reply)) = r.rx.try_recv() {
+        let answer = match req {
+            Request::ChangeLink(ev) => match ctl.net.link_id(&ev.link) {
+                Some(link) => {
+                    ctl.net.change_link(link, ev.direction, &ev.action);
+                    Reply::Done
+                }
+                None => Reply::Failed(format!("'{}' is not a link of this network", ev.link)),
+            },
+            Request::Snapshot => {
+                let view = SimView {
+                    net: ctl.net,
+                    queue: ctl.queue,
+                    flows,
+                };
+                let results = view.results("realtime", Some(started.elapsed().as_secs_f64()), None);
+                Reply::Snapshot(Box::new(Snapshot {
+                    results,
+                    realtime: ctl.realtime(),
+                }))
+            }
+            Request::Stop => {
+                stop = true;
+                Reply::Done
+            }
+        };
+        // The caller may have given up waiting; nothing to do then.
+        let _ = reply.send(answer);
+    }
+    stop
 }
 
 /// Where the output of command `k` on `host` goes.

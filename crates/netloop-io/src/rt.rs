@@ -25,6 +25,7 @@ use netloop_model::NodeId;
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 use serde::Serialize;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -50,6 +51,35 @@ pub enum Step {
     Stop,
 }
 
+/// What the control hook sees and may change: called between events, it can
+/// change the model (a link going down at a user's request) and read how the
+/// run is going.
+pub struct Control<'c> {
+    /// Simulated time now.
+    pub now: SimTime,
+    /// The model.
+    pub net: &'c mut Network,
+    /// Its pending events.
+    pub queue: &'c mut EventQueue<Event>,
+    tally: &'c Tally,
+    ports: &'c mut [RealPort],
+    late_threshold_ns: u64,
+    spin_ns: u64,
+}
+
+impl Control<'_> {
+    /// The self-report so far (`end` is `running`).
+    pub fn realtime(&mut self) -> RtReport {
+        self.tally.report(
+            self.ports,
+            self.queue,
+            self.late_threshold_ns,
+            self.spin_ns,
+            EndReason::Running,
+        )
+    }
+}
+
 /// Settings of one real-time run.
 pub struct RtOptions<'a> {
     /// Stop at this simulated time.
@@ -70,6 +100,10 @@ pub struct RtOptions<'a> {
     /// Keep the scheduler's thread on this CPU for the run (the namespaces'
     /// receive work is steered to the others; see `session`).
     pub cpu: Option<usize>,
+    /// A descriptor that becomes readable when the control hook has work
+    /// (a request from another thread): the loop then calls the hook at
+    /// once instead of at the time it asked for. The hook must drain it.
+    pub wake: Option<BorrowedFd<'a>>,
 }
 
 /// Why a real-time run ended.
@@ -82,6 +116,8 @@ pub enum EndReason {
     Control,
     /// A signal (Ctrl-C, SIGTERM) ended it.
     Interrupted,
+    /// It has not ended: a report taken while it runs.
+    Running,
 }
 
 /// Percentiles of a lateness histogram, in nanoseconds.
@@ -204,6 +240,78 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// What the loop counts as it runs, for its report.
+struct Tally {
+    slack: u64,
+    fifo: Option<i32>,
+    priority_error: Option<String>,
+    cpu0: u64,
+    wall0: u64,
+    events0: u64,
+    lateness: Histogram<u64>,
+    input: Histogram<u64>,
+    late_events: u64,
+    sleeps: u64,
+    rests: u64,
+    port_faults: Vec<u64>,
+}
+
+impl Tally {
+    /// The report as of now.
+    fn report(
+        &self,
+        ports: &mut [RealPort],
+        queue: &EventQueue<Event>,
+        late_threshold_ns: u64,
+        spin_ns: u64,
+        end: EndReason,
+    ) -> RtReport {
+        let wall_ns = clock::mono_ns() - self.wall0;
+        let cpu_ns = thread_cpu_ns() - self.cpu0;
+        let port_reports: Vec<PortReport> = ports
+            .iter_mut()
+            .enumerate()
+            .map(|(i, p)| PortReport {
+                host: p.host.clone(),
+                interface: p.io.name().to_string(),
+                counters: p.io.counters(),
+                faults: self.port_faults[i],
+            })
+            .collect();
+        let sum =
+            |f: fn(&BoundaryCounters) -> u64| port_reports.iter().map(|p| f(&p.counters)).sum();
+        let wall_s = wall_ns as f64 / 1e9;
+        RtReport {
+            kept_up: self.late_events == 0,
+            late_threshold_ns,
+            late_events: self.late_events,
+            end,
+            sim_seconds: queue.now().as_secs_f64(),
+            wall_seconds: wall_s,
+            events: queue.events_processed() - self.events0,
+            event_lateness: Lateness::of(&self.lateness),
+            input_latency: Lateness::of(&self.input),
+            spin_ns,
+            timer_slack_ns: self.slack,
+            fifo_priority: self.fifo,
+            priority_error: self.priority_error.clone(),
+            cpu_seconds: cpu_ns as f64 / 1e9,
+            cpu_share: if wall_s > 0.0 {
+                cpu_ns as f64 / 1e9 / wall_s
+            } else {
+                0.0
+            },
+            sleeps: self.sleeps,
+            rests: self.rests,
+            rx_frames: sum(|c| c.rx_frames),
+            tx_frames: sum(|c| c.tx_frames),
+            boundary_lost: sum(|c| c.lost()),
+            rx_malformed: sum(|c| c.rx_malformed),
+            ports: port_reports,
+        }
+    }
+}
+
 fn thread_cpu_ns() -> u64 {
     clock_ns(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
@@ -227,7 +335,7 @@ pub fn run_realtime(
     ports: &mut [RealPort],
     clock: RtClock,
     opts: &RtOptions<'_>,
-    control: &mut dyn FnMut(SimTime) -> Step,
+    control: &mut dyn FnMut(&mut Control<'_>) -> Step,
 ) -> RtReport {
     let slack = clock::set_timer_slack_ns(1);
     // Real-time class for this thread only, restored at the end: the
@@ -253,13 +361,20 @@ pub fn run_realtime(
         },
         None => None,
     };
-    let cpu0 = thread_cpu_ns();
-    let wall0 = clock::mono_ns();
-    let events0 = queue.events_processed();
-    let mut lateness = histogram();
-    let mut input = histogram();
-    let mut late_events = 0u64;
-    let mut sleeps = 0u64;
+    let mut tally = Tally {
+        slack,
+        fifo,
+        priority_error,
+        cpu0: thread_cpu_ns(),
+        wall0: clock::mono_ns(),
+        events0: queue.events_processed(),
+        lateness: histogram(),
+        input: histogram(),
+        late_events: 0,
+        sleeps: 0,
+        rests: 0,
+        port_faults: vec![0u64; ports.len()],
+    };
     // Per port: its node; frames read in one pass, with their arrival times.
     let nodes: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
     let mut arrivals: Vec<(u64, usize, Vec<u8>)> = Vec::new();
@@ -273,7 +388,6 @@ pub fn run_realtime(
     // nothing to read (deleted, down), the moment until which it is left out
     // of the poll set — `ppoll` reports such a condition at once, every
     // time, and would keep the loop spinning.
-    let mut port_faults = vec![0u64; ports.len()];
     let mut muted_until = vec![0u64; ports.len()];
     // Ports whose last poll reported an error or hang-up.
     let mut faulted = vec![false; ports.len()];
@@ -324,15 +438,14 @@ pub fn run_realtime(
     // than a long one.
     let mut duty_wall = clock::mono_ns();
     let mut duty_cpu = thread_cpu_ns();
-    let mut rests = 0u64;
     loop {
-        if fifo.is_some() {
+        if tally.fifo.is_some() {
             let w = clock::mono_ns();
             if w - duty_wall >= DUTY_WINDOW_NS {
                 let c = thread_cpu_ns();
                 if (c - duty_cpu) * 10 > (w - duty_wall) * 9 {
                     std::thread::sleep(Duration::from_nanos(DUTY_REST_NS));
-                    rests += 1;
+                    tally.rests += 1;
                 }
                 duty_wall = clock::mono_ns();
                 duty_cpu = thread_cpu_ns();
@@ -344,7 +457,16 @@ pub fn run_realtime(
         }
         let now = clock.now();
         if now >= next_control {
-            match control(now) {
+            let mut ctl = Control {
+                now,
+                net,
+                queue,
+                tally: &tally,
+                ports,
+                late_threshold_ns: opts.late_threshold_ns,
+                spin_ns: opts.spin_ns,
+            };
+            match control(&mut ctl) {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => {
                     end = EndReason::Control;
@@ -368,7 +490,7 @@ pub fn run_realtime(
                 arrivals.push((at, i, frame.to_vec()));
             });
             if arrivals.len() == before && (faulted[i] || read.is_err()) {
-                port_faults[i] += 1;
+                tally.port_faults[i] += 1;
                 muted_until[i] = clock::mono_ns() + FAULT_BACKOFF_NS;
                 // Clears a pending socket error (a packet socket whose device
                 // went down), so the port comes back when the device does.
@@ -382,14 +504,30 @@ pub fn run_realtime(
         arrivals.sort_by_key(|a| a.0);
         for (at, i, frame) in arrivals.drain(..) {
             let t = clock.sim_of(at).max(queue.now()).min(opts.until);
-            run_due(net, queue, ports, t, &mut lateness, &mut late_events);
+            run_due(
+                net,
+                queue,
+                ports,
+                t,
+                &mut tally.lateness,
+                &mut tally.late_events,
+            );
             queue.advance_to(t.max(queue.now()));
-            input.saturating_record(clock::mono_ns().saturating_sub(at).max(1));
+            tally
+                .input
+                .saturating_record(clock::mono_ns().saturating_sub(at).max(1));
             net.inject(queue, nodes[i], frame);
         }
 
         let limit = clock.now().min(opts.until);
-        run_due(net, queue, ports, limit, &mut lateness, &mut late_events);
+        run_due(
+            net,
+            queue,
+            ports,
+            limit,
+            &mut tally.lateness,
+            &mut tally.late_events,
+        );
         if now >= opts.until {
             end = EndReason::Duration;
             break;
@@ -417,9 +555,12 @@ pub fn run_realtime(
             .iter()
             .map(|&i| PollFd::new(ports[i].io.fd(), PollFlags::POLLIN))
             .collect();
+        if let Some(w) = opts.wake {
+            fds.push(PollFd::new(w, PollFlags::POLLIN));
+        }
         let timeout = TimeSpec::from_duration(Duration::from_nanos(sleep_ns.min(1_000_000_000)));
         if sleep_ns > 0 {
-            sleeps += 1;
+            tally.sleeps += 1;
         }
         if let Ok(n) = ppoll(&mut fds, Some(timeout), None) {
             if n > 0 {
@@ -430,6 +571,14 @@ pub fn run_realtime(
                         faulted[i] = true;
                     }
                 }
+                if opts.wake.is_some()
+                    && fds
+                        .last()
+                        .and_then(PollFd::revents)
+                        .is_some_and(|r| !r.is_empty())
+                {
+                    next_control = SimTime::ZERO;
+                }
             }
         }
     }
@@ -437,56 +586,22 @@ pub fn run_realtime(
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run.
     let last = clock.now().min(opts.until);
-    run_due(net, queue, ports, last, &mut lateness, &mut late_events);
+    run_due(
+        net,
+        queue,
+        ports,
+        last,
+        &mut tally.lateness,
+        &mut tally.late_events,
+    );
     if queue.now() < last {
         queue.advance_to(last);
     }
-    if fifo.is_some() {
+    if tally.fifo.is_some() {
         crate::sys::restore_policy(old_policy);
     }
     if let (Some(_), Some(set)) = (opts.cpu, old_affinity) {
         let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
-    let wall_ns = clock::mono_ns() - wall0;
-    let cpu_ns = thread_cpu_ns() - cpu0;
-    let port_reports: Vec<PortReport> = ports
-        .iter_mut()
-        .enumerate()
-        .map(|(i, p)| PortReport {
-            host: p.host.clone(),
-            interface: p.io.name().to_string(),
-            counters: p.io.counters(),
-            faults: port_faults[i],
-        })
-        .collect();
-    let sum = |f: fn(&BoundaryCounters) -> u64| port_reports.iter().map(|p| f(&p.counters)).sum();
-    let wall_s = wall_ns as f64 / 1e9;
-    RtReport {
-        kept_up: late_events == 0,
-        late_threshold_ns: opts.late_threshold_ns,
-        late_events,
-        end,
-        sim_seconds: queue.now().as_secs_f64(),
-        wall_seconds: wall_s,
-        events: queue.events_processed() - events0,
-        event_lateness: Lateness::of(&lateness),
-        input_latency: Lateness::of(&input),
-        spin_ns: opts.spin_ns,
-        timer_slack_ns: slack,
-        fifo_priority: fifo,
-        priority_error,
-        cpu_seconds: cpu_ns as f64 / 1e9,
-        cpu_share: if wall_s > 0.0 {
-            cpu_ns as f64 / 1e9 / wall_s
-        } else {
-            0.0
-        },
-        sleeps,
-        rests,
-        rx_frames: sum(|c| c.rx_frames),
-        tx_frames: sum(|c| c.tx_frames),
-        boundary_lost: sum(|c| c.lost()),
-        rx_malformed: sum(|c| c.rx_malformed),
-        ports: port_reports,
-    }
+    tally.report(ports, queue, opts.late_threshold_ns, opts.spin_ns, end)
 }

@@ -153,6 +153,7 @@ fn frames_cross_the_model_after_the_link_delay() {
         stop: &stop,
         priority: None,
         cpu: None,
+        wake: None,
     };
     let clock = RtClock::start_now();
     let reader = std::thread::spawn(move || {
@@ -179,12 +180,12 @@ fn frames_cross_the_model_after_the_link_delay() {
         &mut ports,
         clock,
         &opts,
-        &mut |now| {
+        &mut |ctl| {
             if reader.is_finished() {
                 sent_done = true;
                 Step::Stop
             } else {
-                Step::Continue(now + SimDuration::from_millis(5))
+                Step::Continue(ctl.now + SimDuration::from_millis(5))
             }
         },
     );
@@ -219,6 +220,7 @@ fn a_run_ends_at_its_duration_and_on_request() {
         stop: &stop,
         priority: None,
         cpu: None,
+        wake: None,
     };
     let t0 = mono_ns();
     let r = run_realtime(

@@ -371,14 +371,21 @@ impl Network {
         let Some(link) = self.link_id(&ev.link) else {
             return; // validated at build time
         };
-        let sides: &[usize] = match ev.direction {
+        self.change_link(link, ev.direction, &ev.action);
+    }
+
+    /// Changes a link now: what a scheduled `[[event]]` does when its time
+    /// comes, and what a front end does for a change asked for while the
+    /// network runs (the real-time loop calls it between events).
+    pub fn change_link(&mut self, link: LinkId, direction: Direction, action: &LinkAction) {
+        let sides: &[usize] = match direction {
             Direction::Both => &[0, 1],
             Direction::AToB => &[0],
             Direction::BToA => &[1],
         };
         for &side in sides {
             let d = &mut self.links[link].dirs[side];
-            match &ev.action {
+            match action {
                 LinkAction::Down => {
                     if !d.up {
                         continue;

@@ -11,9 +11,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::apps::{App, Hop, Samples};
-use crate::build::Simulation;
-use crate::network::{InFlight, Node};
+use crate::build::{FlowInfo, Simulation};
+use crate::network::{Event, InFlight, Network, Node};
 use crate::stats::{DirStats, DropCounts, Origin, Sink};
+use netloop_core::EventQueue;
 
 /// Name of the schema.
 pub const SCHEMA: &str = "netloop-results";
@@ -267,11 +268,50 @@ fn rate(bytes: u64, ns: u64) -> f64 {
     }
 }
 
+/// A running or finished simulation's parts, borrowed: what the results are
+/// read from. A real-time loop holds the network and its queue mutably and
+/// reads results mid-run through one of these.
+#[derive(Clone, Copy)]
+pub struct SimView<'a> {
+    /// The model.
+    pub net: &'a Network,
+    /// Its pending events (and the current time).
+    pub queue: &'a EventQueue<Event>,
+    /// The flows, in spec order.
+    pub flows: &'a [FlowInfo],
+}
+
 impl Simulation {
+    /// The parts results are read from.
+    pub fn view(&self) -> SimView<'_> {
+        SimView {
+            net: &self.net,
+            queue: &self.queue,
+            flows: &self.flows,
+        }
+    }
+
+    /// The packet-conservation block as of now.
+    pub fn conservation(&self) -> Conservation {
+        self.view().conservation()
+    }
+
+    /// The results as of now (see [`SimView::results`]).
+    pub fn results(
+        &self,
+        mode: &str,
+        wall_seconds: Option<f64>,
+        topology: Option<String>,
+    ) -> Results {
+        self.view().results(mode, wall_seconds, topology)
+    }
+}
+
+impl SimView<'_> {
     /// The packet-conservation block as of now.
     pub fn conservation(&self) -> Conservation {
         let l = self.net.ledger();
-        let in_flight = self.net.in_flight(&self.queue);
+        let in_flight = self.net.in_flight(self.queue);
         let (c, d, x, f) = (
             l.created_total(),
             l.delivered_total(),
@@ -299,7 +339,7 @@ impl Simulation {
         wall_seconds: Option<f64>,
         topology: Option<String>,
     ) -> Results {
-        let net = &self.net;
+        let net = self.net;
         let spec = net.spec();
         let now = self.queue.now();
         let names = net.node_names();

@@ -46,7 +46,20 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
         }
     });
 
-    let at = t.req(l.d, "at", "when it happens, e.g. \"5s\"", value::duration);
+    // A change given while the network runs takes effect at once.
+    let at = if l.live {
+        if t.has("at") {
+            t.error(
+                l.d,
+                "at",
+                "a change to a running network takes effect at once; 'at' does not apply"
+                    .to_string(),
+            );
+        }
+        Some(netloop_core::SimDuration::ZERO)
+    } else {
+        t.req(l.d, "at", "when it happens, e.g. \"5s\"", value::duration)
+    };
     if let (Some(at), Some(end)) = (at, l.duration) {
         if at > end {
             t.error(

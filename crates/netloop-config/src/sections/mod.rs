@@ -15,7 +15,7 @@
 //! route's next hop is reachable, automatic address assignment — which are
 //! `netloop_model::Network::build`'s.
 
-mod event;
+pub(crate) mod event;
 mod link;
 mod node;
 mod params;
@@ -97,6 +97,8 @@ pub(crate) struct Loader<'d, 's> {
     pub(crate) addresses: HashMap<std::net::Ipv4Addr, link::AddressOwner>,
     /// Static routes seen so far, to report the same route twice.
     pub(crate) route_keys: route::RouteKeys,
+    /// Reading a change to a running network (no `at`), not a file.
+    pub(crate) live: bool,
 }
 
 impl<'d, 's> Loader<'d, 's> {
@@ -117,6 +119,7 @@ impl<'d, 's> Loader<'d, 's> {
             link_names: Vec::new(),
             addresses: HashMap::new(),
             route_keys: HashMap::new(),
+            live: false,
         }
     }
 
@@ -200,7 +203,7 @@ impl<'d, 's> Loader<'d, 's> {
     }
 
     /// The tables of an array of tables such as `[[node]]`, with spans.
-    fn array_of<'a, 'i>(
+    pub(crate) fn array_of<'a, 'i>(
         &mut self,
         key: &str,
         v: Option<&'a crate::value::Value<'i>>,

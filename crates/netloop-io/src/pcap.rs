@@ -5,9 +5,13 @@
 //! is the Unix epoch, so timestamps read as time since the start of the run.
 //! A write error (disk full) stops that capture and is reported at the end of
 //! the run; it never stops the simulation.
+//!
+//! [`attach`] turns the user's capture targets (a link name, `NODE:IFACE`,
+//! `all`) into taps; the command line and the Python API both use it.
 
 use netloop_core::SimTime;
 use netloop_model::network::Tap;
+use netloop_model::Simulation;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use std::fs::File;
@@ -15,6 +19,8 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::error::{Error, Result};
 
 /// Which frames of a link a capture keeps.
 #[derive(Clone, Copy, Debug)]
@@ -67,9 +73,9 @@ pub struct PcapTap {
 
 impl PcapTap {
     /// Creates `path` and a tap writing to it.
-    pub fn create(path: &Path, filter: Filter) -> anyhow::Result<(Self, Arc<Mutex<Capture>>)> {
+    pub fn create(path: &Path, filter: Filter) -> Result<(Self, Arc<Mutex<Capture>>)> {
         let file = File::create(path)
-            .map_err(|e| anyhow::anyhow!("cannot create pcap file {}: {e}", path.display()))?;
+            .map_err(|e| Error::os(format!("creating pcap file {}", path.display()), e))?;
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ts_resolution: TsResolution::NanoSecond,
@@ -78,7 +84,12 @@ impl PcapTap {
             ..PcapHeader::default()
         };
         let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 16, file), header)
-            .map_err(|e| anyhow::anyhow!("cannot write pcap header to {}: {e}", path.display()))?;
+            .map_err(|e| {
+                Error::msg(format!(
+                    "writing the pcap header to {}: {e}",
+                    path.display()
+                ))
+            })?;
         let capture = Arc::new(Mutex::new(Capture {
             path: path.to_path_buf(),
             writer: Some(writer),
@@ -121,4 +132,73 @@ impl Tap for PcapTap {
             }
         }
     }
+}
+
+/// Captures what `targets` name into files in `dir` (`<link>.pcap`,
+/// `<node>-<iface>.pcap`): each target is a link name, `NODE:IFACE` for one
+/// interface's view, or `all` for every link.
+pub fn attach(
+    sim: &mut Simulation,
+    targets: &[String],
+    dir: &Path,
+) -> Result<Vec<Arc<Mutex<Capture>>>> {
+    let mut caps = Vec::new();
+    if targets.is_empty() {
+        return Ok(caps);
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::os(format!("creating pcap directory {}", dir.display()), e))?;
+    let mut wanted: Vec<(usize, Filter, String)> = Vec::new();
+    for t in targets {
+        if t == "all" {
+            for (i, l) in sim.net.links().iter().enumerate() {
+                wanted.push((i, Filter::Link, l.name.clone()));
+            }
+        } else if let Some(link) = sim.net.link_id(t) {
+            wanted.push((link, Filter::Link, t.clone()));
+        } else if let Some((node, iface)) = t.split_once(':') {
+            let id = sim
+                .net
+                .node_id(node)
+                .ok_or_else(|| Error::msg(format!("pcap target {t}: '{node}' is not a node")))?;
+            let port = sim
+                .net
+                .ports(id)
+                .iter()
+                .position(|p| p.name == iface)
+                .ok_or_else(|| {
+                    let names: Vec<_> = sim.net.ports(id).iter().map(|p| p.name.as_str()).collect();
+                    Error::msg(format!(
+                        "pcap target {t}: '{node}' has no interface '{iface}' (it has: {})",
+                        names.join(", ")
+                    ))
+                })?;
+            let link = sim.net.ports(id)[port].link;
+            let side = if sim.net.links()[link].ends[0] == (id, port) {
+                0
+            } else {
+                1
+            };
+            wanted.push((link, Filter::Interface { side }, format!("{node}-{iface}")));
+        } else {
+            let names: Vec<_> = sim
+                .net
+                .links()
+                .iter()
+                .map(|l| l.name.as_str())
+                .take(10)
+                .collect();
+            return Err(Error::msg(format!(
+                "pcap target {t}: not a link, NODE:IFACE or 'all' (links: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    for (link, filter, name) in wanted {
+        let path = dir.join(format!("{name}.pcap"));
+        let (tap, cap) = PcapTap::create(&path, filter)?;
+        sim.net.add_tap(link, Box::new(tap));
+        caps.push(cap);
+    }
+    Ok(caps)
 }

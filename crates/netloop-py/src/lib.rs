@@ -1,0 +1,486 @@
+//! `netloop._native`: the Python package's bridge to the Rust crates.
+//!
+//! It owns the crossing between Python and the core: topology text in
+//! (written by the Python builder or read from a file), results out as JSON
+//! text (the schema of `docs/results-schema.md`, which the Python side turns
+//! into objects), errors as Python exceptions carrying the core's messages.
+//! The core crates know nothing of Python.
+//!
+//! A live network runs on a thread of its own ([`LiveRun`]): the real-time
+//! loop must never wait for the interpreter, and Python must stay free to
+//! run programs on the real hosts meanwhile. Python talks to it through
+//! `netloop_io::live`'s request channel. Every wait on that thread releases
+//! the interpreter lock and wakes every 100 ms to let Ctrl-C through, and
+//! whatever the way out — `stop()`, an exception, garbage collection — the
+//! thread is told to stop and joined, so the run's namespaces and devices
+//! are removed.
+
+use netloop_core::{SimDuration, SimTime};
+use netloop_io::live::{remote, run_live, HostReport, LiveOptions, Reply, Request};
+use netloop_io::pcap::Capture;
+use netloop_model::Simulation;
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+create_exception!(
+    _native,
+    NetloopError,
+    PyRuntimeError,
+    "An error of netloop: setting up, running or tearing down a network."
+);
+create_exception!(
+    _native,
+    TopologyError,
+    NetloopError,
+    "A topology that netloop cannot load or build; the message names the item, field and value."
+);
+
+/// How long a request to a running network may take before it is an error.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn netloop_err(e: impl std::fmt::Display) -> PyErr {
+    NetloopError::new_err(e.to_string())
+}
+
+/// Loads and builds a topology; every error as one [`TopologyError`].
+fn build(
+    text: &str,
+    name: &str,
+    duration: Option<&str>,
+    seed: Option<u64>,
+) -> PyResult<Simulation> {
+    let mut loaded = netloop_config::parse_str(text, name).map_err(|errors| {
+        TopologyError::new_err(format!(
+            "{errors}\n{name}: {} error{}",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        ))
+    })?;
+    if let Some(s) = seed {
+        loaded.spec.run.seed = s;
+    }
+    if let Some(d) = duration {
+        loaded.spec.run.duration = SimDuration::parse(d)
+            .map_err(|e| TopologyError::new_err(format!("duration {d:?}: {e}")))?;
+    }
+    Simulation::build(&loaded.spec)
+        .map_err(|e| TopologyError::new_err(loaded.sources.located(&e).to_string()))
+}
+
+/// What a built topology holds: nodes with their interfaces and addresses,
+/// links, flows (JSON).
+#[pyfunction]
+fn check(text: &str, name: &str) -> PyResult<String> {
+    let sim = build(text, name, None, None)?;
+    let net = &sim.net;
+    let spec = net.spec();
+    let nodes: Vec<Value> = spec
+        .nodes
+        .iter()
+        .map(|n| {
+            let id = net.node_id(&n.name).expect("built nodes have ids");
+            let interfaces: Vec<Value> = net
+                .ports(id)
+                .iter()
+                .map(|p| {
+                    json!({
+                        "name": p.name,
+                        "address": p.addr.map(|a| a.to_string()),
+                        "link": net.links()[p.link].name,
+                    })
+                })
+                .collect();
+            json!({
+                "name": n.name,
+                "kind": kind_name(&n.kind),
+                "interfaces": interfaces,
+            })
+        })
+        .collect();
+    let links: Vec<&str> = net.links().iter().map(|l| l.name.as_str()).collect();
+    let flows: Vec<&str> = sim.flows.iter().map(|f| f.name.as_str()).collect();
+    Ok(json!({
+        "nodes": nodes,
+        "links": links,
+        "flows": flows,
+        "duration_s": spec.run.duration.as_secs_f64(),
+        "seed": spec.run.seed,
+    })
+    .to_string())
+}
+
+fn kind_name(k: &netloop_model::spec::NodeKind) -> &'static str {
+    use netloop_model::spec::NodeKind;
+    match k {
+        NodeKind::Host => "host",
+        NodeKind::Router(_) => "router",
+        NodeKind::Switch(_) => "switch",
+        NodeKind::Namespace(_) => "namespace",
+        NodeKind::Attached(_) => "attached",
+    }
+}
+
+/// Ends each capture; its files and frame counts, and errors (disk full).
+fn finish_captures(caps: &[Arc<Mutex<Capture>>]) -> Value {
+    let files: Vec<Value> = caps
+        .iter()
+        .map(|c| {
+            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+            let error = c.finish();
+            json!({
+                "path": c.path.display().to_string(),
+                "frames": c.frames,
+                "error": error,
+            })
+        })
+        .collect();
+    Value::Array(files)
+}
+
+/// Runs a topology without real nodes as fast as possible; the results as
+/// JSON. `progress(sim_seconds, duration_seconds, speed)` is called about
+/// four times a second; Ctrl-C (or an exception from `progress`) stops the
+/// run, and the exception is raised once the results are taken.
+#[pyfunction]
+#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None))]
+// The keyword arguments of the Python function, one for one.
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    py: Python<'_>,
+    text: &str,
+    name: &str,
+    duration: Option<&str>,
+    seed: Option<u64>,
+    pcap: Vec<String>,
+    pcap_dir: PathBuf,
+    progress: Option<PyObject>,
+) -> PyResult<String> {
+    let mut sim = build(text, name, duration, seed)?;
+    if !sim.real.is_empty() {
+        let names: Vec<&str> = sim.real.iter().map(|r| r.name.as_str()).collect();
+        return Err(TopologyError::new_err(format!(
+            "{name}: real nodes ({}) need real time: start the network instead of simulating it",
+            names.join(", ")
+        )));
+    }
+    let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+    let duration_s = sim.net.spec().run.duration.as_secs_f64();
+    let mut raised: Option<PyErr> = None;
+    let wall = py.allow_threads(|| {
+        let start = Instant::now();
+        let mut last = Instant::now();
+        sim.run(1 << 14, |now, _| {
+            if last.elapsed() < Duration::from_millis(250) {
+                return true;
+            }
+            last = Instant::now();
+            Python::with_gil(|py| {
+                let r = py.check_signals().and_then(|()| match &progress {
+                    Some(cb) => {
+                        let s = now.as_secs_f64();
+                        let speed = s / start.elapsed().as_secs_f64().max(1e-9);
+                        cb.call1(py, (s, duration_s, speed)).map(|_| ())
+                    }
+                    None => Ok(()),
+                });
+                match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        raised = Some(e);
+                        false
+                    }
+                }
+            })
+        });
+        start.elapsed().as_secs_f64()
+    });
+    let results = sim.results("afap", Some(wall), Some(name.to_string()));
+    let captures = finish_captures(&caps);
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let mut v = serde_json::to_value(&results).map_err(netloop_err)?;
+    v["pcap"] = captures;
+    Ok(v.to_string())
+}
+
+/// Removes what runs killed with SIGKILL left behind (`netloop clean`);
+/// the report as text.
+#[pyfunction]
+fn clean(py: Python<'_>) -> PyResult<String> {
+    py.allow_threads(netloop_io::registry::clean)
+        .map(|r| r.to_string())
+        .map_err(netloop_err)
+}
+
+/// Whether this process may create namespaces (root or the capabilities);
+/// `None` if it may, else why not.
+#[pyfunction]
+fn privileges_missing() -> Option<String> {
+    netloop_io::session::check_privileges()
+        .err()
+        .map(|e| e.to_string())
+}
+
+type Outcome = Result<String, String>;
+
+/// A network running in real time on its own thread.
+#[pyclass(module = "netloop._native")]
+struct LiveRun {
+    handle: netloop_io::live::RemoteHandle,
+    stop_flag: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<Outcome>>>,
+    outcome: Mutex<Option<Outcome>>,
+    hosts: String,
+    links: Vec<String>,
+}
+
+impl LiveRun {
+    /// Joins the run's thread (the caller has asked it to end), keeping the
+    /// outcome; the interpreter lock is released meanwhile.
+    fn join(&self, py: Python<'_>) -> Outcome {
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = handle {
+            let r = py.allow_threads(|| h.join());
+            *outcome = Some(r.unwrap_or_else(|_| {
+                Err("the network's thread panicked (its namespaces and devices were removed as it unwound)".into())
+            }));
+        }
+        outcome
+            .clone()
+            .unwrap_or_else(|| Err("the network never ran".into()))
+    }
+
+    fn call(&self, py: Python<'_>, req: Request) -> PyResult<Reply> {
+        let h = self.handle.clone();
+        py.allow_threads(move || h.call(req, CALL_TIMEOUT))
+            .map_err(netloop_err)
+    }
+}
+
+#[pymethods]
+impl LiveRun {
+    /// Builds the topology, sets up its real nodes and starts it in real
+    /// time; returns once the network is up (programs of the topology start
+    /// then), or raises why it could not start.
+    #[staticmethod]
+    #[pyo3(signature = (text, name, log_dir, duration=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), priority=None, steer=false, late_threshold="1ms"))]
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        py: Python<'_>,
+        text: &str,
+        name: &str,
+        log_dir: PathBuf,
+        duration: Option<&str>,
+        pcap: Vec<String>,
+        pcap_dir: PathBuf,
+        priority: Option<i32>,
+        steer: bool,
+        late_threshold: &str,
+    ) -> PyResult<Self> {
+        let late_threshold_ns = SimDuration::parse(late_threshold)
+            .map_err(|e| TopologyError::new_err(format!("late_threshold {late_threshold:?}: {e}")))?
+            .as_nanos();
+        let mut sim = build(text, name, duration, None)?;
+        if !sim.real.is_empty() {
+            netloop_io::session::check_privileges().map_err(netloop_err)?;
+        }
+        let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+        let links: Vec<String> = sim.net.links().iter().map(|l| l.name.clone()).collect();
+        let (handle, remote) = remote().map_err(netloop_err)?;
+        let stop_flag = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<String>(1);
+        let flag = stop_flag.clone();
+        let topology = name.to_string();
+        let thread = std::thread::Builder::new()
+            .name(format!("netloop {name}"))
+            .spawn(move || -> Outcome {
+                let spin_ns = sim.net.spec().run.spin.as_nanos();
+                let mut on_ready = |hosts: &[HostReport]| {
+                    let _ = ready_tx.send(serde_json::to_string(hosts).unwrap_or_default());
+                };
+                let started = Instant::now();
+                let report = run_live(
+                    &mut sim,
+                    LiveOptions {
+                        log_dir,
+                        spin_ns,
+                        late_threshold_ns,
+                        stop: &flag,
+                        priority,
+                        steer,
+                        on_ready: &mut on_ready,
+                        remote: Some(remote),
+                    },
+                );
+                let captures = finish_captures(&caps);
+                let report = report.map_err(|e| e.to_string())?;
+                let wall = started.elapsed().as_secs_f64();
+                let mut results = sim.results("realtime", Some(wall), Some(topology));
+                results.realtime = Some(serde_json::to_value(&report).map_err(|e| e.to_string())?);
+                let mut v = serde_json::to_value(&results).map_err(|e| e.to_string())?;
+                v["pcap"] = captures;
+                Ok(v.to_string())
+            })
+            .map_err(|e| netloop_err(format!("cannot start the network's thread: {e}")))?;
+        let mut run = LiveRun {
+            handle,
+            stop_flag,
+            thread: Mutex::new(Some(thread)),
+            outcome: Mutex::new(None),
+            hosts: String::new(),
+            links,
+        };
+        // Wait for "up" — or for the thread to end, which means it failed.
+        // (A receiver may not be shared across threads; a mutex makes it so.)
+        let ready_rx = Mutex::new(ready_rx);
+        loop {
+            let next = py.allow_threads(|| {
+                ready_rx
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .recv_timeout(Duration::from_millis(100))
+            });
+            match next {
+                Ok(hosts) => {
+                    run.hosts = hosts;
+                    return Ok(run);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(match run.join(py) {
+                        Err(e) => netloop_err(e),
+                        Ok(_) => netloop_err("the network ended before it was up"),
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        run.stop_flag.store(true, Ordering::SeqCst);
+                        let _ = run.join(py);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The real nodes as set up: name, namespace, interface, address (JSON).
+    fn hosts(&self) -> String {
+        self.hosts.clone()
+    }
+
+    /// The link names.
+    fn links(&self) -> Vec<String> {
+        self.links.clone()
+    }
+
+    /// Whether the run is still going.
+    fn running(&self) -> bool {
+        self.thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|h| !h.is_finished())
+    }
+
+    /// Applies a change to a link now: `text` is one `[[event]]` table of a
+    /// topology file, without `at`.
+    fn change_link(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let ev = netloop_config::parse_link_change(text, "link change", &self.links)
+            .map_err(|errors| TopologyError::new_err(errors.to_string()))?;
+        match self.call(py, Request::ChangeLink(ev))? {
+            Reply::Failed(why) => Err(netloop_err(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The results and the self-report so far (JSON with `results` and
+    /// `realtime`).
+    fn snapshot(&self, py: Python<'_>) -> PyResult<String> {
+        match self.call(py, Request::Snapshot)? {
+            Reply::Snapshot(s) => Ok(json!({
+                "results": s.results,
+                "realtime": s.realtime,
+            })
+            .to_string()),
+            Reply::Failed(why) => Err(netloop_err(why)),
+            Reply::Done => Err(netloop_err("the network answered a snapshot with nothing")),
+        }
+    }
+
+    /// Simulated seconds reached.
+    fn now(&self, py: Python<'_>) -> PyResult<f64> {
+        match self.call(py, Request::Snapshot)? {
+            Reply::Snapshot(s) => {
+                Ok(SimTime::from_nanos(s.results.meta.sim_time_reached_ns).as_secs_f64())
+            }
+            _ => Err(netloop_err("the network did not report its time")),
+        }
+    }
+
+    /// Ends the run (if it is still going), tears the network down and
+    /// returns the results as JSON, the self-report under `realtime`.
+    /// Calling it again returns the same results.
+    fn stop(&self, py: Python<'_>) -> PyResult<String> {
+        if self.running() && self.call(py, Request::Stop).is_err() {
+            // Far behind or already ending: the flag stops it at its next turn.
+            self.stop_flag.store(true, Ordering::SeqCst);
+        }
+        self.join(py).map_err(netloop_err)
+    }
+
+    /// Waits up to `timeout` seconds (forever if `None`) for the run to end
+    /// by itself (its duration, or every awaited program exited); true if
+    /// it has ended. Ctrl-C is let through.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        loop {
+            if !self.running() {
+                return Ok(true);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+            py.allow_threads(|| std::thread::sleep(Duration::from_millis(20)));
+            py.check_signals()?;
+        }
+    }
+}
+
+impl Drop for LiveRun {
+    fn drop(&mut self) {
+        // Garbage-collected while running: end it and wait for the
+        // tear-down, so nothing is left behind.
+        let handle = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle {
+            self.stop_flag.store(true, Ordering::SeqCst);
+            let _ = h.join();
+        }
+    }
+}
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NetloopError", m.py().get_type::<NetloopError>())?;
+    m.add("TopologyError", m.py().get_type::<TopologyError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(clean, m)?)?;
+    m.add_function(wrap_pyfunction!(privileges_missing, m)?)?;
+    m.add_class::<LiveRun>()?;
+    Ok(())
+}
