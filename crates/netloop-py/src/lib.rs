@@ -393,8 +393,21 @@ impl LiveRun {
     /// Applies a change to a link now: `text` is one `[[event]]` table of a
     /// topology file, without `at`.
     fn change_link(&self, py: Python<'_>, text: &str) -> PyResult<()> {
-        let ev = netloop_config::parse_link_change(text, "link change", &self.links)
-            .map_err(|errors| TopologyError::new_err(errors.to_string()))?;
+        // The text was written by the Python side: its line numbers mean
+        // nothing to the user, the item and field do.
+        let ev = netloop_config::parse_link_change(text, "link change", &self.links).map_err(
+            |errors| {
+                let lines: Vec<String> = errors
+                    .iter()
+                    .map(|e| match &e.field {
+                        Some(f) => format!("{}, field '{f}': {}", e.item, e.message),
+                        None if e.item.is_empty() => e.message.clone(),
+                        None => format!("{}: {}", e.item, e.message),
+                    })
+                    .collect();
+                TopologyError::new_err(lines.join("\n"))
+            },
+        )?;
         match self.call(py, Request::ChangeLink(ev))? {
             Reply::Failed(why) => Err(netloop_err(why)),
             _ => Ok(()),

@@ -16,9 +16,11 @@ const DIRECTIONS: &[&str] = &["both", "a_to_b", "b_to_a"];
 
 pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, span: Range<usize>) {
     l.map.events.push(record_locations(l.d, &span, table));
-    let what = match peek_str(table, "link") {
-        Some(link) => format!("event #{} on link '{}'", index + 1, quote(link)),
-        None => format!("event #{}", index + 1),
+    let what = match (peek_str(table, "link"), l.live) {
+        (Some(link), true) => format!("change to link '{}'", quote(link)),
+        (None, true) => "link change".to_string(),
+        (Some(link), false) => format!("event #{} on link '{}'", index + 1, quote(link)),
+        (None, false) => format!("event #{}", index + 1),
     };
     let mut t = Table::new(what, table, span);
 

@@ -1,0 +1,572 @@
+"""Networks built in code or loaded from a topology file, run as fast as
+possible (:meth:`Network.simulate`) or in real time with real hosts
+(:meth:`Network.start`, or ``with network:``).
+
+The model is the Rust core's: this module writes the topology as TOML (the
+same file format as ``netloop run`` reads, see ``docs/topology.md``), hands it
+to ``netloop._native`` and turns what comes back into Python objects.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, Union
+
+from . import _native, _toml
+from ._native import NetloopError, TopologyError
+from .results import Results, Snapshot
+
+NodeRef = Union[str, "Node"]
+Progress = Union[bool, Callable[[float, float, float], Any]]
+
+#: Run "until stopped": a year of simulated time.
+_UNTIL_STOPPED = "8760h"
+
+_running: "weakref.WeakSet[Network]" = weakref.WeakSet()
+
+
+def _stop_all_at_exit() -> None:
+    # An interpreter that exits with networks still up (a script that forgot
+    # stop(), an uncaught exception outside a with-block) tears them down.
+    for net in list(_running):
+        try:
+            net.stop()
+        except Exception as e:  # noqa: BLE001 - report and go on with the rest
+            print(f"netloop: stopping {net.name} at exit: {e}", file=sys.stderr)
+
+
+atexit.register(_stop_all_at_exit)
+
+
+class CommandError(NetloopError):
+    """A program run with ``check=True`` on a real host exited with an error."""
+
+    def __init__(self, host: str, args: Sequence[str], returncode: int, output: str):
+        self.host, self.args_, self.returncode, self.output = host, list(args), returncode, output
+        tail = output.strip().splitlines()[-5:]
+        super().__init__(
+            f"{host}: `{shlex.join(args)}` exited with status {returncode}"
+            + ("\n  " + "\n  ".join(tail) if tail else "")
+        )
+
+
+class Node:
+    """A node of the topology (before and while it runs)."""
+
+    def __init__(self, net: "Network", name: str, kind: str):
+        self.net, self.name, self.kind = net, name, kind
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} ({self.kind})>"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def interfaces(self) -> list[dict[str, Any]]:
+        """Its interfaces with their addresses and links, as built."""
+        for n in self.net.info()["nodes"]:
+            if n["name"] == self.name:
+                return list(n["interfaces"])
+        raise NetloopError(f"{self.name} is not a node of {self.net.name}")
+
+    @property
+    def ip(self) -> str | None:
+        """The address of its first interface, without the prefix length
+        (e.g. ``"198.18.0.2"``), or ``None`` if it has none."""
+        for i in self.interfaces():
+            if i["address"]:
+                return str(i["address"]).split("/")[0]
+        return None
+
+
+class Host(Node):
+    """A real host: a network namespace joined to the simulation. Programs
+    run in it with :meth:`cmd`, :meth:`run` and :meth:`popen` while the
+    network is up."""
+
+    def __init__(self, net: "Network", name: str):
+        super().__init__(net, name, "namespace")
+        self.namespace: str | None = None
+        self.interface: str | None = None
+        self._procs: list[subprocess.Popen[Any]] = []
+
+    def _argv(self, args: str | Sequence[str]) -> list[str]:
+        if self.namespace is None:
+            raise NetloopError(
+                f"{self.name}: the network is not running (start it first, e.g. `with net:`)"
+            )
+        inner = ["sh", "-c", args] if isinstance(args, str) else [str(a) for a in args]
+        return ["ip", "netns", "exec", self.namespace, *inner]
+
+    def run(
+        self, args: str | Sequence[str], *, timeout: float | None = 60, check: bool = False,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs a program in this host's namespace and waits for it: a shell
+        command line (``str``) or an argument list. Output is captured as
+        text (stderr into stdout). ``check=True`` raises :class:`CommandError`
+        on a non-zero exit status."""
+        argv = self._argv(args)
+        p = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=timeout, input=input, check=False,
+        )
+        if check and p.returncode != 0:
+            raise CommandError(self.name, argv[4:], p.returncode, p.stdout)
+        return p
+
+    def cmd(self, args: str | Sequence[str], *, timeout: float | None = 60, check: bool = True) -> str:
+        """Runs a program in this host's namespace and returns its output
+        (stdout and stderr); raises :class:`CommandError` if it fails, unless
+        ``check=False``."""
+        return self.run(args, timeout=timeout, check=check).stdout
+
+    def popen(self, args: str | Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Starts a program in this host's namespace in the background; the
+        keyword arguments are :class:`subprocess.Popen`'s. It is stopped
+        (SIGTERM, then SIGKILL) when the network stops, if still running."""
+        p = subprocess.Popen(self._argv(args), **kwargs)
+        self._procs.append(p)
+        return p
+
+    def _stop_programs(self, grace: float = 2.0) -> None:
+        live = [p for p in self._procs if p.poll() is None]
+        for p in live:
+            p.terminate()
+        deadline = time.monotonic() + grace
+        for p in live:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._procs.clear()
+
+
+class Link:
+    """A link. While the network runs its parameters can be changed, and it
+    can go down and come back, at once."""
+
+    def __init__(self, net: "Network", name: str):
+        self.net, self.name = net, name
+
+    def __repr__(self) -> str:
+        return f"<Link {self.name}>"
+
+    def set(self, *, direction: str = "both", **params: Any) -> None:
+        """Changes parameters now: any of ``rate``, ``delay``, ``jitter``
+        (with ``jitter_distribution``, ``reorder``), ``loss``, ``corrupt``,
+        ``duplicate``, written as in a topology file (``delay="100ms"``,
+        ``rate="10Mbps"``, ``loss="1%"`` or ``loss=0.01``). ``direction`` is
+        ``"both"``, ``"a_to_b"`` or ``"b_to_a"``."""
+        if not params:
+            raise TopologyError(f"link {self.name}: set() with nothing to set")
+        self._change("set", direction, params)
+
+    def down(self, *, direction: str = "both") -> None:
+        """The link goes down: frames queued or on the wire are lost
+        (counted as ``link_down``), new ones are refused."""
+        self._change("down", direction, {})
+
+    def up(self, *, direction: str = "both") -> None:
+        """The link comes back."""
+        self._change("up", direction, {})
+
+    def _change(self, action: str, direction: str, params: Mapping[str, Any]) -> None:
+        run = self.net._live("change a link")
+        fields = {"link": self.name, "action": action, "direction": direction, **params}
+        run.change_link(_toml.table("[[event]]", fields, f"link {self.name}"))
+
+    def stats(self) -> dict[str, Any]:
+        """This link's counters so far (both directions), as in the results."""
+        return self.net.stats().results.link(self.name)
+
+
+class Network:
+    """A network: simulated nodes and links, real hosts, simulated traffic.
+
+    Build it in code (``add_*``) or load a file (:meth:`from_file`); then run
+    it as fast as possible (:meth:`simulate`) or start it in real time
+    (:meth:`start`, or a ``with`` block, which always tears it down)."""
+
+    def __init__(
+        self,
+        name: str = "netloop",
+        *,
+        seed: int | None = None,
+        duration: str | None = None,
+        link_defaults: Mapping[str, Any] | None = None,
+        **run: Any,
+    ):
+        self.name = name
+        self._text: str | None = None
+        self._run: dict[str, Any] = {"seed": seed, "duration": duration, **run}
+        self._defaults = dict(link_defaults or {})
+        self._nodes: list[dict[str, Any]] = []
+        self._links: list[dict[str, Any]] = []
+        self._routes: list[dict[str, Any]] = []
+        self._traffic: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
+        self._objects: dict[str, Node] = {}
+        self._native: _native.LiveRun | None = None
+        self._results: Results | None = None
+        self._info: dict[str, Any] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._old_sigterm: Any = None
+        self.log_dir: Path | None = None
+
+    # ----- building -------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> "Network":
+        """A network from a topology file (``docs/topology.md``)."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise TopologyError(f"{p}: cannot read the file: {e}") from None
+        return cls.from_toml(text, name=str(p))
+
+    @classmethod
+    def from_toml(cls, text: str, name: str = "<topology>") -> "Network":
+        """A network from topology text."""
+        net = cls(name)
+        net._text = text
+        for n in net.info()["nodes"]:
+            net._objects[n["name"]] = (
+                Host(net, n["name"]) if n["kind"] == "namespace" else Node(net, n["name"], n["kind"])
+            )
+        return net
+
+    def _add_node(self, obj: Node, fields: Mapping[str, Any]) -> Any:
+        self._editable()
+        if obj.name in self._objects:
+            raise TopologyError(f"{self.name}: a node named {obj.name!r} exists already")
+        self._nodes.append({"name": obj.name, "kind": obj.kind, **fields})
+        self._objects[obj.name] = obj
+        return obj
+
+    def add_host(self, name: str, **fields: Any) -> Node:
+        """A simulated host (ARP, ICMP, UDP, TCP): the source and sink of
+        simulated traffic."""
+        return self._add_node(Node(self, name, "host"), fields)
+
+    def add_real_host(
+        self, name: str, *, via: str | None = None, commands: Sequence[Mapping[str, Any]] = (), **fields: Any
+    ) -> Host:
+        """A real host: a network namespace running real programs, joined by
+        a veth pair (``via="veth"``, the default) or a TAP device."""
+        extra = {"via": via, **fields}
+        if commands:
+            extra["command"] = [dict(c) for c in commands]
+        return self._add_node(Host(self, name), extra)
+
+    def add_router(self, name: str, **fields: Any) -> Node:
+        """An IPv4 router (``forwarding_rate``, ``forwarding_queue``, …)."""
+        return self._add_node(Node(self, name, "router"), fields)
+
+    def add_switch(self, name: str, **fields: Any) -> Node:
+        """An Ethernet learning switch."""
+        return self._add_node(Node(self, name, "switch"), fields)
+
+    def add_attached(self, name: str, interface: str, *, force: bool = False) -> Node:
+        """An existing interface of this machine (a NIC, a veth end) made a
+        node: whatever is behind it joins the network."""
+        return self._add_node(Node(self, name, "attached"), {"interface": interface, "force": force or None})
+
+    def add_link(
+        self,
+        a: NodeRef,
+        b: NodeRef,
+        *,
+        name: str | None = None,
+        addresses: Sequence[str] | None = None,
+        subnet: str | None = None,
+        a_to_b: Mapping[str, Any] | None = None,
+        b_to_a: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> Link:
+        """A link between two nodes with its parameters (``rate``, ``delay``,
+        ``jitter``, ``loss``, ``queue``, ``mtu``, …) as in a topology file;
+        ``a_to_b``/``b_to_a`` override them for one direction."""
+        self._editable()
+        ends = [str(a), str(b)]
+        link_name = name or f"{ends[0]}-{ends[1]}"
+        self._links.append({
+            "name": name, "endpoints": ends, "addresses": list(addresses) if addresses else None,
+            "subnet": subnet, **params, "a_to_b": a_to_b, "b_to_a": b_to_a,
+        })
+        return Link(self, link_name)
+
+    def add_route(self, node: NodeRef, prefix: str, via: str) -> None:
+        """A static route on a router or host."""
+        self._editable()
+        self._routes.append({"node": str(node), "prefix": prefix, "via": via})
+
+    def add_traffic(self, kind: str, src: NodeRef, dst: NodeRef, *, name: str | None = None, **params: Any) -> None:
+        """Simulated traffic between simulated hosts: ``ping``, ``udp-cbr``,
+        ``udp-poisson``, ``udp-onoff``, ``tcp-bulk``, ``tcp-rr``,
+        ``traceroute``, with their parameters (``rate``, ``size``, ``start``,
+        ``count``, …)."""
+        self._editable()
+        self._traffic.append({"name": name, "kind": kind, "from": str(src), "to": str(dst), **params})
+
+    def add_event(self, at: str, link: str | Link, action: str, *, direction: str | None = None, **params: Any) -> None:
+        """A scheduled change to a link (``down``, ``up``, ``set`` with
+        parameters) at simulated time ``at``."""
+        self._editable()
+        self._events.append({"at": at, "link": str(getattr(link, "name", link)), "direction": direction, "action": action, **params})
+
+    def _editable(self) -> None:
+        if self._text is not None:
+            raise NetloopError(f"{self.name} was loaded from a topology; edit the file instead")
+        if self._native is not None:
+            raise NetloopError(f"{self.name} is running; add to it before starting it")
+        self._info = None
+
+    def to_toml(self) -> str:
+        """The topology as a file ``netloop run`` would read."""
+        if self._text is not None:
+            return self._text
+        parts = [f"# {self.name}: written by netloop's Python API\n"]
+        run = {k: v for k, v in self._run.items() if v is not None}
+        if run:
+            parts.append(_toml.table("[run]", run, "run"))
+        if self._defaults:
+            parts.append(_toml.table("[defaults.link]", self._defaults, "link_defaults"))
+        for kind, items in (("node", self._nodes), ("link", self._links), ("route", self._routes),
+                            ("traffic", self._traffic), ("event", self._events)):
+            for i, item in enumerate(items):
+                parts.append(_toml.table(f"[[{kind}]]", item, f"{kind}[{i}]"))
+        return "\n".join(parts)
+
+    def info(self) -> dict[str, Any]:
+        """Checks the topology and returns what was built: nodes with their
+        interfaces and addresses, links, flows. Raises :class:`TopologyError`
+        with every problem found."""
+        if self._info is None:
+            self._info = json.loads(_native.check(self.to_toml(), self.name))
+        return self._info
+
+    def check(self) -> None:
+        """Raises :class:`TopologyError` if the topology is not valid."""
+        self.info()
+
+    # ----- looking things up ----------------------------------------------
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._objects[name]
+        except KeyError:
+            raise KeyError(f"{name!r} is not a node of {self.name} (nodes: {', '.join(self._objects)})") from None
+
+    @property
+    def hosts(self) -> dict[str, Host]:
+        """The real hosts by name."""
+        return {n: o for n, o in self._objects.items() if isinstance(o, Host)}
+
+    def node(self, name: str) -> Node:
+        """A node by name."""
+        return self[name]
+
+    def link(self, name: str) -> Link:
+        """A link by name (``"<a>-<b>"`` unless it was named)."""
+        names = self.info()["links"]
+        if name not in names:
+            raise KeyError(f"{name!r} is not a link of {self.name} (links: {', '.join(names)})")
+        return Link(self, name)
+
+    # ----- as fast as possible --------------------------------------------
+
+    def simulate(
+        self,
+        duration: str | None = None,
+        *,
+        seed: int | None = None,
+        pcap: Sequence[str] = (),
+        pcap_dir: str | os.PathLike[str] = ".",
+        progress: Progress = False,
+    ) -> Results:
+        """Runs the topology (no real nodes) as fast as possible and returns
+        its results. ``progress=True`` draws a progress line on stderr; a
+        callable gets ``(simulated_s, duration_s, speed)`` about four times a
+        second. Ctrl-C stops the run and raises ``KeyboardInterrupt``."""
+        cb = _progress_printer(self.name) if progress is True else (progress or None)
+        try:
+            raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
+                                   pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb)
+        finally:
+            if progress is True:
+                print(file=sys.stderr, flush=True)
+        return Results(json.loads(raw))
+
+    # ----- in real time ---------------------------------------------------
+
+    def start(
+        self,
+        *,
+        duration: str | None = None,
+        pcap: Sequence[str] = (),
+        pcap_dir: str | os.PathLike[str] | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        steer: bool = False,
+        priority: int | None = 50,
+        late_threshold: str = "1ms",
+    ) -> "Network":
+        """Sets up the real hosts and starts the network in real time; it
+        runs until :meth:`stop` (or for ``duration``). Needs root for real
+        hosts. ``pcap`` names links (or ``NODE:IFACE``, or ``"all"``) to
+        capture into ``pcap_dir``; programs of the topology write their output
+        into ``log_dir`` (a temporary directory by default)."""
+        if self._native is not None:
+            raise NetloopError(f"{self.name} is running already")
+        if log_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="netloop-")
+            log_dir = self._tmp.name
+        self.log_dir = Path(log_dir)
+        self._results = None
+        self._catch_sigterm()
+        try:
+            self._native = _native.LiveRun.start(
+                self.to_toml(), self.name, os.fspath(log_dir),
+                duration=duration or _UNTIL_STOPPED, pcap=list(pcap),
+                pcap_dir=os.fspath(pcap_dir if pcap_dir is not None else log_dir),
+                priority=priority or None, steer=steer, late_threshold=late_threshold,
+            )
+        except BaseException:
+            self._restore_sigterm()
+            raise
+        _running.add(self)
+        for h in json.loads(self._native.hosts()):
+            obj = self._objects.get(h["name"])
+            if isinstance(obj, Host):
+                obj.namespace, obj.interface = h.get("namespace"), h.get("interface")
+        return self
+
+    def _live(self, what: str) -> _native.LiveRun:
+        if self._native is None or not self._native.running():
+            raise NetloopError(f"cannot {what}: {self.name} is not running")
+        return self._native
+
+    @property
+    def running(self) -> bool:
+        """Whether the network is running in real time."""
+        return self._native is not None and self._native.running()
+
+    def stats(self) -> Snapshot:
+        """Results and self-report so far, while it runs."""
+        return Snapshot(json.loads(self._live("read statistics").snapshot()))
+
+    def now(self) -> float:
+        """Simulated seconds since the network started."""
+        return self._live("read its clock").now()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for the run to end by itself (its ``duration``, or every
+        awaited command exited); true if it ended."""
+        if self._native is None:
+            return True
+        return bool(self._native.wait(timeout))
+
+    def stop(self) -> Results:
+        """Stops the programs started on real hosts, ends the run, removes
+        the namespaces and devices, and returns the results (the self-report
+        is ``results.realtime``). Safe to call twice."""
+        if self._native is None:
+            if self._results is not None:
+                return self._results
+            raise NetloopError(f"{self.name} was never started")
+        run, self._native = self._native, None
+        try:
+            for h in self.hosts.values():
+                h._stop_programs()
+            self._results = Results(json.loads(run.stop()))
+        finally:
+            for h in self.hosts.values():
+                h.namespace = None
+            _running.discard(self)
+            self._restore_sigterm()
+        return self._results
+
+    @property
+    def results(self) -> Results:
+        """The results of the last run (after :meth:`stop`)."""
+        if self._results is None:
+            raise NetloopError(f"{self.name} has no results yet (stop it first)")
+        return self._results
+
+    def __enter__(self) -> "Network":
+        if self._native is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._native is not None:
+            self.stop()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleeps while the network runs, raising if it ends meanwhile."""
+        if not self._live("sleep").wait(seconds):
+            return
+        raise NetloopError(f"{self.name} ended while sleeping: {self.stop().end_reason}")
+
+    # SIGTERM's default action kills the interpreter without unwinding, which
+    # would leave the namespaces behind: while a network runs in the main
+    # thread, SIGTERM raises SystemExit instead (finally-blocks and with-blocks
+    # run, and atexit stops what is left).
+    def _catch_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._old_sigterm = signal.signal(signal.SIGTERM, _raise_exit)
+
+    def _restore_sigterm(self) -> None:
+        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
+            if not any(n._old_sigterm is not None for n in _running if n is not self):
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None
+
+
+def _raise_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _progress_printer(name: str) -> Callable[[float, float, float], None]:
+    def show(sim: float, total: float, speed: float) -> None:
+        pct = 100.0 * sim / total if total > 0 else 0.0
+        print(f"\r{name}: simulated {sim:.2f} of {total:.2f} s ({pct:.0f} %, {speed:.1f}x real time)",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
+def simulate(path: str | os.PathLike[str], duration: str | None = None, **kwargs: Any) -> Results:
+    """Runs a topology file as fast as possible (see :meth:`Network.simulate`)."""
+    return Network.from_file(path).simulate(duration, **kwargs)
+
+
+def clean() -> str:
+    """Removes what runs killed with SIGKILL left behind (``netloop clean``)."""
+    return _native.clean()
+
+
+def can_run_real_hosts() -> str | None:
+    """``None`` if this process may create real hosts (root, or
+    CAP_NET_ADMIN and CAP_SYS_ADMIN, and the ``ip`` command); else why not."""
+    why = _native.privileges_missing()
+    if why:
+        return why
+    if not any(os.access(os.path.join(d, "ip"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/sbin", "/sbin"]):
+        return "the `ip` command (iproute2) is not installed"
+    return None
+
