@@ -1,0 +1,3 @@
+"""The child-pytest test uses pytest's own ``pytester`` fixture."""
+
+pytest_plugins = ["pytester"]

@@ -1,0 +1,318 @@
+"""Tests of the Python API: building, checking, simulating, and running real
+hosts in real time with link changes, statistics, pcap and tear-down.
+
+Real-host tests need root (they create network namespaces); elsewhere they
+skip with the reason. Run: ``python3 -m pytest crates/netloop-py/tests``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import netloop
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def chain(net: netloop.Network, delay: str = "5ms", rate: str = "100Mbps") -> tuple[netloop.Host, netloop.Host]:
+    """h1 - r1 - h2 with real hosts."""
+    h1, h2 = net.add_real_host("h1"), net.add_real_host("h2")
+    r1 = net.add_router("r1")
+    net.add_link(h1, r1, rate=rate, delay=delay)
+    net.add_link(r1, h2, rate=rate, delay=delay)
+    return h1, h2
+
+
+def ping_avg_ms(host: netloop.Host, dst: str, count: int = 5) -> float:
+    out = host.cmd(["ping", "-n", "-c", str(count), "-i", "0.05", dst], timeout=30)
+    m = re.search(r"= [\d.]+/([\d.]+)/", out)
+    assert m, out
+    return float(m.group(1))
+
+
+# ----- building and checking (no root) -------------------------------------
+
+
+def test_builder_writes_a_topology_the_core_loads() -> None:
+    net = netloop.Network("b", seed=7, duration="3s", link_defaults={"rate": "1Gbps"})
+    a, r, b = net.add_host("a"), net.add_router("r", forwarding_rate="50000pps"), net.add_host("b")
+    net.add_link(a, r, delay="1ms", a_to_b={"rate": "10Mbps"})
+    net.add_link(r, b, name="core", delay="2ms", loss={"model": "bernoulli", "p": 0.01})
+    net.add_traffic("udp-cbr", a, b, name="cbr", rate="1Mbps", size="500B")
+    net.add_event("1s", "core", "down")
+    text = net.to_toml()
+    assert "[link.a_to_b]" in text or "a_to_b = {" in text
+    info = net.info()
+    assert [n["name"] for n in info["nodes"]] == ["a", "r", "b"]
+    assert info["links"] == ["a-r", "core"]
+    assert info["flows"] == ["cbr"]
+    assert info["seed"] == 7 and info["duration_s"] == 3.0
+    assert a.ip is not None and a.ip.startswith("198.18.")
+    # The same text through the command line's loader: identical model.
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"netloop-py-{os.getpid()}.toml"
+    path.write_text(text)
+    try:
+        assert netloop.Network.from_file(path).info() == info
+    finally:
+        path.unlink()
+
+
+def test_topology_errors_name_the_item_field_and_value() -> None:
+    net = netloop.Network("bad")
+    net.add_host("a")
+    net.add_router("r")
+    net.add_link("a", "r", delay="fast")
+    net.add_link("a", "nowhere")
+    with pytest.raises(netloop.TopologyError) as e:
+        net.check()
+    msg = str(e.value)
+    assert "field 'delay'" in msg and "'fast' is not a duration" in msg
+    assert "'nowhere' is not a node" in msg
+    assert "2 errors" in msg
+    with pytest.raises(TypeError, match=r"link\[0\]\.delay"):
+        n2 = netloop.Network("bad2")
+        n2.add_host("a")
+        n2.add_link("a", "a", delay=object())
+        n2.to_toml()
+
+
+def test_duplicate_node_and_missing_file_are_clear() -> None:
+    net = netloop.Network("dup")
+    net.add_host("a")
+    with pytest.raises(netloop.TopologyError, match="'a' exists already"):
+        net.add_router("a")
+    with pytest.raises(netloop.TopologyError, match="cannot read the file"):
+        netloop.Network.from_file("/nonexistent/topology.toml")
+
+
+# ----- as fast as possible (no root) ---------------------------------------
+
+
+def bulk(rate: str, seconds: str = "5s", seed: int = 1, loss: float = 0.0) -> netloop.Network:
+    net = netloop.Network("afap", seed=seed, duration=seconds)
+    a, r, b = net.add_host("a"), net.add_router("r"), net.add_host("b")
+    net.add_link(a, r, rate="1Gbps", delay="1ms")
+    net.add_link(r, b, rate=rate, delay="10ms", loss=loss)
+    net.add_traffic("tcp-bulk", a, b, name="bulk")
+    return net
+
+
+def test_simulate_returns_results_objects() -> None:
+    r = bulk("10Mbps").simulate()
+    f = r.flow("bulk")
+    # TCP over a 10 Mbit/s bottleneck (24 B overhead per 1514 B frame).
+    assert 8.5e6 < f["throughput_bps"] <= 10e6
+    assert r.conservation["unaccounted"] == 0
+    assert r.sim_seconds == pytest.approx(5.0)
+    assert r.realtime is None and r.kept_up is None
+    assert r.link("r-b")["a_to_b"]["rate_bps"] == 10_000_000
+    with pytest.raises(KeyError, match="links: a-r, r-b"):
+        r.link("nope")
+
+
+def test_simulate_is_reproducible_by_seed() -> None:
+    one = bulk("10Mbps", "3s", seed=5, loss=0.02).simulate()
+    two = bulk("10Mbps", "3s", seed=5, loss=0.02).simulate()
+    other = bulk("10Mbps", "3s", seed=5, loss=0.02).simulate(seed=6)
+    assert one.drops == two.drops and one.drops["random_loss"] > 0
+    assert one.flow("bulk")["received_bytes"] == two.flow("bulk")["received_bytes"]
+    assert other.flow("bulk")["received_bytes"] != one.flow("bulk")["received_bytes"]
+
+
+def test_progress_callback_is_called_and_can_stop_the_run() -> None:
+    calls: list[tuple[float, float, float]] = []
+
+    class Enough(Exception):
+        pass
+
+    def progress(sim: float, total: float, speed: float) -> None:
+        calls.append((sim, total, speed))
+        raise Enough
+
+    # A minute of 1 Gbit/s TCP takes seconds of wall time: progress is due.
+    with pytest.raises(Enough):
+        bulk("1Gbps", "60s").simulate(progress=progress)
+    assert len(calls) == 1
+    sim, total, speed = calls[0]
+    assert 0 < sim < total == 60.0 and speed > 0
+
+
+def test_simulating_real_hosts_is_refused() -> None:
+    net = netloop.Network("real")
+    chain(net)
+    with pytest.raises(netloop.TopologyError, match=r"real nodes \(h1, h2\) need real time"):
+        net.simulate()
+
+
+def test_simulate_a_file_with_pcap(tmp_path: Path) -> None:
+    r = netloop.simulate(REPO / "examples" / "one-router.toml", "1s", pcap=["h1-r1"], pcap_dir=tmp_path)
+    (cap,) = r.pcap
+    assert cap["frames"] > 0 and cap["error"] is None
+    data = Path(cap["path"]).read_bytes()
+    assert data[:4] == bytes.fromhex("4d3cb2a1")  # nanosecond pcap, little-endian
+
+
+def test_live_calls_on_a_network_that_is_not_running() -> None:
+    net = netloop.Network("idle")
+    h1, h2 = chain(net)
+    with pytest.raises(netloop.NetloopError, match="not running"):
+        h1.cmd("true")
+    with pytest.raises(netloop.NetloopError, match="not running"):
+        net.link("h1-r1").down()
+    with pytest.raises(netloop.NetloopError, match="never started"):
+        net.stop()
+
+
+# ----- real hosts in real time (root) --------------------------------------
+
+
+@pytest.mark.netloop_real
+def test_real_hosts_ping_through_the_model_and_links_change_at_run_time(
+    netloop_real_network: netloop.Network,
+) -> None:
+    net = netloop_real_network
+    h1, h2 = chain(net, delay="5ms")
+    with net:
+        assert h1.namespace and h1.namespace in namespaces()
+        # Four 5 ms hops: 20 ms plus the real hosts' own path.
+        base = ping_avg_ms(h1, h2.ip)
+        assert 20.0 <= base < 25.0, base
+        net.link("r1-h2").set(delay="50ms")
+        slow = ping_avg_ms(h1, h2.ip)
+        assert 110.0 <= slow < 115.0, slow
+        # One direction only: +45 ms once.
+        net.link("r1-h2").set(delay="5ms", direction="b_to_a")
+        half = ping_avg_ms(h1, h2.ip)
+        assert 65.0 <= half < 70.0, half
+        net.link("r1-h2").set(delay="5ms")
+        net.link("r1-h2").down()
+        assert h1.run(["ping", "-n", "-c", "2", "-W", "1", h2.ip]).returncode != 0
+        snap = net.stats()
+        assert snap.results.link("r1-h2")["a_to_b"]["drops"].get("link_down", 0) >= 1
+        assert snap.realtime["end"] == "running"
+        net.link("r1-h2").up()
+        assert ping_avg_ms(h1, h2.ip, 3) < 25.0
+    r = net.results
+    assert r.end_reason == "control"
+    assert r.conservation["unaccounted"] == 0
+    assert r.drops.get("link_down", 0) >= 1
+    assert r.realtime is not None and r.realtime["rx_frames"] > 0
+    assert h1.namespace is None
+
+
+@pytest.mark.netloop_real
+def test_errors_of_run_time_changes(netloop_real_network: netloop.Network) -> None:
+    net = netloop_real_network
+    h1, _ = chain(net)
+    with net:
+        with pytest.raises(netloop.TopologyError, match="did you mean 'delay'"):
+            net.link("h1-r1").set(delya="5ms")
+        with pytest.raises(netloop.TopologyError, match="'fast' is not a duration"):
+            net.link("h1-r1").set(delay="fast")
+        with pytest.raises(KeyError, match="links: h1-r1, r1-h2"):
+            net.link("h1-h2")
+        with pytest.raises(netloop.CommandError, match="exited with status 3"):
+            h1.cmd("echo oops; exit 3")
+        assert h1.run("exit 3").returncode == 3
+    with pytest.raises(netloop.NetloopError, match="not running"):
+        net.link("h1-r1").set(delay="1ms")
+
+
+@pytest.mark.netloop_real
+def test_tear_down_after_a_failing_test_and_background_programs() -> None:
+    net = netloop.Network("teardown")
+    h1, h2 = chain(net)
+    with pytest.raises(RuntimeError, match="boom"):
+        with net:
+            ns = {h1.namespace, h2.namespace}
+            assert ns <= namespaces()
+            server = h2.popen(["sleep", "300"])
+            raise RuntimeError("boom")
+    assert not (ns & namespaces())
+    assert server.poll() is not None
+
+
+@pytest.mark.netloop_real
+def test_pcap_and_programs_of_the_topology(tmp_path: Path) -> None:
+    net = netloop.Network("pcap")
+    h1 = net.add_real_host("h1", commands=[{"cmd": "ping -n -c 3 -i 0.1 198.18.1.2", "wait": True}])
+    h2 = net.add_real_host("h2")
+    r1 = net.add_router("r1")
+    net.add_link(h1, r1, delay="1ms")
+    net.add_link(r1, h2, delay="1ms")
+    assert h2.ip == "198.18.1.2"
+    net.start(pcap=["r1-h2"], pcap_dir=tmp_path, log_dir=tmp_path)
+    assert net.wait(timeout=20), "the awaited ping did not end"
+    r = net.stop()
+    assert r.end_reason == "control"
+    (cap,) = r.pcap
+    assert cap["frames"] >= 6 and Path(cap["path"]).stat().st_size > 24
+    log = (tmp_path / "h1.0.log").read_text()
+    assert "3 received" in log, log
+
+
+@pytest.mark.netloop_real
+def test_sigterm_tears_the_network_down(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time, netloop
+        net = netloop.Network("sigterm")
+        h1, h2 = net.add_real_host("h1"), net.add_real_host("h2")
+        net.add_link(h1, h2, delay="1ms")
+        with net:
+            print(h1.namespace, h2.namespace, flush=True)
+            time.sleep(60)
+    """))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        ns = set(p.stdout.readline().split())
+        assert len(ns) == 2 and ns <= namespaces()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    deadline = time.monotonic() + 5
+    while ns & namespaces() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (ns & namespaces())
+
+
+def test_fixture_skips_with_a_reason_without_privileges(pytester: pytest.Pytester) -> None:
+    # Runs a test file in a child pytest with the privilege check forced to
+    # fail: the fixture must skip, naming the reason.
+    pytester.makepyfile(
+        test_child="""
+        import netloop, netloop.network, netloop.pytest_plugin as plugin
+
+        def fake():
+            return "not root (uid 1000)"
+
+        plugin.can_run_real_hosts = fake
+
+        def test_real(netloop_real_network):
+            raise AssertionError("should have been skipped")
+
+        def test_sim(netloop_network):
+            assert netloop_network.name == "test_sim"
+        """
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*netloop real hosts unavailable: not root (uid 1000)*"])
