@@ -56,16 +56,16 @@ NS3_EMU = os.path.join(ROOT, "bench", "ns3", "build", "emu")
 NS3_DUMBBELL = os.path.join(ROOT, "bench", "ns3", "build", "dumbbell")
 GIGABIT_TCP = 1e9 * 1448 / 1538  # TCP payload per wire byte with timestamps
 TAG = f"nlr{os.getpid() % 100000}"
-EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "speed"]
+EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "opcua", "speed"]
 
 # The profiles: `quick` finishes in about 15 minutes on a 2-core machine.
 PROFILES = {
-    "quick": {"repeats": 1, "tcp_s": 4, "udp_s": 3, "probes": 300, "pings": 100,
+    "quick": {"repeats": 1, "opcua_s": 4, "tcp_s": 4, "udp_s": 3, "probes": 300, "pings": 100,
               "table_probes": 60, "mixed_s": 8,
               "udp_rates": [125, 1000, 10_000, 30_000, 60_000, 100_000, 200_000],
               "mixed_pairs": [0, 150, 1000, 3000],
               "speed_flows": "1,100,10000", "speed_duration": 2},
-    "full": {"repeats": 3, "tcp_s": 6, "udp_s": 4, "probes": 1000, "pings": 300,
+    "full": {"repeats": 3, "opcua_s": 8, "tcp_s": 6, "udp_s": 4, "probes": 1000, "pings": 300,
              "table_probes": 150, "mixed_s": 10,
              "udp_rates": [125, 1000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000,
                            100_000, 150_000, 200_000],
@@ -239,6 +239,17 @@ def tbf_rate(rate):
     raise ValueError(f"rate {rate!r} has no unit tbf knows")
 
 
+def tbf_burst(rate):
+    """tbf's bucket: 256 KiB at 1 Gbit/s and more (as the SITL runs had it),
+    else 2 ms of the rate and at least 4 KiB — a fixed 256 KiB is two seconds
+    at 1 Mbit/s, and a short test then runs at 1.5 times the rate."""
+    units = {"Gbps": 1e9, "Mbps": 1e6, "kbps": 1e3}
+    bps = next(float(rate[: -len(u)]) * m for u, m in units.items() if rate.endswith(u))
+    if bps >= 1e9:
+        return "256kb"
+    return f"{max(4096, int(bps / 8 * 0.002))}b"
+
+
 def kernel_path(path, offload):
     """h1 - r1 [- r2] - h2 as namespaces with the kernel forwarding."""
     if path.mid_delay and path.mid_delay not in ("0ms", "0s"):
@@ -267,7 +278,7 @@ def kernel_path(path, offload):
                 # Rate on the wire: 24 bytes of preamble, FCS and gap per
                 # frame, as netloop's links count them.
                 sh("ip", "netns", "exec", ns[n], "tc", "qdisc", "add", "dev", d, "root", "stab",
-                   "overhead", "24", "tbf", "rate", tbf_rate(rate), "burst", "256kb", "latency", "20ms")
+                   "overhead", "24", "tbf", "rate", tbf_rate(rate), "burst", tbf_burst(rate), "latency", "20ms")
     for n in names[1:-1]:
         ns_sh(ns[n], "echo 1 > /proc/sys/net/ipv4/ip_forward")
     last = len(names) - 1
@@ -407,6 +418,8 @@ def run_on(system, path, servers, clients, client_timeout=300):
             # Drops inside the model, by reason: with the boundary's counts
             # they say where a lost packet went.
             rep["model_dropped"] = full["conservation"]["dropped"]
+            # Each link's counters: what the experiment put on the wire.
+            rep["links"] = full["links"]
             return read_outputs(d, len(clients)), rep
         if system.startswith("kernel"):
             h1, h2 = kernel_path(path, offload=(system == "kernel"))
@@ -621,6 +634,56 @@ def exp_mixed(p, reps):
             print(f"mixed {system:<8} {n:>5} pairs: live TCP {fmt_rate(bps) if bps else runs[0]}", flush=True)
     return {"rows": rows, "link": "2 Mbit/s, 50 ms", "bg_rate": "1.8 Mbit/s of 1000-byte UDP payloads per pair",
             "nse": {"links": 150, "nodes": 300}}
+
+
+OPCUA = os.path.join(ROOT, "examples", "opcua")
+OPCUA_RATES = ["1Mbps", "10Mbps", "100Mbps"]
+ETH_OVERHEAD = 24  # preamble and start delimiter 8, FCS 4, inter-frame gap 12
+
+
+def opcua_point(system, rate, secs, concurrency):
+    """OPC-UA Read requests/s from h1 to a server on h2 over `rate` links."""
+    path = Path(1, rate=rate)
+    if system == "ns-3":
+        # FdNetDevice has no rate: the rate is a simulated router-to-router link.
+        path = Path(2, mid_rate=rate)
+    py = sys.executable
+    url = "opc.tcp://{H2}:4840/netloop/"
+    server = f"{py} {OPCUA}/server.py --host {{H2}} --port 4840 --ready-file {{OUT}}/ready"
+    # The server takes a second or three to come up; the client waits for it.
+    client = (f"for i in $(seq 300); do [ -f {{OUT}}/ready ] && break; sleep 0.1; done; "
+              f"{py} {OPCUA}/client.py throughput --url {url} --seconds {secs} --node Blob "
+              f"--concurrency {concurrency} --timeout 10 --connect-timeout 30")
+    outs, rep = run_on(system, path, [server], [client], client_timeout=secs + 90)
+    lines = [x for x in outs[0].splitlines() if x.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the OPC-UA client printed no result: {outs[0][-300:]}")
+    out = json.loads(lines[-1])
+    if not out.get("requests"):
+        raise RuntimeError(f"no OPC-UA request succeeded: {out.get('error') or outs[0][-300:]}")
+    row = {"rps": out["rps"], "requests": out["requests"], "failed": out["failed"],
+           "value_bytes": out.get("value_bytes"), "report": slim(rep)}
+    if rep and "links" in rep:
+        # Bytes each request put on the bottleneck's busier direction (the
+        # responses), Ethernet overhead included: the wire's limit follows.
+        link = next(x for x in rep["links"] if x["name"] == f"r{path.routers}-h2")
+        d = link["b_to_a"]
+        row["wire_bytes_per_request"] = (d["sent_bytes"] + ETH_OVERHEAD * d["sent_packets"]) / out["requests"]
+    return row
+
+
+def exp_opcua(p, reps):
+    systems = ["kernel", "netloop", "ns-3"]
+    rows = []
+    for rate in OPCUA_RATES:
+        for system in systems:
+            runs = [attempt(opcua_point, system, rate, p["opcua_s"], 8) for _ in range(reps)]
+            rows.append({"rate": rate, "system": system, "runs": runs})
+            rps = med([r.get("rps") for r in runs])
+            print(f"opcua {rate:<8} {system:<8} "
+                  f"{f'{rps:.1f} requests/s' if rps else runs[0].get('na', runs[0].get('error', '?'))[:60]}",
+                  flush=True)
+    return {"rows": rows, "concurrency": 8, "value_bytes": 1000, "overhead": ETH_OVERHEAD}
 
 
 def exp_speed(p, reps, outdir):

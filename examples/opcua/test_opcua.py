@@ -71,9 +71,11 @@ def plant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plant]:
     logs = tmp_path_factory.mktemp("opcua")
     ready = logs / "ready"
     with net:
+        # The server keeps asyncua's standard address space in its default
+        # cache folder: 0.9 s to start instead of 3 s (7–9 s the first time).
         server = h2.popen(
             [sys.executable, str(HERE / "server.py"), "--host", str(h2.ip), "--port", str(PORT),
-             "--ready-file", str(ready), "--cache-dir", str(logs / "cache")],
+             "--ready-file", str(ready)],
             stdout=subprocess.DEVNULL, stderr=open(logs / "server.log", "w"),
         )
         deadline = time.monotonic() + 60
