@@ -294,25 +294,37 @@ def test_sigterm_tears_the_network_down(tmp_path: Path) -> None:
     assert not (ns & namespaces())
 
 
-def test_fixture_skips_with_a_reason_without_privileges(pytester: pytest.Pytester) -> None:
-    # Runs a test file in a child pytest with the privilege check forced to
-    # fail: the fixture must skip, naming the reason.
-    pytester.makepyfile(
-        test_child="""
-        import netloop, netloop.network, netloop.pytest_plugin as plugin
+CHILD = """
+import netloop.pytest_plugin as plugin
 
-        def fake():
-            return "not root (uid 1000)"
+# The privilege check, forced to fail (in the child process only).
+plugin.can_run_real_hosts = lambda: "not root (uid 1000)"
 
-        plugin.can_run_real_hosts = fake
+def test_real(netloop_real_network):
+    raise AssertionError("should have been skipped")
 
-        def test_real(netloop_real_network):
-            raise AssertionError("should have been skipped")
+def test_sim(netloop_network):
+    assert netloop_network.name == "test_sim"
+"""
 
-        def test_sim(netloop_network):
-            assert netloop_network.name == "test_sim"
-        """
-    )
-    result = pytester.runpytest("-rs")
+
+def test_fixture_skips_with_a_reason_without_privileges(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A child pytest in its own process, so the forced failure can't leak
+    # into this run's later tests.
+    monkeypatch.delenv("NETLOOP_REQUIRE_REAL", raising=False)
+    pytester.makepyfile(test_child=CHILD)
+    result = pytester.runpytest_subprocess("-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*netloop real hosts unavailable: not root (uid 1000)*"])
+
+
+def test_required_real_hosts_fail_instead_of_skipping(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NETLOOP_REQUIRE_REAL", "1")
+    pytester.makepyfile(test_child=CHILD)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*NETLOOP_REQUIRE_REAL=1: required here*"])
