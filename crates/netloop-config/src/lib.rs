@@ -80,21 +80,30 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     }
 }
 
+/// Parses TOML, or returns its syntax errors. Only syntax errors are
+/// reported when there are any: the parser's recovery guesses at what was
+/// meant, and checking its guesses would add errors about things the user
+/// never wrote.
+fn parse_toml<'s>(
+    d: &mut Diag<'s>,
+    text: &'s str,
+) -> Result<toml::Spanned<toml::de::DeTable<'s>>, ConfigErrors> {
+    let (doc, syntax) = toml::de::DeTable::parse_recoverable(text);
+    if syntax.is_empty() {
+        return Ok(doc);
+    }
+    for e in syntax {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().trim().replace('\n', "; ");
+        d.error(&span, "", None, format!("invalid TOML: {message}"));
+    }
+    Err(ConfigErrors::new(std::mem::take(&mut d.errors)))
+}
+
 /// Checks topology text as if it were the file `file_name`.
 pub fn parse_str(text: &str, file_name: &str) -> Result<Loaded, ConfigErrors> {
     let mut d = Diag::new(file_name, text);
-    let (doc, syntax) = toml::de::DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        // Only syntax errors are reported when there are any: the parser's
-        // recovery guesses at what was meant, and checking its guesses would
-        // add errors about things the user never wrote.
-        for e in syntax {
-            let span = e.span().unwrap_or(0..0);
-            let message = e.message().trim().replace('\n', "; ");
-            d.error(&span, "", None, format!("invalid TOML: {message}"));
-        }
-        return Err(ConfigErrors::new(d.errors));
-    }
+    let doc = parse_toml(&mut d, text)?;
     let mut loader = sections::Loader::new(&mut d);
     loader.read(doc.get_ref());
     let (spec, sources) = (loader.spec, loader.map);
@@ -116,15 +125,7 @@ pub fn parse_link_change(
     links: &[String],
 ) -> Result<netloop_model::spec::LinkEventSpec, ConfigErrors> {
     let mut d = Diag::new(file_name, text);
-    let (doc, syntax) = toml::de::DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        for e in syntax {
-            let span = e.span().unwrap_or(0..0);
-            let message = e.message().trim().replace('\n', "; ");
-            d.error(&span, "", None, format!("invalid TOML: {message}"));
-        }
-        return Err(ConfigErrors::new(d.errors));
-    }
+    let doc = parse_toml(&mut d, text)?;
     let mut loader = sections::Loader::new(&mut d);
     loader.duration = None;
     loader.live = true;

@@ -74,57 +74,13 @@ fn build(
         .map_err(|e| TopologyError::new_err(loaded.sources.located(&e).to_string()))
 }
 
-/// What a built topology holds: nodes with their interfaces and addresses,
-/// links, flows (JSON).
+/// What a built topology holds, before it runs: the results document of
+/// time zero (nodes with their interfaces and addresses, links, flows, the
+/// run's seed and duration), as JSON.
 #[pyfunction]
 fn check(text: &str, name: &str) -> PyResult<String> {
     let sim = build(text, name, None, None)?;
-    let net = &sim.net;
-    let spec = net.spec();
-    let nodes: Vec<Value> = spec
-        .nodes
-        .iter()
-        .map(|n| {
-            let id = net.node_id(&n.name).expect("built nodes have ids");
-            let interfaces: Vec<Value> = net
-                .ports(id)
-                .iter()
-                .map(|p| {
-                    json!({
-                        "name": p.name,
-                        "address": p.addr.map(|a| a.to_string()),
-                        "link": net.links()[p.link].name,
-                    })
-                })
-                .collect();
-            json!({
-                "name": n.name,
-                "kind": kind_name(&n.kind),
-                "interfaces": interfaces,
-            })
-        })
-        .collect();
-    let links: Vec<&str> = net.links().iter().map(|l| l.name.as_str()).collect();
-    let flows: Vec<&str> = sim.flows.iter().map(|f| f.name.as_str()).collect();
-    Ok(json!({
-        "nodes": nodes,
-        "links": links,
-        "flows": flows,
-        "duration_s": spec.run.duration.as_secs_f64(),
-        "seed": spec.run.seed,
-    })
-    .to_string())
-}
-
-fn kind_name(k: &netloop_model::spec::NodeKind) -> &'static str {
-    use netloop_model::spec::NodeKind;
-    match k {
-        NodeKind::Host => "host",
-        NodeKind::Router(_) => "router",
-        NodeKind::Switch(_) => "switch",
-        NodeKind::Namespace(_) => "namespace",
-        NodeKind::Attached(_) => "attached",
-    }
+    serde_json::to_string(&sim.results("check", None, Some(name.to_string()))).map_err(netloop_err)
 }
 
 /// Ends each capture; its files and frame counts, and errors (disk full).

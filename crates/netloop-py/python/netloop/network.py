@@ -356,7 +356,15 @@ class Network:
         interfaces and addresses, links, flows. Raises :class:`TopologyError`
         with every problem found."""
         if self._info is None:
-            self._info = json.loads(_native.check(self.to_toml(), self.name))
+            # The results document of the built network at time zero.
+            r = json.loads(_native.check(self.to_toml(), self.name))
+            self._info = {
+                "nodes": [{k: n[k] for k in ("name", "kind", "interfaces")} for n in r["nodes"]],
+                "links": [link["name"] for link in r["links"]],
+                "flows": [f["name"] for f in r["flows"]],
+                "duration_s": r["meta"]["duration_ns"] / 1e9,
+                "seed": r["meta"]["seed"],
+            }
         return self._info
 
     def check(self) -> None:
@@ -460,9 +468,15 @@ class Network:
         return self._native
 
     @property
+    def started(self) -> bool:
+        """Whether it was started and not yet stopped (it may have ended by
+        itself; :meth:`stop` then tears it down and takes the results)."""
+        return self._native is not None
+
+    @property
     def running(self) -> bool:
         """Whether the network is running in real time."""
-        return self._native is not None and self._native.running()
+        return self.started and self._native.running()
 
     def stats(self) -> Snapshot:
         """Results and self-report so far, while it runs."""

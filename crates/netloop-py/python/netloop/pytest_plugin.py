@@ -55,7 +55,7 @@ def _network(request: pytest.FixtureRequest) -> Iterator[Network]:
     try:
         yield net
     finally:
-        if net.running or net._native is not None:
+        if net.started:
             net.stop()
 
 
