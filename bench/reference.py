@@ -231,6 +231,15 @@ class Path:
         return self.mid_delay if (self.routers == 2 and k == 1) else None
 
 
+def rate_bps(rate):
+    """"10Mbps" -> 10e6."""
+    units = {"Gbps": 1e9, "Mbps": 1e6, "kbps": 1e3}
+    for u, m in units.items():
+        if rate.endswith(u):
+            return float(rate[: -len(u)]) * m
+    raise ValueError(f"rate {rate!r} has no unit (Gbps, Mbps, kbps)")
+
+
 def tbf_rate(rate):
     units = {"Gbps": "gbit", "Mbps": "mbit", "kbps": "kbit"}
     for u, t in units.items():
@@ -243,8 +252,7 @@ def tbf_burst(rate):
     """tbf's bucket: 256 KiB at 1 Gbit/s and more (as the SITL runs had it),
     else 2 ms of the rate and at least 4 KiB — a fixed 256 KiB is two seconds
     at 1 Mbit/s, and a short test then runs at 1.5 times the rate."""
-    units = {"Gbps": 1e9, "Mbps": 1e6, "kbps": 1e3}
-    bps = next(float(rate[: -len(u)]) * m for u, m in units.items() if rate.endswith(u))
+    bps = rate_bps(rate)
     if bps >= 1e9:
         return "256kb"
     return f"{max(4096, int(bps / 8 * 0.002))}b"
@@ -678,7 +686,7 @@ def exp_opcua(p, reps):
     for rate in OPCUA_RATES:
         for system in systems:
             runs = [attempt(opcua_point, system, rate, p["opcua_s"], 8) for _ in range(reps)]
-            rows.append({"rate": rate, "system": system, "runs": runs})
+            rows.append({"rate": rate, "rate_bps": rate_bps(rate), "system": system, "runs": runs})
             rps = med([r.get("rps") for r in runs])
             print(f"opcua {rate:<8} {system:<8} "
                   f"{f'{rps:.1f} requests/s' if rps else runs[0].get('na', runs[0].get('error', '?'))[:60]}",

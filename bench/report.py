@@ -488,9 +488,8 @@ class Report:
             f"{SYSTEMS[s]} requests/s | share" for s in ("kernel", "netloop", "ns-3")) + " |")
         self.p("|---:|---:|---:|" + "---:|---:|" * 3)
         by = {(r["rate"], r["system"]): r["runs"] for r in e["rows"]}
-        for rate in sorted({r["rate"] for r in e["rows"]}, key=lambda x: float(x.rstrip("Mbps"))):
+        for rate, bps in sorted({(r["rate"], r["rate_bps"]) for r in e["rows"]}, key=lambda x: x[1]):
             wire = med([x.get("wire_bytes_per_request") for x in by.get((rate, "netloop"), [])])
-            bps = float(rate.rstrip("Mbps")) * 1e6
             limit = bps / (8 * wire) if wire else None
             cells = [rate.replace("Mbps", " Mbit/s"), f"{wire:,.0f}" if wire else "n/a",
                      f"{limit:,.1f}" if limit else "n/a"]

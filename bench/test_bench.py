@@ -138,9 +138,9 @@ class Opcua(unittest.TestCase):
     def test_share_of_the_wire_limit_comes_from_netloops_byte_count(self):
         # 1 250 wire bytes a request at 1 Mbit/s: 100 requests/s at most.
         e = {"concurrency": 8, "value_bytes": 1000, "overhead": 24, "rows": [
-            {"rate": "1Mbps", "system": "netloop", "runs": [{"rps": 90.0, "wire_bytes_per_request": 1250.0}]},
-            {"rate": "1Mbps", "system": "kernel", "runs": [{"rps": 50.0}]},
-            {"rate": "1Mbps", "system": "ns-3", "runs": [{"error": "ns-3 fell behind"}]},
+            {"rate": "1Mbps", "rate_bps": 1e6, "system": "netloop", "runs": [{"rps": 90.0, "wire_bytes_per_request": 1250.0}]},
+            {"rate": "1Mbps", "rate_bps": 1e6, "system": "kernel", "runs": [{"rps": 50.0}]},
+            {"rate": "1Mbps", "rate_bps": 1e6, "system": "ns-3", "runs": [{"error": "ns-3 fell behind"}]},
         ]}
         _, text = section("opcua", e)
         row = next(line for line in text.splitlines() if line.startswith("| 1 Mbit/s"))
