@@ -31,7 +31,7 @@ use crate::clock::RtClock;
 use crate::error::{Error, Result};
 use crate::netns;
 use crate::packet::{self, PacketOptions, PacketSocket};
-use crate::rt::{self, Control, RealPort, RtOptions, RtReport, Step};
+use crate::rt::{self, Control, Lateness, RealPort, RtOptions, RtReport, Step};
 use crate::session::Session;
 use crate::tap::TapDevice;
 
@@ -87,6 +87,10 @@ pub struct Snapshot {
     pub results: Results,
     /// The real-time loop's report so far (`end` is `running`).
     pub realtime: RtReport,
+    /// How late the events since the previous snapshot ran (since the start
+    /// for the first): the cumulative `realtime.event_lateness` hides drift
+    /// in a long run, a series of windows shows it.
+    pub window_lateness: Lateness,
 }
 
 type Envelope = (Request, mpsc::SyncSender<Reply>);
@@ -511,6 +515,7 @@ fn serve(
                 Reply::Snapshot(Box::new(Snapshot {
                     results,
                     realtime: ctl.realtime(),
+                    window_lateness: ctl.take_window(),
                 }))
             }
             Request::Stop => {

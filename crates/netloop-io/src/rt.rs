@@ -61,7 +61,7 @@ pub struct Control<'c> {
     pub net: &'c mut Network,
     /// Its pending events.
     pub queue: &'c mut EventQueue<Event>,
-    tally: &'c Tally,
+    tally: &'c mut Tally,
     ports: &'c mut [RealPort],
     late_threshold_ns: u64,
     spin_ns: u64,
@@ -77,6 +77,16 @@ impl Control<'_> {
             self.spin_ns,
             EndReason::Running,
         )
+    }
+
+    /// How late the events since the previous call ran (since the start, the
+    /// first time), and a fresh window from now on: what a long run's
+    /// monitor compares across windows to see lateness drift, which the
+    /// cumulative histogram hides.
+    pub fn take_window(&mut self) -> Lateness {
+        let w = Lateness::of(&self.tally.window);
+        self.tally.window.reset();
+        w
     }
 }
 
@@ -249,6 +259,8 @@ struct Tally {
     wall0: u64,
     events0: u64,
     lateness: Histogram<u64>,
+    /// Lateness since the last [`Control::take_window`].
+    window: Histogram<u64>,
     input: Histogram<u64>,
     late_events: u64,
     sleeps: u64,
@@ -257,6 +269,15 @@ struct Tally {
 }
 
 impl Tally {
+    /// Counts one event that ran `late_ns` after its time.
+    fn record_lateness(&mut self, late_ns: u64, threshold_ns: u64) {
+        self.lateness.saturating_record(late_ns.max(1));
+        self.window.saturating_record(late_ns.max(1));
+        if late_ns > threshold_ns {
+            self.late_events += 1;
+        }
+    }
+
     /// The report as of now.
     fn report(
         &self,
@@ -369,6 +390,7 @@ pub fn run_realtime(
         wall0: clock::mono_ns(),
         events0: queue.events_processed(),
         lateness: histogram(),
+        window: histogram(),
         input: histogram(),
         late_events: 0,
         sleeps: 0,
@@ -399,8 +421,7 @@ pub fn run_realtime(
                    queue: &mut EventQueue<Event>,
                    ports: &mut [RealPort],
                    limit: SimTime,
-                   lateness: &mut Histogram<u64>,
-                   late_events: &mut u64| {
+                   tally: &mut Tally| {
         let mut wrote = false;
         while let Some(t) = queue.peek_time() {
             if t > limit {
@@ -408,10 +429,7 @@ pub fn run_realtime(
             }
             let (t, ev) = queue.pop().expect("peeked");
             let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
-            lateness.saturating_record(late.max(1));
-            if late > opts.late_threshold_ns {
-                *late_events += 1;
-            }
+            tally.record_lateness(late, opts.late_threshold_ns);
             net.handle(t, ev, queue);
             for (i, &node) in nodes.iter().enumerate() {
                 if let Node::External(x) = net.node_mut(node) {
@@ -461,7 +479,7 @@ pub fn run_realtime(
                 now,
                 net,
                 queue,
-                tally: &tally,
+                tally: &mut tally,
                 ports,
                 late_threshold_ns: opts.late_threshold_ns,
                 spin_ns: opts.spin_ns,
@@ -504,14 +522,7 @@ pub fn run_realtime(
         arrivals.sort_by_key(|a| a.0);
         for (at, i, frame) in arrivals.drain(..) {
             let t = clock.sim_of(at).max(queue.now()).min(opts.until);
-            run_due(
-                net,
-                queue,
-                ports,
-                t,
-                &mut tally.lateness,
-                &mut tally.late_events,
-            );
+            run_due(net, queue, ports, t, &mut tally);
             queue.advance_to(t.max(queue.now()));
             tally
                 .input
@@ -520,14 +531,7 @@ pub fn run_realtime(
         }
 
         let limit = clock.now().min(opts.until);
-        run_due(
-            net,
-            queue,
-            ports,
-            limit,
-            &mut tally.lateness,
-            &mut tally.late_events,
-        );
+        run_due(net, queue, ports, limit, &mut tally);
         if now >= opts.until {
             end = EndReason::Duration;
             break;
@@ -586,14 +590,7 @@ pub fn run_realtime(
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run.
     let last = clock.now().min(opts.until);
-    run_due(
-        net,
-        queue,
-        ports,
-        last,
-        &mut tally.lateness,
-        &mut tally.late_events,
-    );
+    run_due(net, queue, ports, last, &mut tally);
     if queue.now() < last {
         queue.advance_to(last);
     }

@@ -204,6 +204,14 @@ def test_real_hosts_ping_through_the_model_and_links_change_at_run_time(
         snap = net.stats()
         assert snap.results.link("r1-h2")["a_to_b"]["drops"].get("link_down", 0) >= 1
         assert snap.realtime["end"] == "running"
+        # Each snapshot's window holds exactly the events since the one before
+        # (the pings in between make some).
+        h1.run(["ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", h2.ip])
+        later = net.stats()
+        windows = (snap.window_lateness["count"], later.window_lateness["count"])
+        assert later.realtime["events"] > snap.realtime["events"], windows
+        assert windows[1] == later.realtime["events"] - snap.realtime["events"], windows
+        assert windows[0] <= snap.realtime["events"], windows
         net.link("r1-h2").up()
         assert ping_avg_ms(h1, h2.ip, 3) < 25.0
     r = net.results

@@ -109,6 +109,11 @@ class Snapshot:
         self.results = Results(raw["results"])
         #: The real-time loop's report so far (``end`` is ``"running"``).
         self.realtime: dict[str, Any] = raw["realtime"]
+        #: How late the events since the previous ``stats()`` ran (since the
+        #: start for the first): ``p50_ns``, ``p99_ns``, ``max_ns``, ...
+        #: A series of these shows drift that the cumulative
+        #: ``realtime["event_lateness"]`` hides.
+        self.window_lateness: dict[str, Any] = raw["window_lateness"]
 
     def __repr__(self) -> str:
         return f"<Snapshot at {self.results.sim_seconds:.3f} s, kept up: {self.realtime['kept_up']}>"
