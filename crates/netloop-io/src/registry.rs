@@ -120,15 +120,38 @@ fn now_unix() -> u64 {
 }
 
 fn ensure_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::os(format!("creating {}", dir.display()), e))?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::os(format!("creating {}", dir.display()), e))
+    // Records decide what `netloop clean` deletes and which processes it
+    // ends: a directory someone else owns or may write to could hand it a
+    // forged record. Refuse it rather than trust it.
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| Error::os(format!("reading {}", dir.display()), e))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(Error::msg(format!(
+            "{} is not a private directory: it is {} owned by uid {} with mode {:o}",
+            dir.display(),
+            if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a directory"
+            },
+            meta.uid(),
+            meta.mode() & 0o7777
+        ))
+        .hint(format!(
+            "netloop keeps its run records only in a directory owned by uid {me} and not \
+             writable by group or others; remove it or fix its owner and mode"
+        )));
+    }
+    Ok(())
 }
 
 impl Registry {
@@ -213,7 +236,15 @@ fn write_atomic(path: &Path, record: &RunRecord) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Only root (the owner) reads records: they name processes and
+        // devices of the run.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(&serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -456,6 +487,28 @@ pub fn clean() -> Result<CleanReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_directory_others_may_write_to_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("netloop-regdir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("run");
+        ensure_dir(&dir).expect("a fresh directory is made private");
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ensure_dir(&dir).expect_err("a world-writable directory is refused");
+        assert!(e.to_string().contains("not a private directory"), "{e}");
+        assert!(e.to_string().contains("mode 777"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_dir(&dir).expect("readable by others is fine");
+        let file = base.join("file");
+        std::fs::write(&file, b"").unwrap();
+        let e = ensure_dir(&file).expect_err("a file is not a directory");
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn start_time_of_self_is_stable_and_of_nonsense_is_none() {
