@@ -1,0 +1,320 @@
+//! Writes the seed corpus: for each frame target, inputs in the harness's
+//! record format that reach deep into the node under test (ARP, ICMP, UDP and
+//! TCP to it and through it, TTL 0 and 1, IPv4 options, fragments out of
+//! order and overlapping, 802.1Q, IPv6, jumbo frames, broadcast bursts); for
+//! the topology target, the example topologies.
+//!
+//! `cargo run --release --example seeds` (from `fuzz/`) rewrites `corpus/*/seed-*`;
+//! the fuzzer's own finds sit beside them.
+
+use netloop_fuzz::{Harness, Target};
+use std::path::Path;
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_ARP: u16 = 0x0806;
+
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for c in data.chunks(2) {
+        let word = u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]);
+        sum += u32::from(word);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet frame; the harness rewrites the MACs (flag 3 or 2).
+fn eth(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+struct Ip {
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    proto: u8,
+    id: u16,
+    /// Fragment offset in 8-byte units and the more-fragments flag.
+    frag: (u16, bool),
+    options: Vec<u8>,
+}
+
+impl Ip {
+    fn new(src: [u8; 4], dst: [u8; 4], proto: u8) -> Ip {
+        Ip {
+            src,
+            dst,
+            ttl: 64,
+            proto,
+            id: 1,
+            frag: (0, false),
+            options: Vec::new(),
+        }
+    }
+
+    fn packet(&self, payload: &[u8]) -> Vec<u8> {
+        let hlen = 20 + self.options.len();
+        let mut h = vec![0u8; hlen];
+        h[0] = 0x40 | (hlen / 4) as u8;
+        h[2..4].copy_from_slice(&((hlen + payload.len()) as u16).to_be_bytes());
+        h[4..6].copy_from_slice(&self.id.to_be_bytes());
+        let frag = self.frag.0 | if self.frag.1 { 0x2000 } else { 0 };
+        h[6..8].copy_from_slice(&frag.to_be_bytes());
+        h[8] = self.ttl;
+        h[9] = self.proto;
+        h[12..16].copy_from_slice(&self.src);
+        h[16..20].copy_from_slice(&self.dst);
+        h[20..].copy_from_slice(&self.options);
+        let c = checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(payload);
+        h
+    }
+}
+
+fn icmp_echo(seq: u16, data: &[u8]) -> Vec<u8> {
+    let mut m = vec![8, 0, 0, 0, 0x12, 0x34];
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(data);
+    let c = checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// UDP with checksum 0 (none), which IPv4 allows.
+fn udp(dport: u16, data: &[u8]) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&40000u16.to_be_bytes());
+    m.extend_from_slice(&dport.to_be_bytes());
+    m.extend_from_slice(&((8 + data.len()) as u16).to_be_bytes());
+    m.extend_from_slice(&[0, 0]);
+    m.extend_from_slice(data);
+    m
+}
+
+/// A TCP SYN; its checksum covers the pseudo-header.
+fn tcp_syn(src: [u8; 4], dst: [u8; 4], dport: u16) -> Vec<u8> {
+    let mut t = vec![0u8; 20];
+    t[0..2].copy_from_slice(&40001u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    t[12] = 5 << 4;
+    t[13] = 0x02;
+    t[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 6, 0, 20]);
+    pseudo.extend_from_slice(&t);
+    let c = checksum(&pseudo);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    t
+}
+
+fn arp(op: u16, sender_ip: [u8; 4], target_ip: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4];
+    a.extend_from_slice(&op.to_be_bytes());
+    a.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x09]);
+    a.extend_from_slice(&sender_ip);
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&target_ip);
+    eth(ETH_ARP, &a)
+}
+
+/// Records of the harness's format.
+#[derive(Default)]
+struct Records(Vec<u8>);
+
+impl Records {
+    /// `mode`: 0 as is, 1 to the neighbour, 2 broadcast, 3 neighbour and our
+    /// source MAC; `gap` in 50 µs steps (< 64).
+    fn push(&mut self, mode: u8, gap: u8, frame: &[u8]) -> &mut Self {
+        self.0.push(mode | gap << 2);
+        self.0
+            .extend_from_slice(&(frame.len() as u16).to_le_bytes());
+        self.0.extend_from_slice(frame);
+        self
+    }
+}
+
+fn frame_seeds(h: &Harness, target: Target) -> Vec<(&'static str, Vec<u8>)> {
+    let x = h.address_of("x").expect("x has an address");
+    // The node under test's address (a host or router), and one further away.
+    let (near, far) = match target {
+        Target::Router => (h.address_of("r1"), h.address_of("b")),
+        Target::Switch => (h.address_of("a"), h.address_of("b")),
+        Target::Host => (h.address_of("a"), h.address_of("a")),
+    };
+    let (near, far) = (near.expect("near"), far.expect("far"));
+    let hello = |r: &mut Records| {
+        r.push(2, 0, &arp(1, x, near));
+        r.push(3, 4, &arp(2, x, near));
+    };
+    let mut seeds: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    let mut add = |name: &'static str, f: &dyn Fn(&mut Records)| {
+        let mut r = Records::default();
+        hello(&mut r);
+        f(&mut r);
+        seeds.push((name, r.0));
+    };
+    add("arp", &|_| {});
+    add("ping-near", &|r| {
+        r.push(
+            3,
+            2,
+            &eth(
+                ETH_IPV4,
+                &Ip::new(x, near, 1).packet(&icmp_echo(1, b"abcdefgh")),
+            ),
+        );
+    });
+    add("ping-far", &|r| {
+        r.push(
+            3,
+            2,
+            &eth(
+                ETH_IPV4,
+                &Ip::new(x, far, 1).packet(&icmp_echo(2, &[7; 56])),
+            ),
+        );
+    });
+    add("udp-far", &|r| {
+        for i in 0..4u8 {
+            r.push(
+                3,
+                1,
+                &eth(ETH_IPV4, &Ip::new(x, far, 17).packet(&udp(5000, &[i; 100]))),
+            );
+        }
+    });
+    add("tcp-syn", &|r| {
+        r.push(
+            3,
+            2,
+            &eth(ETH_IPV4, &Ip::new(x, far, 6).packet(&tcp_syn(x, far, 80))),
+        );
+    });
+    add("ttl", &|r| {
+        for ttl in [0u8, 1, 2] {
+            let mut ip = Ip::new(x, far, 17);
+            ip.ttl = ttl;
+            r.push(3, 1, &eth(ETH_IPV4, &ip.packet(&udp(33434, &[0; 32]))));
+        }
+    });
+    add("options", &|r| {
+        let mut ip = Ip::new(x, far, 1);
+        // Record route (7), length 11, pointer 4, two slots; then end of list.
+        ip.options = vec![7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        r.push(3, 1, &eth(ETH_IPV4, &ip.packet(&icmp_echo(3, &[1; 16]))));
+    });
+    add("fragments", &|r| {
+        let data = icmp_echo(4, &[9; 2000]);
+        let mut pieces = Vec::new();
+        for (k, chunk) in data.chunks(800).enumerate() {
+            let mut ip = Ip::new(x, far, 1);
+            ip.id = 77;
+            ip.frag = ((k * 100) as u16, (k + 1) * 800 < data.len());
+            pieces.push(ip.packet(chunk));
+        }
+        // Out of order, and one overlapping the first two.
+        for k in [2usize, 0, 1] {
+            r.push(3, 1, &eth(ETH_IPV4, &pieces[k]));
+        }
+        let mut ip = Ip::new(x, far, 1);
+        ip.id = 78;
+        ip.frag = (50, true);
+        r.push(3, 1, &eth(ETH_IPV4, &ip.packet(&[5; 800])));
+        ip.frag = (0, true);
+        r.push(3, 1, &eth(ETH_IPV4, &ip.packet(&data[..800])));
+    });
+    add("vlan-ipv6", &|r| {
+        let mut tagged = eth(0x8100, &[0x00, 0x0a]);
+        tagged.extend_from_slice(&ETH_IPV4.to_be_bytes());
+        tagged.extend_from_slice(&Ip::new(x, near, 1).packet(&icmp_echo(5, b"v")));
+        r.push(3, 1, &tagged);
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 8, 17, 64];
+        v6.extend_from_slice(&[0xfe; 32]);
+        v6.extend_from_slice(&[0; 8]);
+        r.push(3, 1, &eth(0x86dd, &v6));
+    });
+    add("jumbo", &|r| {
+        r.push(
+            3,
+            1,
+            &eth(ETH_IPV4, &Ip::new(x, far, 17).packet(&udp(9, &[3; 8958]))),
+        );
+    });
+    add("broadcast-burst", &|r| {
+        for i in 0..64u8 {
+            r.push(
+                2,
+                0,
+                &eth(
+                    ETH_IPV4,
+                    &Ip::new(x, [255; 4], 17).packet(&udp(9, &[i; 64])),
+                ),
+            );
+        }
+    });
+    add("arp-spoof", &|r| {
+        // Someone else claiming the near address, then a flood of strangers.
+        r.push(2, 1, &arp(2, near, near));
+        for i in 0..32u8 {
+            let mut src = x;
+            src[3] = i.wrapping_add(100);
+            let mut f = arp(1, src, near);
+            f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 1, i]);
+            r.push(2, 0, &f);
+        }
+    });
+    add("malformed", &|r| {
+        r.push(3, 1, &eth(ETH_IPV4, &[0x45, 0, 0, 200, 0, 0]));
+        r.push(3, 1, &eth(ETH_IPV4, &[0x4f; 30]));
+        r.push(3, 1, &eth(ETH_ARP, &[0, 1, 8, 0, 7, 3, 0, 1]));
+        r.push(0, 1, &[1, 2, 3]);
+    });
+    seeds
+}
+
+fn write(dir: &Path, name: &str, data: &[u8]) {
+    std::fs::create_dir_all(dir).expect("create corpus directory");
+    std::fs::write(dir.join(format!("seed-{name}")), data).expect("write seed");
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    for target in Target::ALL {
+        let h = Harness::new(target);
+        let dir = root.join(format!("frames_{}", target.name()));
+        for (name, data) in frame_seeds(&h, target) {
+            // Each seed must pass the harness as it is.
+            Harness::new(target).run(&data);
+            write(&dir, name, &data);
+        }
+    }
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let dir = root.join("topology");
+    let mut names: Vec<_> = std::fs::read_dir(&examples)
+        .expect("examples/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    for p in names {
+        let data = std::fs::read(&p).expect("read example");
+        let stem = p.file_stem().unwrap().to_string_lossy().to_string();
+        write(&dir, &stem, &data);
+    }
+    for target in Target::ALL {
+        write(
+            &dir,
+            &format!("harness-{}", target.name()),
+            target.topology().as_bytes(),
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! Fuzz harnesses for the paths that take bytes from outside netloop: frames
+//! from a real interface entering a switch, a router or a simulated host, and
+//! topology files.
+//!
+//! Each harness is a plain function of bytes, so the same code runs under
+//! libFuzzer (`cargo fuzz run <target>`, the binaries in `fuzz_targets/`) and
+//! in `cargo test` (`tests/replay.rs` replays the committed corpus and every
+//! input that once crashed). A harness fails by panicking: on a panic inside
+//! netloop, or when an invariant the model promises does not hold afterwards
+//! (every frame delivered, dropped for a named reason or in flight).
+//!
+//! ## Frame input format
+//! A frame harness reads records until the input ends:
+//!
+//! | byte(s) | meaning |
+//! |---|---|
+//! | 0 | bits 0–1: 0 = frame as given, 1 = destination MAC set to the neighbour's, 2 = broadcast destination, 3 = neighbour's MAC and the source set to the real host's; bits 2–7: simulated time to let pass before it, in 50 µs steps |
+//! | 1–2 | frame length, little-endian, cut to what is left of the input |
+//! | … | the frame: Ethernet header onward, no FCS |
+//!
+//! The MAC rewrite lets the fuzzer reach the IPv4, ARP and TCP code behind a
+//! node's address check without guessing 48 bits.
+
+use netloop_core::{SimDuration, SimTime};
+use netloop_model::network::Node;
+use netloop_model::{NodeId, Simulation};
+
+/// Where the real host's frames enter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A router (two more routers' worth of network behind it).
+    Router,
+    /// A learning switch with a small MAC table, hosts and a router behind it.
+    Switch,
+    /// A simulated host (smoltcp's stack: ARP, ICMP, TCP, UDP, reassembly).
+    Host,
+}
+
+impl Target {
+    /// The target's name, as in `fuzz_targets/frames_<name>.rs` and the
+    /// corpus directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Router => "router",
+            Target::Switch => "switch",
+            Target::Host => "host",
+        }
+    }
+
+    /// The node frames are addressed to when the harness rewrites their
+    /// destination.
+    pub fn peer(self) -> &'static str {
+        match self {
+            Target::Router => "r1",
+            Target::Switch | Target::Host => "a",
+        }
+    }
+
+    /// Every target.
+    pub const ALL: [Target; 3] = [Target::Router, Target::Switch, Target::Host];
+
+    /// The topology the frames enter: a real host `x` (an external node in
+    /// the model) attached to the node under test, with simulated traffic
+    /// running beside it so that queues, ARP caches and TCP state are live.
+    pub fn topology(self) -> &'static str {
+        match self {
+            Target::Router => ROUTER_TOPOLOGY,
+            Target::Switch => SWITCH_TOPOLOGY,
+            Target::Host => HOST_TOPOLOGY,
+        }
+    }
+}
+
+const ROUTER_TOPOLOGY: &str = r#"
+[run]
+duration = "1s"
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+queue = { packets = 16 }
+[[node]]
+name = "x"
+kind = "namespace"
+[[node]]
+name = "r1"
+kind = "router"
+forwarding_rate = "200000pps"
+forwarding_queue = 8
+[[node]]
+name = "r2"
+kind = "router"
+[[node]]
+name = "a"
+kind = "host"
+[[node]]
+name = "b"
+kind = "host"
+[[link]]
+endpoints = ["x", "r1"]
+mtu = 1500
+[[link]]
+endpoints = ["r1", "a"]
+mtu = 576
+[[link]]
+endpoints = ["r1", "r2"]
+[[link]]
+endpoints = ["r2", "b"]
+[[traffic]]
+name = "ab"
+kind = "tcp-bulk"
+from = "a"
+to = "b"
+bytes = "20KB"
+"#;
+
+const SWITCH_TOPOLOGY: &str = r#"
+[run]
+duration = "1s"
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+queue = { packets = 16 }
+[[node]]
+name = "x"
+kind = "namespace"
+[[node]]
+name = "s1"
+kind = "switch"
+mac_table_size = 8
+mac_aging = "10ms"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "a"
+kind = "host"
+[[node]]
+name = "c"
+kind = "host"
+[[node]]
+name = "b"
+kind = "host"
+[[link]]
+endpoints = ["x", "s1"]
+addresses = ["198.18.10.9/24", "auto"]
+[[link]]
+endpoints = ["s1", "a"]
+addresses = ["auto", "198.18.10.1/24"]
+[[link]]
+endpoints = ["s1", "c"]
+addresses = ["auto", "198.18.10.3/24"]
+[[link]]
+endpoints = ["s1", "r1"]
+addresses = ["auto", "198.18.10.254/24"]
+[[link]]
+endpoints = ["r1", "b"]
+subnet = "198.18.20.0/24"
+[[traffic]]
+name = "ab"
+kind = "udp-cbr"
+from = "a"
+to = "b"
+rate = "1Mbps"
+size = "200B"
+"#;
+
+const HOST_TOPOLOGY: &str = r#"
+[run]
+duration = "1s"
+[defaults.link]
+rate = "100Mbps"
+delay = "100us"
+queue = { packets = 16 }
+[[node]]
+name = "x"
+kind = "namespace"
+[[node]]
+name = "a"
+kind = "host"
+[[link]]
+endpoints = ["x", "a"]
+addresses = ["198.18.10.9/24", "198.18.10.1/24"]
+"#;
+
+/// A built network with the real host's node and the MAC addresses the
+/// rewrite uses.
+pub struct Harness {
+    sim: Simulation,
+    x: NodeId,
+    x_mac: [u8; 6],
+    peer_mac: [u8; 6],
+    /// Frames that came back out to the real host.
+    returned: Vec<Vec<u8>>,
+}
+
+/// The longest frame a record may carry (a 9000-byte jumbo frame and some).
+pub const MAX_FRAME: usize = 9100;
+
+/// Simulated time let pass after the last frame: ARP retries give up, TCP
+/// retransmits, queues drain.
+const SETTLE: SimDuration = SimDuration::from_millis(200);
+
+/// Events handled at most per input: enough for everything the frames can
+/// start, a bound against inputs that would make a run merely slow.
+const MAX_EVENTS: u64 = 2_000_000;
+
+impl Harness {
+    /// Builds `target`'s topology.
+    pub fn new(target: Target) -> Harness {
+        let loaded = netloop_config::parse_str(target.topology(), target.name())
+            .unwrap_or_else(|e| panic!("the {} topology is valid: {e}", target.name()));
+        let sim = Simulation::build(&loaded.spec).expect("the harness topology builds");
+        let real = &sim.real[0];
+        let x = real.node;
+        let link = real.port.link;
+        // Frames are addressed to the router or host under test; behind a
+        // switch, to host `a` (the switch has no address of its own to reach).
+        let peer = sim
+            .net
+            .node_id(target.peer())
+            .expect("the harness topology has the peer");
+        let ports = sim.net.ports(peer);
+        let peer_mac = ports
+            .iter()
+            .find(|p| p.link == link)
+            .unwrap_or(&ports[0])
+            .mac
+            .0;
+        Harness {
+            x,
+            x_mac: real.port.mac.0,
+            peer_mac,
+            sim,
+            returned: Vec::new(),
+        }
+    }
+
+    /// The real host's MAC address (the source of well-formed frames).
+    pub fn x_mac(&self) -> [u8; 6] {
+        self.x_mac
+    }
+
+    /// The MAC address frames are rewritten to: the router's or host's port
+    /// (for the switch, host `a`'s).
+    pub fn peer_mac(&self) -> [u8; 6] {
+        self.peer_mac
+    }
+
+    /// The first 1024 frames the network sent back to the real host.
+    pub fn returned(&self) -> &[Vec<u8>] {
+        &self.returned
+    }
+
+    /// The conservation ledger's balance and its drops, as of now.
+    pub fn conservation(&self) -> netloop_model::results::Conservation {
+        self.sim.conservation()
+    }
+
+    /// The IPv4 address of node `name`'s first interface that has one.
+    pub fn address_of(&self, name: &str) -> Option<[u8; 4]> {
+        let id = self.sim.net.node_id(name)?;
+        let real = self.sim.real.iter().find(|r| r.node == id);
+        let addr = match real {
+            Some(r) => r.port.addr,
+            None => self.sim.net.ports(id).iter().find_map(|p| p.addr),
+        };
+        addr.map(|a| a.addr.octets())
+    }
+
+    /// Feeds the records in `data` to the network, lets it settle and checks
+    /// that every frame is accounted for.
+    pub fn run(&mut self, data: &[u8]) {
+        let mut rest = data;
+        while rest.len() >= 3 {
+            let flags = rest[0];
+            let len = (u16::from_le_bytes([rest[1], rest[2]]) as usize)
+                .min(rest.len() - 3)
+                .min(MAX_FRAME);
+            let mut frame = rest[3..3 + len].to_vec();
+            rest = &rest[3 + len..];
+            let gap = SimDuration::from_micros(50 * u64::from(flags >> 2));
+            let at = self.sim.queue.now() + gap;
+            self.advance(at);
+            if frame.len() >= 12 {
+                match flags & 3 {
+                    1 => frame[0..6].copy_from_slice(&self.peer_mac),
+                    2 => frame[0..6].copy_from_slice(&[0xff; 6]),
+                    3 => {
+                        frame[0..6].copy_from_slice(&self.peer_mac);
+                        frame[6..12].copy_from_slice(&self.x_mac);
+                    }
+                    _ => {}
+                }
+            }
+            let injected = self.sim.net.inject(&mut self.sim.queue, self.x, frame);
+            assert!(injected, "the real host's node takes frames");
+        }
+        let end = self.sim.queue.now() + SETTLE;
+        self.advance(end);
+        let c = self.sim.conservation();
+        assert_eq!(
+            c.unaccounted, 0,
+            "a frame went missing inside the model: {c:?}"
+        );
+        // The results document is built from every counter: it must not
+        // panic either.
+        let _ = self.sim.results("simulation", None, None);
+    }
+
+    /// Runs events up to `t`, taking frames out of the real host's outbox as
+    /// the I/O layer would (they are counted as delivered when they reach it).
+    fn advance(&mut self, t: SimTime) {
+        let mut left = MAX_EVENTS.saturating_sub(self.sim.queue.events_processed());
+        if left == 0 {
+            return;
+        }
+        self.sim.run_until(t, 1024, |_, _| {
+            left = left.saturating_sub(1024);
+            left > 0
+        });
+        if let Node::External(e) = self.sim.net.node_mut(self.x) {
+            // Kept (bounded) so that tests can check the seeds reach deep.
+            for f in e.outbox.drain(..) {
+                if self.returned.len() < 1024 {
+                    self.returned.push(f);
+                }
+            }
+        }
+    }
+}
+
+/// Runs one input of a frame target on a fresh network.
+pub fn frames(target: Target, data: &[u8]) {
+    Harness::new(target).run(data);
+}
+
+/// Runs one input of the topology target: the loader must give a network or
+/// located errors, never panic; a network that loads must build or give a
+/// build error, and a short run of it must account for every frame.
+pub fn topology(data: &[u8]) {
+    let Ok(loaded) = netloop_config::parse_bytes(data, "fuzz.toml") else {
+        return;
+    };
+    let Ok(mut sim) = Simulation::build(&loaded.spec) else {
+        return;
+    };
+    // A few milliseconds of simulated time and a bounded number of events:
+    // a valid topology may describe a network far too big to run per input.
+    let end = SimTime::ZERO + SimDuration::from_millis(5);
+    let mut left = 200_000u64;
+    sim.run_until(end, 1024, |_, _| {
+        left = left.saturating_sub(1024);
+        left > 0
+    });
+    let c = sim.conservation();
+    assert_eq!(c.unaccounted, 0, "a frame went missing: {c:?}");
+}
