@@ -377,6 +377,7 @@ impl LiveRun {
             Reply::Snapshot(s) => Ok(json!({
                 "results": s.results,
                 "realtime": s.realtime,
+                "window_lateness": s.window_lateness,
             })
             .to_string()),
             Reply::Failed(why) => Err(netloop_err(why)),
