@@ -176,7 +176,11 @@ pub fn print_report(r: &LiveReport) {
                     c.exited_s
                         .map_or("stopped at end".into(), |s| format!("{s:.3} s")),
                 ),
-                right(c.exit_code.map_or("-".into(), |c| c.to_string())),
+                right(match (&c.exit_code, &c.signal) {
+                    (Some(code), _) => code.to_string(),
+                    (None, Some(sig)) => sig.clone(),
+                    (None, None) => "-".into(),
+                }),
                 Cell::new(c.log.display().to_string()),
             ]);
         }
@@ -218,6 +222,41 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.event_lateness.max_ns as f64)
         );
     }
+    print_warnings(r);
+}
+
+/// Prints to stderr what went wrong in a real-time run that did not end it:
+/// programs that failed or crashed, interfaces that faulted, frames lost at
+/// the boundary, an incomplete clean-up. `print_report` ends with it; a
+/// quiet run prints only this.
+pub fn print_warnings(r: &LiveReport) {
+    let rt = &r.realtime;
+    for c in &r.commands {
+        let at = c
+            .exited_s
+            .map_or(String::new(), |s| format!(" at {s:.3} s"));
+        let what = match (c.exit_code, &c.signal) {
+            (Some(0), _) | (None, None) => continue,
+            (Some(code), _) => {
+                // `sh -c` reports a program killed by signal N as 128 + N.
+                let killed = (129..=128 + 64)
+                    .contains(&code)
+                    .then(|| nix::sys::signal::Signal::try_from(code - 128).ok())
+                    .flatten()
+                    .map_or(String::new(), |s| {
+                        format!(" (the shell's status for a program killed by {s})")
+                    });
+                format!("exited with status {code}{killed}")
+            }
+            (None, Some(sig)) => format!("was killed by {sig}"),
+        };
+        eprintln!(
+            "program `{}` on real host '{}' {what}{at}; its output: {}",
+            c.cmd,
+            c.host,
+            c.log.display()
+        );
+    }
     if !r.teardown_failures.is_empty() {
         eprintln!(
             "*** clean-up was incomplete: {} — run `netloop clean` to finish it ***",
@@ -225,9 +264,19 @@ pub fn print_report(r: &LiveReport) {
         );
     }
     for p in &rt.ports {
-        if p.faults > 0 {
+        let since = p
+            .first_fault_s
+            .map_or(String::new(), |s| format!(" from {s:.3} s on"));
+        if p.gone == Some(true) {
             eprintln!(
-                "interface {} ({}) reported errors {} times (deleted or down during the run?)",
+                "interface {} of real host '{}' was deleted during the run (it reported errors \
+                 {} times{since}): nothing crossed it after that; the run went on without it",
+                p.interface, p.host, p.faults
+            );
+        } else if p.faults > 0 {
+            eprintln!(
+                "interface {} of real host '{}' reported errors {} times{since} \
+                 (down during the run?)",
                 p.interface, p.host, p.faults
             );
         }

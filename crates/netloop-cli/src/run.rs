@@ -170,15 +170,13 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Attaches the pcap captures named by `targets`.
-/// Writes `value` as pretty JSON to `path` atomically (a temporary file in
-/// the same directory, then a rename), so a crash never leaves half a file.
-pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+/// The directory `path` goes in, and the temporary file it is first written
+/// to there.
+fn json_dir_and_temp(path: &Path) -> (&Path, PathBuf) {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(
         ".{}.tmp{}",
         path.file_name()
@@ -186,6 +184,33 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow:
             .unwrap_or("results"),
         std::process::id()
     ));
+    (dir, tmp)
+}
+
+/// Checks, before a run, that results can be written to `path` (its
+/// directory can be made and a file created in it), so that a run is not
+/// lost at its end to a read-only or missing directory. A full disk still
+/// shows only when the results are written.
+pub fn check_json_writable(path: &Path) -> anyhow::Result<()> {
+    let (dir, tmp) = json_dir_and_temp(path);
+    if path.is_dir() {
+        return Err(anyhow!(
+            "cannot write {}: it is a directory",
+            path.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::File::create(&tmp).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (a temporary file in
+/// the same directory, then a rename), so a crash never leaves half a file;
+/// on failure the temporary file is removed.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    let (dir, tmp) = json_dir_and_temp(path);
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = || -> anyhow::Result<()> {
         let f = std::fs::File::create(&tmp)?;
         let mut w = std::io::BufWriter::new(f);
@@ -245,6 +270,29 @@ fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
     (wall, interrupted.load(Ordering::SeqCst))
 }
 
+/// How a pcap capture of `netloop run --pcap` went: an element of the
+/// results' `pcap`.
+#[derive(serde::Serialize)]
+struct CaptureReport {
+    /// The file's name in `--pcap-dir` (not its path, which would make the
+    /// results of identical runs into different directories differ).
+    file: String,
+    /// Frames in it.
+    frames: u64,
+    /// Why it was cut short (a write failed, e.g. the disk was full: the
+    /// file holds the frames before), or null if it is complete.
+    error: Option<String>,
+}
+
+/// The results with the captures of `--pcap`, if any.
+#[derive(serde::Serialize)]
+struct WithCaptures<'a> {
+    #[serde(flatten)]
+    results: &'a Results,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pcap: Vec<CaptureReport>,
+}
+
 /// `netloop run FILE`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut loaded) = load(&args.file) else {
@@ -259,6 +307,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
+    if let Some(path) = &args.json {
+        check_json_writable(path)?;
+    }
     let caps = netloop_io::pcap::attach(&mut sim, &args.pcap, &args.pcap_dir)
         .map_err(|e| anyhow!("{e}"))?;
     let topology = args.file.display().to_string();
@@ -284,6 +335,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if !args.quiet {
             print_summary(&topology, &out.results);
             crate::live::print_report(&out.report);
+        } else {
+            crate::live::print_warnings(&out.report);
         }
         let rt = &out.report.realtime;
         if args.strict && (!rt.kept_up || rt.boundary_lost > 0) {
@@ -299,11 +352,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         (results, interrupted)
     };
+    let mut captures = Vec::new();
     for c in &caps {
         let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-        match c.finish() {
+        let error = c.finish();
+        captures.push(CaptureReport {
+            file: c
+                .path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            frames: c.frames,
+            error: error.clone(),
+        });
+        match error {
             Some(e) => {
-                eprintln!("error: pcap capture failed: {e}");
+                eprintln!("error: pcap capture cut short: {e}");
                 failed = true;
             }
             None if !args.quiet => println!(
@@ -315,7 +378,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.json {
-        write_json_atomic(path, &results)?;
+        write_json_atomic(
+            path,
+            &WithCaptures {
+                results: &results,
+                pcap: captures,
+            },
+        )?;
         if !args.quiet {
             println!("results: {}", path.display());
         }

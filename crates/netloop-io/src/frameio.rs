@@ -76,4 +76,11 @@ pub trait FrameIo {
 
     /// The counters so far (kernel drop counters read now).
     fn counters(&mut self) -> BoundaryCounters;
+
+    /// Whether the interface still exists (it may be deleted from outside
+    /// while a run goes on); `None` where this kind of interface cannot
+    /// tell.
+    fn exists(&self) -> Option<bool> {
+        None
+    }
 }

@@ -179,6 +179,10 @@ pub struct CommandReport {
     pub exited_s: Option<f64>,
     /// Its exit code, if it exited by itself.
     pub exit_code: Option<i32>,
+    /// The signal that killed it before the end (e.g. `SIGSEGV`), if one
+    /// did; programs still running at the end are stopped by netloop and
+    /// have neither an exit code nor a signal.
+    pub signal: Option<String>,
     /// Whether the run waited for it.
     pub wait: bool,
 }
@@ -212,7 +216,8 @@ fn program_of(cmd: &str) -> Option<&str> {
     }
     const SHELL: &[&str] = &[
         "exec", "sleep", "echo", "true", "false", "cd", "if", "for", "while", "{", "(", "!", "[",
-        "test", "set", "export", "trap", "wait", "kill", "read", "printf", ":", ".",
+        "test", "set", "export", "trap", "wait", "kill", "read", "printf", ":", ".", "ulimit",
+        "umask", "exit", "case", "until", "eval", "command", "unset", "shift", "times", "type",
     ];
     if SHELL.contains(&first) {
         return None;
@@ -247,7 +252,9 @@ struct Scheduled {
     wait: bool,
     start: SimTime,
     started: Option<SimTime>,
-    exited: Option<(SimTime, Option<i32>)>,
+    /// When it was seen to exit, its exit code and the signal that killed
+    /// it.
+    exited: Option<(SimTime, Option<i32>, Option<i32>)>,
 }
 
 /// Sets up the real nodes of `sim`, runs it in real time until its duration,
@@ -410,11 +417,11 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 failure = Some(e);
                 return Step::Stop;
             }
-            for (host, cmd, code) in s.poll_commands() {
+            for e in s.poll_exits() {
                 if let Some(c) = scheduled.iter_mut().find(|c| {
-                    c.host == host && c.cmd == cmd && c.started.is_some() && c.exited.is_none()
+                    c.host == e.host && c.cmd == e.cmd && c.started.is_some() && c.exited.is_none()
                 }) {
-                    c.exited = Some((now, code));
+                    c.exited = Some((now, e.code, e.signal));
                 }
             }
             if any_wait && scheduled.iter().all(|c| !c.wait || c.exited.is_some()) {
@@ -443,11 +450,11 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     // "stopped at end".
     let end_time = sim.queue.now();
     if let Some(s) = session.as_mut() {
-        for (host, cmd, code) in s.poll_commands() {
+        for e in s.poll_exits() {
             if let Some(c) = scheduled.iter_mut().find(|c| {
-                c.host == host && c.cmd == cmd && c.started.is_some() && c.exited.is_none()
+                c.host == e.host && c.cmd == e.cmd && c.started.is_some() && c.exited.is_none()
             }) {
-                c.exited = Some((end_time, code));
+                c.exited = Some((end_time, e.code, e.signal));
             }
         }
     }
@@ -472,8 +479,9 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             cmd: c.cmd.clone(),
             log: log_path(&log_dir, &c.host, c.k),
             started_s: c.started.map(|t| t.as_secs_f64()),
-            exited_s: c.exited.map(|(t, _)| t.as_secs_f64()),
-            exit_code: c.exited.and_then(|(_, code)| code),
+            exited_s: c.exited.map(|(t, _, _)| t.as_secs_f64()),
+            exit_code: c.exited.and_then(|(_, code, _)| code),
+            signal: c.exited.and_then(|(_, _, sig)| sig).map(signal_name),
             wait: c.wait,
         })
         .collect();
@@ -527,6 +535,12 @@ fn serve(
         let _ = reply.send(answer);
     }
     stop
+}
+
+/// A signal's name (`SIGSEGV`), or its number if it has none here.
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }
 
 /// Where the output of command `k` on `host` goes.

@@ -513,6 +513,16 @@ impl FrameIo for PacketSocket {
             ..self.counters
         }
     }
+
+    /// The interface of our name still has our index (a deleted one is gone,
+    /// or another of that name has another index).
+    fn exists(&self) -> Option<bool> {
+        match sys::if_index(&self.ifname) {
+            Ok(Some(i)) => Some(i == self.ifindex),
+            Ok(None) => Some(false),
+            Err(_) => None,
+        }
+    }
 }
 
 impl Drop for PacketSocket {

@@ -13,10 +13,12 @@ use netloop_core::SimTime;
 use netloop_model::network::Tap;
 use netloop_model::Simulation;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use std::collections::VecDeque;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,18 +38,61 @@ pub enum Filter {
     },
 }
 
+/// A file that counts the bytes the kernel has taken, so that the frames
+/// really in it are known when a write fails (the buffer in front of it
+/// holds dozens).
+struct Counted {
+    file: File,
+    written: Arc<AtomicU64>,
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The pcap file header's length.
+const PCAP_HEADER_LEN: u64 = 24;
+/// A pcap record header's length.
+const PCAP_RECORD_HEADER_LEN: u64 = 16;
+
 /// The state of one capture file, shared between the tap and the report.
 pub struct Capture {
     /// Where it is written.
     pub path: PathBuf,
-    writer: Option<PcapWriter<BufWriter<File>>>,
-    /// Frames written.
+    writer: Option<PcapWriter<BufWriter<Counted>>>,
+    /// Bytes the kernel has taken (see [`Counted`]).
+    written: Arc<AtomicU64>,
+    /// Where each frame handed to the writer but not yet known to be in the
+    /// file ends, in bytes from the start of the file.
+    pending: VecDeque<u64>,
+    /// Bytes handed to the writer so far.
+    offset: u64,
+    /// Frames in the file (whole records; once the capture is finished or
+    /// cut short, exactly the frames a reader finds in it).
     pub frames: u64,
-    /// The first write error, if any.
+    /// The first write error, if any: the capture stopped there, and the
+    /// file holds the frames before it.
     pub error: Option<String>,
 }
 
 impl Capture {
+    /// Counts the frames that have reached the file.
+    fn settle(&mut self) {
+        let written = self.written.load(Ordering::Relaxed);
+        while self.pending.front().is_some_and(|&end| end <= written) {
+            self.pending.pop_front();
+            self.frames += 1;
+        }
+    }
+
     /// Flushes the file; returns the first error met.
     pub fn finish(&mut self) -> Option<String> {
         if let Some(w) = self.writer.take() {
@@ -55,13 +100,29 @@ impl Capture {
                 .into_writer()
                 .into_inner()
                 .map_err(|e| e.into_error())
-                .and_then(|f| f.sync_all())
+                .and_then(|f| f.file.sync_all())
             {
-                self.error
-                    .get_or_insert(format!("{}: {e}", self.path.display()));
+                self.settle();
+                self.error.get_or_insert(format!(
+                    "{}: {e} (the capture's last frames are missing; it holds {} frames)",
+                    self.path.display(),
+                    self.frames
+                ));
             }
         }
+        self.settle();
+        self.pending.clear();
         self.error.clone()
+    }
+}
+
+/// A pcap error in words: the I/O error itself where there is one (the
+/// library's own text for it is only "Error reading bytes", also when
+/// writing).
+fn describe(e: &PcapError) -> String {
+    match e {
+        PcapError::IoError(io) => io.to_string(),
+        e => e.to_string(),
     }
 }
 
@@ -83,16 +144,25 @@ impl PcapTap {
             snaplen: 65_535,
             ..PcapHeader::default()
         };
+        let written = Arc::new(AtomicU64::new(0));
+        let file = Counted {
+            file,
+            written: written.clone(),
+        };
         let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 16, file), header)
             .map_err(|e| {
                 Error::msg(format!(
-                    "writing the pcap header to {}: {e}",
-                    path.display()
+                    "writing the pcap header to {}: {}",
+                    path.display(),
+                    describe(&e)
                 ))
             })?;
         let capture = Arc::new(Mutex::new(Capture {
             path: path.to_path_buf(),
             writer: Some(writer),
+            written,
+            pending: VecDeque::new(),
+            offset: PCAP_HEADER_LEN,
             frames: 0,
             error: None,
         }));
@@ -124,11 +194,26 @@ impl Tap for PcapTap {
             data,
         );
         match w.write_packet(&pkt) {
-            Ok(_) => c.frames += 1,
+            Ok(_) => {
+                c.offset += PCAP_RECORD_HEADER_LEN + data.len() as u64;
+                let end = c.offset;
+                c.pending.push_back(end);
+                c.settle();
+            }
             Err(e) => {
-                let msg = format!("{}: {e} (capture stopped)", c.path.display());
-                c.error = Some(msg);
+                // The buffered frames that did not reach the file are lost
+                // with the writer; the file ends with the last whole frame
+                // (and perhaps part of another).
                 c.writer = None;
+                c.settle();
+                c.pending.clear();
+                let msg = format!(
+                    "{}: {} (capture stopped at {time} simulated; the file holds the {} frames before)",
+                    c.path.display(),
+                    describe(&e),
+                    c.frames
+                );
+                c.error = Some(msg);
             }
         }
     }

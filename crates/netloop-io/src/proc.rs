@@ -25,6 +25,8 @@ pub struct Proc {
     pub cmd: String,
     /// Its exit code once reaped (`Some(None)` if killed by a signal).
     pub exited: Option<Option<i32>>,
+    /// The signal that killed it, if one did (and it was seen to).
+    pub signal: Option<i32>,
 }
 
 /// Starts `/bin/sh -c CMD` in namespace `ns`, in its own process group,
@@ -59,6 +61,7 @@ pub fn spawn(ns: &str, host: &str, cmd: &str, log: &Path) -> Result<Proc> {
         host: host.into(),
         cmd: cmd.into(),
         exited: None,
+        signal: None,
     })
 }
 
@@ -73,8 +76,9 @@ impl Proc {
                 self.exited = Some(Some(code));
                 true
             }
-            Ok(WaitStatus::Signaled(..)) => {
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
                 self.exited = Some(None);
+                self.signal = Some(sig as i32);
                 true
             }
             Ok(_) => false,

@@ -177,6 +177,11 @@ pub struct PortReport {
     /// Times the interface reported an error or hang-up with nothing to read
     /// (deleted or down); each time it was left out for 10 ms.
     pub faults: u64,
+    /// When it first did (simulated seconds), if it did.
+    pub first_fault_s: Option<f64>,
+    /// Whether the interface was gone when this report was made (deleted
+    /// from outside during the run); `null` if that cannot be told.
+    pub gone: Option<bool>,
 }
 
 /// What a real-time run reports about itself.
@@ -266,6 +271,7 @@ struct Tally {
     sleeps: u64,
     rests: u64,
     port_faults: Vec<u64>,
+    first_fault_s: Vec<Option<f64>>,
 }
 
 impl Tally {
@@ -297,6 +303,8 @@ impl Tally {
                 interface: p.io.name().to_string(),
                 counters: p.io.counters(),
                 faults: self.port_faults[i],
+                first_fault_s: self.first_fault_s[i],
+                gone: p.io.exists().map(|e| !e),
             })
             .collect();
         let sum =
@@ -396,6 +404,7 @@ pub fn run_realtime(
         sleeps: 0,
         rests: 0,
         port_faults: vec![0u64; ports.len()],
+        first_fault_s: vec![None; ports.len()],
     };
     // Per port: its node; frames read in one pass, with their arrival times.
     let nodes: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
@@ -509,6 +518,7 @@ pub fn run_realtime(
             });
             if arrivals.len() == before && (faulted[i] || read.is_err()) {
                 tally.port_faults[i] += 1;
+                tally.first_fault_s[i].get_or_insert(clock.now().as_secs_f64());
                 muted_until[i] = clock::mono_ns() + FAULT_BACKOFF_NS;
                 // Clears a pending socket error (a packet socket whose device
                 // went down), so the port comes back when the device does.

@@ -35,6 +35,19 @@ pub struct NamespaceHost {
     pub root_device: String,
 }
 
+/// A program that exited by itself (see [`Session::poll_exits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramExit {
+    /// The host it ran on.
+    pub host: String,
+    /// Its command line.
+    pub cmd: String,
+    /// Its exit code, if it exited (rather than being killed).
+    pub code: Option<i32>,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
+}
+
 /// What a tear-down removed, and what it could not.
 #[derive(Debug, Default)]
 pub struct TeardownReport {
@@ -370,6 +383,15 @@ impl Session {
     /// Programs that have exited since the last call: (host, command, exit
     /// code — `None` if killed by a signal).
     pub fn poll_commands(&mut self) -> Vec<(String, String, Option<i32>)> {
+        self.poll_exits()
+            .into_iter()
+            .map(|e| (e.host, e.cmd, e.code))
+            .collect()
+    }
+
+    /// Programs that have exited since the last call, with the signal that
+    /// killed each one that was killed.
+    pub fn poll_exits(&mut self) -> Vec<ProgramExit> {
         let mut out = Vec::new();
         // The real-time loop calls this: never wait for the launcher (a
         // normal-class thread that holds the lock while it writes the
@@ -381,7 +403,12 @@ impl Session {
         };
         for p in g.procs.iter_mut() {
             if p.exited.is_none() && p.try_reap() {
-                out.push((p.host.clone(), p.cmd.clone(), p.exited.flatten()));
+                out.push(ProgramExit {
+                    host: p.host.clone(),
+                    cmd: p.cmd.clone(),
+                    code: p.exited.flatten(),
+                    signal: p.signal,
+                });
             }
         }
         out

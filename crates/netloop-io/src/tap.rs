@@ -327,6 +327,12 @@ impl FrameIo for TapDevice {
         Ok(())
     }
 
+    /// A deleted device detaches its descriptor: TUNGETIFF then fails
+    /// (EBADFD).
+    fn exists(&self) -> Option<bool> {
+        Some(sys::tun_get_iff(self.file.as_fd()).is_ok())
+    }
+
     /// Our counters, with `rx_kernel_drops` = the device's kernel
     /// `tx_dropped` (see [`TapDevice::kernel_tx_dropped`]); if it cannot be
     /// read now (e.g. the namespace is being torn down), the last value read
