@@ -21,6 +21,8 @@
 //! The MAC rewrite lets the fuzzer reach the IPv4, ARP and TCP code behind a
 //! node's address check without guessing 48 bits.
 
+pub mod wire;
+
 use netloop_core::{SimDuration, SimTime};
 use netloop_model::network::Node;
 use netloop_model::{NodeId, Simulation};
@@ -207,17 +209,22 @@ const MAX_EVENTS: u64 = 2_000_000;
 impl Harness {
     /// Builds `target`'s topology.
     pub fn new(target: Target) -> Harness {
-        let loaded = netloop_config::parse_str(target.topology(), target.name())
-            .unwrap_or_else(|e| panic!("the {} topology is valid: {e}", target.name()));
+        Harness::with_topology(target.topology(), target.peer())
+    }
+
+    /// Builds the topology `toml`, whose first real host is where frames
+    /// enter; the rewrite addresses them to node `peer` (behind a switch, to
+    /// a host: the switch has no address of its own to reach).
+    pub fn with_topology(toml: &str, peer: &str) -> Harness {
+        let loaded = netloop_config::parse_str(toml, "harness")
+            .unwrap_or_else(|e| panic!("the harness topology is valid: {e}"));
         let sim = Simulation::build(&loaded.spec).expect("the harness topology builds");
         let real = &sim.real[0];
         let x = real.node;
         let link = real.port.link;
-        // Frames are addressed to the router or host under test; behind a
-        // switch, to host `a` (the switch has no address of its own to reach).
         let peer = sim
             .net
-            .node_id(target.peer())
+            .node_id(peer)
             .expect("the harness topology has the peer");
         let ports = sim.net.ports(peer);
         let peer_mac = ports
@@ -249,6 +256,11 @@ impl Harness {
     /// The first 1024 frames the network sent back to the real host.
     pub fn returned(&self) -> &[Vec<u8>] {
         &self.returned
+    }
+
+    /// The simulation (for counters the tests look into).
+    pub fn sim(&self) -> &Simulation {
+        &self.sim
     }
 
     /// The conservation ledger's balance and its drops, as of now.

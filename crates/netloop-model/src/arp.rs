@@ -33,6 +33,10 @@ pub struct ArpConfig {
     pub attempts: u8,
     /// Frames that may wait for one neighbour.
     pub max_pending: usize,
+    /// Frames that may wait for all neighbours together: without it, a flood
+    /// towards every address of a large connected subnet could hold
+    /// `max_entries × max_pending` frames (a quarter of a million).
+    pub max_pending_total: usize,
     /// How long a learned entry lives.
     pub lifetime: SimDuration,
     /// Most entries held.
@@ -45,6 +49,7 @@ impl Default for ArpConfig {
             retry: SimDuration::from_secs(1),
             attempts: 3,
             max_pending: 64,
+            max_pending_total: 8192,
             lifetime: SimDuration::from_secs(60),
             max_entries: 4096,
         }
@@ -195,7 +200,9 @@ impl Arp {
         else {
             unreachable!("entry was just made pending")
         };
-        if frames.len() >= self.config.max_pending {
+        if frames.len() >= self.config.max_pending
+            || self.pending_frames >= self.config.max_pending_total as u64
+        {
             ctx.drop_frame(DropReason::ArpQueueFull);
         } else {
             frames.push(frame);

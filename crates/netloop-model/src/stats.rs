@@ -32,8 +32,9 @@ pub enum DropReason {
     /// The next hop's MAC address could not be resolved: ARP requests went
     /// unanswered.
     ArpUnresolved,
-    /// Too many frames were already waiting for the next hop's ARP reply
-    /// (or the neighbour table was full of live entries).
+    /// Too many frames were already waiting for the next hop's ARP reply, or
+    /// for all unresolved neighbours together, or the neighbour table was
+    /// full of live entries.
     ArpQueueFull,
     /// A martian address (RFC 1812 §5.3.7): a source or destination that
     /// can't be a single host on the network (0/8, 127/8, 240/4, multicast
