@@ -8,6 +8,13 @@
 //! Entries follow RFC 826's merge rule (update what we have; add only when the
 //! packet is for us), restricted to our own subnets; they live for `lifetime`
 //! and the table is bounded.
+//!
+//! An entry past its lifetime is *stale*, as in Linux's neighbour state
+//! machine: traffic keeps using its address while requests re-confirm it (up
+//! to `attempts`, `retry` apart); only if none is answered is it dropped. A
+//! flow never stalls, and never loses frames, because its next hop's entry
+//! aged out (with a hard expiry, every flow stopped once a minute for an ARP
+//! round trip and lost what did not fit in the wait queue).
 
 use netloop_core::{SimDuration, SimTime};
 use smoltcp::wire::{
@@ -60,6 +67,9 @@ enum State {
     Resolved {
         mac: EthernetAddress,
         expires: SimTime,
+        /// Re-confirming a stale entry in use: requests sent so far and when
+        /// the next is due.
+        probe: Option<(u8, SimTime)>,
     },
     Pending {
         frames: Vec<Frame>,
@@ -142,9 +152,41 @@ impl Arp {
     /// The MAC of `ip` if it is known and fresh.
     pub fn lookup(&self, ip: Ipv4Addr, now: SimTime) -> Option<EthernetAddress> {
         match self.entries.get(&ip)?.state {
-            State::Resolved { mac, expires } if expires > now => Some(mac),
+            State::Resolved { mac, expires, .. } if expires > now => Some(mac),
             _ => None,
         }
+    }
+
+    /// The MAC of `ip` if it is known, fresh or stale; using a stale entry
+    /// starts re-confirming it (one request now, the rest from the timer).
+    fn use_entry(
+        &mut self,
+        port: PortId,
+        info: &PortInfo,
+        ip: Ipv4Addr,
+        ctx: &mut NodeCtx,
+    ) -> Option<EthernetAddress> {
+        let now = ctx.now;
+        let retry = self.config.retry;
+        let Some(Entry {
+            state:
+                State::Resolved {
+                    mac,
+                    expires,
+                    probe,
+                },
+            ..
+        }) = self.entries.get_mut(&ip)
+        else {
+            return None;
+        };
+        let mac = *mac;
+        if *expires <= now && probe.is_none() {
+            *probe = Some((1, now + retry));
+            self.request(port, info, ip, ctx);
+            ctx.timer(now + retry, ARP_TIMER);
+        }
+        Some(mac)
     }
 
     /// Sends `frame` (an Ethernet frame whose destination MAC will be filled
@@ -157,7 +199,7 @@ impl Arp {
         mut frame: Frame,
         ctx: &mut NodeCtx,
     ) {
-        if let Some(mac) = self.lookup(ip, ctx.now) {
+        if let Some(mac) = self.use_entry(port, info, ip, ctx) {
             frame[0..6].copy_from_slice(mac.as_bytes());
             ctx.send(port, frame);
             return;
@@ -307,7 +349,11 @@ impl Arp {
             ip,
             Entry {
                 port,
-                state: State::Resolved { mac, expires },
+                state: State::Resolved {
+                    mac,
+                    expires,
+                    probe: None,
+                },
             },
         );
         if let Some(Entry {
@@ -331,20 +377,26 @@ impl Arp {
         let mut give_up = Vec::new();
         let mut next: Option<SimTime> = None;
         for (ip, e) in &mut self.entries {
-            if let State::Pending {
-                tries, next_retry, ..
-            } = &mut e.state
-            {
-                if *next_retry > now {
-                    next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
-                } else if *tries >= self.config.attempts {
-                    give_up.push(*ip);
-                } else {
-                    *tries += 1;
-                    *next_retry = now + self.config.retry;
-                    next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
-                    retry.push((*ip, e.port));
-                }
+            // Pending entries and stale ones being re-confirmed retry alike.
+            let (tries, next_retry) = match &mut e.state {
+                State::Pending {
+                    tries, next_retry, ..
+                } => (tries, next_retry),
+                State::Resolved {
+                    probe: Some((tries, next_retry)),
+                    ..
+                } => (tries, next_retry),
+                State::Resolved { probe: None, .. } => continue,
+            };
+            if *next_retry > now {
+                next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
+            } else if *tries >= self.config.attempts {
+                give_up.push(*ip);
+            } else {
+                *tries += 1;
+                *next_retry = now + self.config.retry;
+                next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
+                retry.push((*ip, e.port));
             }
         }
         // Deterministic order regardless of the hash map's.
@@ -354,6 +406,8 @@ impl Arp {
             self.request(port, &ports[port], ip, ctx);
         }
         for ip in give_up {
+            // A stale entry nobody confirmed is simply forgotten; frames that
+            // were waiting for a new one are dropped.
             if let Some(Entry {
                 state: State::Pending { frames, .. },
                 ..

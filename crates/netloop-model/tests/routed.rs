@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
+use netloop_core::{Bytes, DataRate, PacketRate, SimDuration, SimTime};
 use netloop_model::spec::*;
 use netloop_model::stats::DropReason;
 use netloop_model::Simulation;
@@ -260,4 +260,61 @@ fn explicit_addresses_and_conflicts() {
     let e = Simulation::build(&s).err().expect("address conflict");
     assert!(e.message.contains("already used"), "{e}");
     let _ = DataRate::from_mbps(1);
+}
+
+#[test]
+fn arp_entries_that_age_out_while_in_use_are_refreshed_without_a_stall() {
+    // h1 - r1 = 50 ms = r2 - h2: r1's entry for r2 ages out after 60 s while
+    // 1 000 packets/s flow. With a hard expiry r1 would hold the flow for an
+    // ARP round trip (100 ms: 100 packets) and drop what exceeds its 64-frame
+    // wait queue; re-confirming the stale entry while using it loses and
+    // delays nothing.
+    let mut s = spec(
+        SimDuration::from_secs(130),
+        1,
+        vec![host("h1"), router("r1"), router("r2"), host("h2")],
+        vec![
+            link("h1", "r1", dir(Some(100), ms(1))),
+            link("r1", "r2", dir(Some(100), ms(50))),
+            link("r2", "h2", dir(Some(100), ms(1))),
+        ],
+        // 8 Mbit/s of 1000-byte datagrams = 1 000 packets/s.
+        vec![TrafficSpec {
+            stop: Some(SimDuration::from_secs(129)),
+            ..flow("u", "h1", "h2", cbr(8, 1000))
+        }],
+    );
+    s.run.duration = SimDuration::from_secs(130);
+    let mut sim = Simulation::build(&s).expect("builds");
+    // The cold start waits for three ARP round trips (the first frames are
+    // late, and what exceeds r1's wait queue while it asks r2 is dropped);
+    // from then on, nothing may be.
+    sim.run_until(
+        SimTime::ZERO + SimDuration::from_secs(59),
+        1 << 20,
+        |_, _| true,
+    );
+    let cold = sim.conservation().dropped_total;
+    assert!(cold < 100, "{:?}", sim.conservation());
+    sim.run(1 << 20, |_, _| true);
+    assert_conserved(&sim);
+    let r = sim.results("afap", None, None);
+    assert_eq!(r.conservation.dropped_total, cold, "{:?}", r.conservation);
+    let f = &r.flows[0];
+    assert_eq!(
+        f.received_packets,
+        f.sent_packets.map(|n| n - cold),
+        "{f:?}"
+    );
+    // r1 did ask again: once at the start, then each time r2's entry aged
+    // out in use (60 s, 120 s).
+    let r1 = sim.net.node_id("r1").unwrap();
+    let netloop_model::network::Node::Router(router) = sim.net.node(r1) else {
+        panic!("r1 is a router")
+    };
+    assert!(
+        router.stats().arp_requests_sent >= 3,
+        "{:?}",
+        router.stats()
+    );
 }
