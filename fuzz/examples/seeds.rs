@@ -4,8 +4,9 @@
 //! order and overlapping, 802.1Q, IPv6, jumbo frames, broadcast bursts); for
 //! the topology target, the example topologies.
 //!
-//! `cargo run --release --example seeds` (from `fuzz/`) rewrites `corpus/*/seed-*`;
-//! the fuzzer's own finds sit beside them.
+//! `cargo run --release --example seeds` (from `fuzz/`) rewrites `seeds/*/`;
+//! the fuzzer's own finds go to `corpus/*/` (`fuzz/run --grow`), which
+//! `cargo fuzz cmin` may rename and thin out, so the seeds live apart.
 
 use netloop_fuzz::wire::{arp, eth, icmp_echo, tcp_syn, udp, Ip, Records, ETH_ARP, ETH_IPV4};
 use netloop_fuzz::{Harness, Target};
@@ -152,11 +153,11 @@ fn frame_seeds(h: &Harness, target: Target) -> Vec<(&'static str, Vec<u8>)> {
 
 fn write(dir: &Path, name: &str, data: &[u8]) {
     std::fs::create_dir_all(dir).expect("create corpus directory");
-    std::fs::write(dir.join(format!("seed-{name}")), data).expect("write seed");
+    std::fs::write(dir.join(name), data).expect("write seed");
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
     for target in Target::ALL {
         let h = Harness::new(target);
         let dir = root.join(format!("frames_{}", target.name()));

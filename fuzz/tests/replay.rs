@@ -1,5 +1,6 @@
 //! Replays every committed input through its harness on a stable toolchain
-//! (no libFuzzer needed): the seed corpus, what the fuzzer added to it, and
+//! (no libFuzzer needed): the hand-made seeds, what the fuzzer found (the
+//! corpus), and
 //! `regressions/<target>/*`, the inputs that once crashed netloop (each named
 //! for what it found). Then checks that the seeds reach where they are meant
 //! to: a seed that stopped at the first address check would make the fuzzer
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 fn inputs(dir: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for base in ["corpus", "regressions"] {
+    for base in ["seeds", "corpus", "regressions"] {
         let Ok(entries) = std::fs::read_dir(root.join(base).join(dir)) else {
             continue;
         };
@@ -23,9 +24,9 @@ fn inputs(dir: &str) -> Vec<PathBuf> {
 
 fn seed(target: Target, name: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus")
+        .join("seeds")
         .join(format!("frames_{}", target.name()))
-        .join(format!("seed-{name}"));
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
