@@ -279,6 +279,13 @@ impl Host {
             ctx.drop_frame(DropReason::BadChecksum);
             return;
         }
+        // smoltcp's length checks don't look at the version; its parser
+        // would discard such a packet silently after we counted it
+        // delivered. Malformed, as at a router (checksum first, as there).
+        if ip.version() != 4 {
+            ctx.drop_frame(DropReason::Malformed);
+            return;
+        }
         let dst = ip.dst_addr();
         if !self.is_mine(dst) {
             // Hosts don't forward.
@@ -811,4 +818,109 @@ fn new_tcp_socket(buffer: usize, request_response: bool) -> tcp::Socket<'static>
         s.set_nagle_enabled(false);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Ipv4Cidr;
+    use crate::stats::Ledger;
+
+    /// A frame to `host` carrying a UDP datagram to a closed port, with a
+    /// valid header checksum whatever `version` says.
+    fn udp_frame(host: &Host, version: u8) -> Frame {
+        let me = host.address().unwrap();
+        let src = Ipv4Addr::new(10, 0, 0, 9);
+        let mut f = vec![0u8; ETH_HEADER + 20 + 8 + 4];
+        f[0..6].copy_from_slice(host.ports()[0].mac.as_bytes());
+        f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[ETH_HEADER..]);
+        ip.set_version(version);
+        ip.set_header_len(20);
+        ip.set_total_len(32);
+        ip.set_hop_limit(64);
+        ip.set_next_header(IpProtocol::Udp);
+        ip.set_src_addr(src);
+        ip.set_dst_addr(me);
+        ip.fill_checksum();
+        let mut udp = UdpPacket::new_unchecked(&mut f[ETH_HEADER + 20..]);
+        udp.set_src_port(5000);
+        udp.set_dst_port(9);
+        udp.set_len(12);
+        udp.fill_checksum(&src.into(), &me.into());
+        f
+    }
+
+    /// A host 10.0.0.1/24 with a connected route and the sender's MAC
+    /// (10.0.0.9) in its neighbour cache.
+    fn host() -> Host {
+        let port = PortInfo {
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 1]),
+            addr: Some(Ipv4Cidr::parse("10.0.0.1/24").unwrap()),
+            mtu: 1500,
+            link: 0,
+            name: "eth0".into(),
+        };
+        let mut table = RoutingTable::new();
+        table.insert(crate::routing::Route {
+            prefix: Ipv4Cidr::parse("10.0.0.0/24").unwrap(),
+            via: None,
+            port: 0,
+        });
+        let mut host = Host::new(vec![port], table, 1);
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+        let info = host.ports[0].clone();
+        let mut arp = vec![0u8; 42];
+        arp[0..6].copy_from_slice(info.mac.as_bytes());
+        arp[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        arp[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        arp[22..28].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+        arp[28..32].copy_from_slice(&[10, 0, 0, 9]);
+        arp[38..42].copy_from_slice(&[10, 0, 0, 1]);
+        host.receive(0, arp, &mut ctx);
+        host
+    }
+
+    #[test]
+    fn udp_to_a_closed_port_is_answered_with_port_unreachable() {
+        let mut host = host();
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+        let frame = udp_frame(&host, 4);
+        host.receive(0, frame, &mut ctx);
+        let replies: Vec<_> = out
+            .iter()
+            .filter(|(_, f)| f[12..14] == [0x08, 0x00])
+            .collect();
+        assert_eq!(replies.len(), 1, "{out:02x?}");
+        let ip = Ipv4Packet::new_checked(&replies[0].1[ETH_HEADER..]).unwrap();
+        assert_eq!(ip.next_header(), IpProtocol::Icmp);
+        let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        // Type 3 code 3, as a real host answers (not code 2, protocol
+        // unreachable, which is all smoltcp says without its UDP layer).
+        assert_eq!(
+            (icmp.msg_type(), icmp.msg_code()),
+            (Icmpv4Message::DstUnreachable, 3)
+        );
+    }
+
+    #[test]
+    fn an_ipv4_frame_with_another_version_is_malformed_not_delivered() {
+        let mut host = host();
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        for version in [4, 6, 0, 15] {
+            let frame = udp_frame(&host, version);
+            let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+            host.receive(0, frame, &mut ctx);
+        }
+        // Version 4 reaches the stack (which answers port-unreachable); the
+        // others are malformed, and are not answered.
+        assert_eq!(ledger.delivered.get(&Sink::Host), Some(&1));
+        assert_eq!(ledger.dropped.get(DropReason::Malformed), 3);
+        assert_eq!(host.stats.to_stack, 1);
+        assert_eq!(ledger.created.get(&Origin::Host), Some(&1));
+    }
 }

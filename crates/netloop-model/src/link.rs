@@ -26,6 +26,18 @@ use crate::{Frame, NodeId, PortId};
 pub const MIN_FRAME: u64 = 60;
 /// Ethernet header length (no VLAN tag).
 pub const ETH_HEADER: usize = 14;
+/// Length of an IEEE 802.1Q (or 802.1ad) tag.
+pub const VLAN_TAG: usize = 4;
+
+/// The longest frame (without FCS) a link of MTU `mtu` carries when it is
+/// `frame`: the MTU plus the Ethernet header, plus one tag if the frame is
+/// 802.1Q/802.1ad-tagged — IEEE 802.3's 1518-byte Q-tagged frame, whose
+/// payload after the tag is still at most the MTU.
+pub fn max_frame_len(mtu: u32, frame: &[u8]) -> usize {
+    let tagged = frame.len() >= ETH_HEADER
+        && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8);
+    mtu as usize + ETH_HEADER + if tagged { VLAN_TAG } else { 0 }
+}
 
 /// The impairment model of one direction: timing and randomness.
 pub struct Channel {
@@ -264,6 +276,21 @@ mod tests {
             spread.1 - spread.0 > 9_000_000,
             "jitter has too little effect: {spread:?}"
         );
+    }
+
+    #[test]
+    fn a_tagged_frame_may_carry_a_full_mtu_payload() {
+        let frame = |ethertype: u16, len: usize| {
+            let mut f = vec![0u8; len];
+            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            f
+        };
+        assert_eq!(max_frame_len(1500, &frame(0x0800, 1514)), 1514);
+        assert_eq!(max_frame_len(1500, &frame(0x8100, 1518)), 1518);
+        assert_eq!(max_frame_len(1500, &frame(0x88a8, 1518)), 1518);
+        assert_eq!(max_frame_len(9000, &frame(0x8100, 60)), 9018);
+        // Too short to say: untagged.
+        assert_eq!(max_frame_len(1500, &[0x81, 0x00]), 1514);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use netloop_core::{EventQueue, Model, SimTime};
 use std::collections::VecDeque;
 
 use crate::host::Host;
-use crate::link::{Link, ETH_HEADER};
+use crate::link::{max_frame_len, Link};
 use crate::node::{NodeCtx, PortInfo};
 use crate::router::Router;
 use crate::spec::{Direction, LinkAction, NetworkSpec};
@@ -196,7 +196,7 @@ impl Network {
         d.stats.offered_packets += 1;
         let reason = if !d.up {
             Some(DropReason::LinkDown)
-        } else if frame.len() > d.channel.spec.mtu as usize + ETH_HEADER {
+        } else if frame.len() > max_frame_len(d.channel.spec.mtu, &frame) {
             Some(DropReason::MtuExceeded)
         } else {
             None
