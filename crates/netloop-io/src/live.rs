@@ -63,8 +63,16 @@ pub struct LiveOptions<'a> {
 pub enum Request {
     /// Change a link now (`at` is ignored).
     ChangeLink(LinkEventSpec),
-    /// The results and the self-report as of now.
-    Snapshot,
+    /// The results and the self-report as of now. With `new_window`, the
+    /// snapshot's `window_lateness` closes the window (the next one starts
+    /// now); without, it only reads it, so that an occasional look (a
+    /// link's counters) does not cut a monitor's windows short.
+    Snapshot {
+        /// Start a new lateness window.
+        new_window: bool,
+    },
+    /// Simulated time now (cheap: no results are built).
+    Now,
     /// End the run now, as if its duration were over.
     Stop,
 }
@@ -76,6 +84,8 @@ pub enum Reply {
     Done,
     /// What [`Request::Snapshot`] asked for.
     Snapshot(Box<Snapshot>),
+    /// What [`Request::Now`] asked for.
+    Now(SimTime),
     /// It could not be done; why.
     Failed(String),
 }
@@ -87,9 +97,10 @@ pub struct Snapshot {
     pub results: Results,
     /// The real-time loop's report so far (`end` is `running`).
     pub realtime: RtReport,
-    /// How late the events since the previous snapshot ran (since the start
-    /// for the first): the cumulative `realtime.event_lateness` hides drift
-    /// in a long run, a series of windows shows it.
+    /// How late the events since the previous snapshot that started a new
+    /// window ran (since the start for the first): the cumulative
+    /// `realtime.event_lateness` hides drift in a long run, a series of
+    /// windows shows it.
     pub window_lateness: Lateness,
 }
 
@@ -513,7 +524,8 @@ fn serve(
                 }
                 None => Reply::Failed(format!("'{}' is not a link of this network", ev.link)),
             },
-            Request::Snapshot => {
+            Request::Now => Reply::Now(ctl.now),
+            Request::Snapshot { new_window } => {
                 let view = SimView {
                     net: ctl.net,
                     queue: ctl.queue,
@@ -523,7 +535,7 @@ fn serve(
                 Reply::Snapshot(Box::new(Snapshot {
                     results,
                     realtime: ctl.realtime(),
-                    window_lateness: ctl.take_window(),
+                    window_lateness: ctl.window(new_window),
                 }))
             }
             Request::Stop => {

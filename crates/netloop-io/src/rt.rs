@@ -79,13 +79,15 @@ impl Control<'_> {
         )
     }
 
-    /// How late the events since the previous call ran (since the start, the
-    /// first time), and a fresh window from now on: what a long run's
-    /// monitor compares across windows to see lateness drift, which the
-    /// cumulative histogram hides.
-    pub fn take_window(&mut self) -> Lateness {
+    /// How late the events of the current window ran (since the start, or
+    /// since a call with `new` set): what a long run's monitor compares
+    /// across windows to see lateness drift, which the cumulative histogram
+    /// hides. With `new`, the next window starts now.
+    pub fn window(&mut self, new: bool) -> Lateness {
         let w = Lateness::of(&self.tally.window);
-        self.tally.window.reset();
+        if new {
+            self.tally.window.reset();
+        }
         w
     }
 }
@@ -264,7 +266,7 @@ struct Tally {
     wall0: u64,
     events0: u64,
     lateness: Histogram<u64>,
-    /// Lateness since the last [`Control::take_window`].
+    /// Lateness in the current window (see [`Control::window`]).
     window: Histogram<u64>,
     input: Histogram<u64>,
     late_events: u64,

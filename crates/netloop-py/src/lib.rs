@@ -15,7 +15,7 @@
 //! thread is told to stop and joined, so the run's namespaces and devices
 //! are removed.
 
-use netloop_core::{SimDuration, SimTime};
+use netloop_core::SimDuration;
 use netloop_io::live::{remote, run_live, HostReport, LiveOptions, Reply, Request};
 use netloop_io::pcap::Capture;
 use netloop_model::Simulation;
@@ -370,10 +370,12 @@ impl LiveRun {
         }
     }
 
-    /// The results and the self-report so far (JSON with `results` and
-    /// `realtime`).
-    fn snapshot(&self, py: Python<'_>) -> PyResult<String> {
-        match self.call(py, Request::Snapshot)? {
+    /// The results and the self-report so far (JSON with `results`,
+    /// `realtime` and `window_lateness`); `new_window` starts a new lateness
+    /// window.
+    #[pyo3(signature = (new_window = true))]
+    fn snapshot(&self, py: Python<'_>, new_window: bool) -> PyResult<String> {
+        match self.call(py, Request::Snapshot { new_window })? {
             Reply::Snapshot(s) => Ok(json!({
                 "results": s.results,
                 "realtime": s.realtime,
@@ -381,16 +383,14 @@ impl LiveRun {
             })
             .to_string()),
             Reply::Failed(why) => Err(netloop_err(why)),
-            Reply::Done => Err(netloop_err("the network answered a snapshot with nothing")),
+            _ => Err(netloop_err("the network did not answer with a snapshot")),
         }
     }
 
     /// Simulated seconds reached.
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
-        match self.call(py, Request::Snapshot)? {
-            Reply::Snapshot(s) => {
-                Ok(SimTime::from_nanos(s.results.meta.sim_time_reached_ns).as_secs_f64())
-            }
+        match self.call(py, Request::Now)? {
+            Reply::Now(t) => Ok(t.as_secs_f64()),
             _ => Err(netloop_err("the network did not report its time")),
         }
     }

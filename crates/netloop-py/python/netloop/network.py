@@ -190,7 +190,8 @@ class Link:
 
     def stats(self) -> dict[str, Any]:
         """This link's counters so far (both directions), as in the results."""
-        return self.net.stats().results.link(self.name)
+        snap = json.loads(self.net._live("read statistics").snapshot(new_window=False))
+        return Results(snap["results"]).link(self.name)
 
 
 class Network:
