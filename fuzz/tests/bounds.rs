@@ -5,7 +5,7 @@
 
 use netloop_fuzz::wire::{eth, udp, Ip, Records, ETH_IPV4};
 use netloop_fuzz::Harness;
-use netloop_model::network::Node;
+use netloop_model::network::{Event, Node};
 use netloop_model::stats::DropReason;
 
 /// A fast, deep access link, so that floods reach the node under test
@@ -66,6 +66,15 @@ addresses = ["198.18.128.1/17", "198.18.128.2/17"]
         "100 - 64 for the first neighbour, the rest beyond the total: {c:?}"
     );
     assert_eq!(c.unaccounted, 0);
+    // One retry tick for the whole table, not one per neighbour asked for.
+    let r1 = h.sim().net.node_id("r1").unwrap() as u32;
+    let ticks = h
+        .sim()
+        .queue
+        .pending()
+        .filter(|(_, e)| matches!(e, Event::Timer { node, .. } if *node == r1))
+        .count();
+    assert_eq!(ticks, 1, "r1's timers pending after a flood of 5 001 neighbours");
 }
 
 #[test]

@@ -89,6 +89,11 @@ pub struct Arp {
     origin: Origin,
     entries: HashMap<Ipv4Addr, Entry>,
     pending_frames: u64,
+    /// When the one retry tick that counts is due: every entry that needs a
+    /// tick asks for one, and without this a flood of new neighbours would
+    /// leave a tick in the event queue per neighbour, each scanning the
+    /// whole table (ticks at other times are stale and ignored).
+    armed: Option<SimTime>,
     /// Requests sent, replies sent (for reports).
     pub requests_sent: u64,
     /// Replies sent.
@@ -139,6 +144,7 @@ impl Arp {
             origin,
             entries: HashMap::new(),
             pending_frames: 0,
+            armed: None,
             requests_sent: 0,
             replies_sent: 0,
         }
@@ -149,11 +155,11 @@ impl Arp {
         self.pending_frames
     }
 
-    /// The MAC of `ip` if it is known and fresh.
-    pub fn lookup(&self, ip: Ipv4Addr, now: SimTime) -> Option<EthernetAddress> {
-        match self.entries.get(&ip)?.state {
-            State::Resolved { mac, expires, .. } if expires > now => Some(mac),
-            _ => None,
+    /// Asks for the retry tick at `at` unless one is due no later.
+    fn arm(&mut self, at: SimTime, ctx: &mut NodeCtx) {
+        if self.armed.is_none_or(|t| at < t) {
+            self.armed = Some(at);
+            ctx.timer(at, ARP_TIMER);
         }
     }
 
@@ -184,7 +190,7 @@ impl Arp {
         if *expires <= now && probe.is_none() {
             *probe = Some((1, now + retry));
             self.request(port, info, ip, ctx);
-            ctx.timer(now + retry, ARP_TIMER);
+            self.arm(now + retry, ctx);
         }
         Some(mac)
     }
@@ -233,7 +239,7 @@ impl Arp {
                 },
             );
             self.request(port, info, ip, ctx);
-            ctx.timer(now + self.config.retry, ARP_TIMER);
+            self.arm(now + self.config.retry, ctx);
         }
         let Some(Entry {
             state: State::Pending { frames, .. },
@@ -373,6 +379,10 @@ impl Arp {
     /// neighbours that never answered. `ports` are the node's ports.
     pub fn timer(&mut self, ports: &[PortInfo], ctx: &mut NodeCtx) {
         let now = ctx.now;
+        if self.armed != Some(now) {
+            return; // superseded by an earlier tick
+        }
+        self.armed = None;
         let mut retry = Vec::new();
         let mut give_up = Vec::new();
         let mut next: Option<SimTime> = None;
@@ -420,7 +430,7 @@ impl Arp {
             }
         }
         if let Some(t) = next {
-            ctx.timer(t, ARP_TIMER);
+            self.arm(t, ctx);
         }
     }
 }
