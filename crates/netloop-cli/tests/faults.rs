@@ -350,7 +350,9 @@ fn deleted_tap_and_veth_devices_are_reported_and_the_other_hosts_keep_working() 
         assert!(u(&p["faults"]) > 0, "{p}");
         let first = p["first_fault_s"].as_f64().unwrap();
         assert!(
-            first > deleting - 0.2 && first < deleted + 2.0,
+            // The run's clock starts a moment after it says it runs (the
+            // times here are from that line): a loose lower bound.
+            first > deleting - 1.0 && first < deleted + 2.0,
             "{h}'s device deleted from {deleting:.3} s to {deleted:.3} s, first fault at {first:.3} s: {p}"
         );
         firsts.push(first);
@@ -496,6 +498,7 @@ fn a_full_pcap_disk_cuts_the_capture_and_the_run_completes() {
         // as reported.
         let (records, cut) = pcap_records(&path);
         assert!(records > 10, "{path}: {records} frames");
+        assert!(!cut, "{path} ends with part of a record after {records} frames");
         assert_eq!(records as u64, u(&c["frames"]), "{path}: {c}");
         assert!(
             e.contains(&format!("the file holds the {records} frames before")),
@@ -506,7 +509,7 @@ fn a_full_pcap_disk_cuts_the_capture_and_the_run_completes() {
             "{path} holds {records} frames: every frame fit?"
         );
         measured.push(format!(
-            "{name}: {records} frames as reported, {} bytes (last frame cut: {cut})",
+            "{name}: {records} frames as reported, {} bytes",
             std::fs::metadata(&path).unwrap().len()
         ));
     }

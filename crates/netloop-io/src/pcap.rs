@@ -75,6 +75,8 @@ pub struct Capture {
     pending: VecDeque<u64>,
     /// Bytes handed to the writer so far.
     offset: u64,
+    /// Where the last frame known to be wholly in the file ends.
+    whole: u64,
     /// Frames in the file (whole records; once the capture is finished or
     /// cut short, exactly the frames a reader finds in it).
     pub frames: u64,
@@ -87,10 +89,25 @@ impl Capture {
     /// Counts the frames that have reached the file.
     fn settle(&mut self) {
         let written = self.written.load(Ordering::Relaxed);
-        while self.pending.front().is_some_and(|&end| end <= written) {
+        while let Some(end) = self.pending.front().copied().filter(|&e| e <= written) {
             self.pending.pop_front();
+            self.whole = end;
             self.frames += 1;
         }
+    }
+
+    /// After a failed write (the writer is gone): counts what reached the
+    /// file and cuts off a partly written last record, so that readers see
+    /// a complete capture of the first `frames` frames, not a damaged one.
+    fn cut(&mut self) {
+        self.settle();
+        self.pending.clear();
+        // Shrinking a file needs no space, also on a full disk; if even that
+        // fails the file keeps its torn tail, which readers report.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|f| f.set_len(self.whole));
     }
 
     /// Flushes the file; returns the first error met.
@@ -102,9 +119,9 @@ impl Capture {
                 .map_err(|e| e.into_error())
                 .and_then(|f| f.file.sync_all())
             {
-                self.settle();
+                self.cut();
                 self.error.get_or_insert(format!(
-                    "{}: {e} (the capture's last frames are missing; it holds {} frames)",
+                    "{}: {e} (capture stopped at the end of the run; the file holds the {} frames before)",
                     self.path.display(),
                     self.frames
                 ));
@@ -163,6 +180,7 @@ impl PcapTap {
             written,
             pending: VecDeque::new(),
             offset: PCAP_HEADER_LEN,
+            whole: PCAP_HEADER_LEN,
             frames: 0,
             error: None,
         }));
@@ -202,11 +220,10 @@ impl Tap for PcapTap {
             }
             Err(e) => {
                 // The buffered frames that did not reach the file are lost
-                // with the writer; the file ends with the last whole frame
-                // (and perhaps part of another).
+                // with the writer (dropping it tries to write them once
+                // more); the file is cut after the last whole frame.
                 c.writer = None;
-                c.settle();
-                c.pending.clear();
+                c.cut();
                 let msg = format!(
                     "{}: {} (capture stopped at {time} simulated; the file holds the {} frames before)",
                     c.path.display(),
