@@ -128,8 +128,15 @@ impl Records {
     /// source MAC; `gap` in 50 µs steps (< 64).
     pub fn push(&mut self, mode: u8, gap: u8, frame: &[u8]) -> &mut Self {
         // Either would shift every later record out of place.
-        assert!(mode < 4 && gap < 64, "mode {mode} or gap {gap} out of range");
-        assert!(frame.len() <= crate::MAX_FRAME, "a {}-byte frame", frame.len());
+        assert!(
+            mode < 4 && gap < 64,
+            "mode {mode} or gap {gap} out of range"
+        );
+        assert!(
+            frame.len() <= crate::MAX_FRAME,
+            "a {}-byte frame",
+            frame.len()
+        );
         self.0.push(mode | gap << 2);
         self.0
             .extend_from_slice(&(frame.len() as u16).to_le_bytes());

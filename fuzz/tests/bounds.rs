@@ -74,7 +74,10 @@ addresses = ["198.18.128.1/17", "198.18.128.2/17"]
         .pending()
         .filter(|(_, e)| matches!(e, Event::Timer { node, .. } if *node == r1))
         .count();
-    assert_eq!(ticks, 1, "r1's timers pending after a flood of 5 001 neighbours");
+    assert_eq!(
+        ticks, 1,
+        "r1's timers pending after a flood of 5 001 neighbours"
+    );
 }
 
 #[test]

@@ -498,7 +498,10 @@ fn a_full_pcap_disk_cuts_the_capture_and_the_run_completes() {
         // as reported.
         let (records, cut) = pcap_records(&path);
         assert!(records > 10, "{path}: {records} frames");
-        assert!(!cut, "{path} ends with part of a record after {records} frames");
+        assert!(
+            !cut,
+            "{path} ends with part of a record after {records} frames"
+        );
         assert_eq!(records as u64, u(&c["frames"]), "{path}: {c}");
         assert!(
             e.contains(&format!("the file holds the {records} frames before")),
