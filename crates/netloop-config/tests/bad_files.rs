@@ -248,6 +248,46 @@ fn link_to_itself() {
     check("self-link.toml", &[(7, &["a link from 'r1' to itself"])]);
 }
 
+/// Loads `tests/bad/<name>`, which reads well but describes a network the
+/// model refuses to build, and checks the one located error.
+fn check_build(name: &str, line: usize, fragments: &[&str]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/bad")
+        .join(name);
+    let loaded = netloop_config::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let err = match netloop_model::Simulation::build(&loaded.spec) {
+        Ok(_) => panic!("{name} built without errors"),
+        Err(e) => loaded.sources.located(&e),
+    };
+    let shown = err.to_string();
+    assert_eq!(err.line, line, "{name}: wrong line for\n{shown}");
+    assert!(
+        shown.starts_with(&format!("{}:{line}:", path.display())),
+        "{shown}"
+    );
+    for f in fragments {
+        assert!(shown.contains(f), "{name}: '{f}' not in\n{shown}");
+    }
+}
+
+#[test]
+fn a_loop_of_switches() {
+    check_build(
+        "switch-loop.toml",
+        22,
+        &[
+            "link 's3-s1', field 'endpoints'",
+            "closes a loop of switches (s3 - s2 - s1 - s3)",
+            "no spanning tree",
+        ],
+    );
+    check_build(
+        "switch-parallel-links.toml",
+        21,
+        &["link 'backup', field 'endpoints'", "(s2 - s1 - s2)"],
+    );
+}
+
 #[test]
 fn probabilities_out_of_range() {
     check(

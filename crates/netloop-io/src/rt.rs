@@ -434,8 +434,16 @@ pub fn run_realtime(
                    limit: SimTime,
                    tally: &mut Tally| {
         let mut wrote = false;
+        let mut ran = 0u32;
         while let Some(t) = queue.peek_time() {
             if t > limit {
+                break;
+            }
+            // A burst of events due at once (a model that falls far behind)
+            // must not keep a Ctrl-C waiting: the loop looks at the flag
+            // between passes, and here every 4096 events.
+            ran = ran.wrapping_add(1);
+            if ran.is_multiple_of(4096) && opts.stop.load(Ordering::Relaxed) {
                 break;
             }
             let (t, ev) = queue.pop().expect("peeked");

@@ -273,6 +273,7 @@ impl<'a> Builder<'a> {
         self.port_segment = vec![Vec::new(); spec.nodes.len()];
         self.make_ports()?;
         self.check_real_nodes()?;
+        self.check_switch_loops()?;
         self.make_segments()?;
         self.assign_addresses()?;
         let tables = self.routing_tables()?;
@@ -451,6 +452,65 @@ impl<'a> Builder<'a> {
                 self.port_links[node].push((i, side));
                 self.port_segment[node].push(None);
             }
+        }
+        Ok(())
+    }
+
+    /// Switches must not form a loop. netloop's switches run no spanning
+    /// tree protocol, so a broadcast (any host's first ARP request) would
+    /// circle a loop for ever; over links without rate and delay it does so
+    /// at one simulated instant, and the run never advances. Refused here,
+    /// naming the loop, rather than left to hang a run.
+    fn check_switch_loops(&self) -> Result<(), BuildError> {
+        let spec = self.spec;
+        let mut parent: Vec<usize> = (0..spec.nodes.len()).collect();
+        // The switch-to-switch links accepted so far (a forest), to name the
+        // loop a refused link would close.
+        let mut adj: Vec<Vec<usize>> = vec![Vec::new(); spec.nodes.len()];
+        for (i, l) in spec.links.iter().enumerate() {
+            let (a, b) = (self.ids[l.a.node.as_str()], self.ids[l.b.node.as_str()]);
+            if !is_switch(&spec.nodes[a].kind) || !is_switch(&spec.nodes[b].kind) {
+                continue;
+            }
+            let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+            if ra != rb {
+                parent[ra.max(rb)] = ra.min(rb);
+                adj[a].push(b);
+                adj[b].push(a);
+                continue;
+            }
+            // The path from b back to a through the forest, found by a
+            // breadth-first search that remembers where it came from.
+            let mut from = vec![usize::MAX; spec.nodes.len()];
+            from[a] = a;
+            let mut todo = std::collections::VecDeque::from([a]);
+            while let Some(x) = todo.pop_front() {
+                for &y in &adj[x] {
+                    if from[y] == usize::MAX {
+                        from[y] = x;
+                        todo.push_back(y);
+                    }
+                }
+            }
+            let mut path = vec![spec.nodes[a].name.as_str()];
+            let mut x = b;
+            let mut back = vec![spec.nodes[b].name.as_str()];
+            while x != a && from[x] != usize::MAX && from[x] != a {
+                x = from[x];
+                back.push(spec.nodes[x].name.as_str());
+            }
+            back.reverse();
+            path.extend(back);
+            path.push(spec.nodes[a].name.as_str());
+            return Err(self.err(
+                ItemRef::Link(i),
+                Some("endpoints"),
+                format!(
+                    "this link closes a loop of switches ({}); netloop's switches run no spanning tree, \
+                     so a broadcast would circle the loop for ever: remove a link of the loop or put a router in it",
+                    path.join(" - ")
+                ),
+            ));
         }
         Ok(())
     }
