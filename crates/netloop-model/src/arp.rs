@@ -94,6 +94,11 @@ pub struct Arp {
     /// leave a tick in the event queue per neighbour, each scanning the
     /// whole table (ticks at other times are stale and ignored).
     armed: Option<SimTime>,
+    /// Until when a full table certainly has no expired entry to make room
+    /// with (the earliest expiry seen by the last sweep that found none): a
+    /// flood of new neighbours into a table full of live ones would
+    /// otherwise scan the whole table for every frame.
+    no_victim_until: SimTime,
     /// Requests sent, replies sent (for reports).
     pub requests_sent: u64,
     /// Replies sent.
@@ -145,6 +150,7 @@ impl Arp {
             entries: HashMap::new(),
             pending_frames: 0,
             armed: None,
+            no_victim_until: SimTime::ZERO,
             requests_sent: 0,
             replies_sent: 0,
         }
@@ -258,21 +264,30 @@ impl Arp {
         }
     }
 
-    /// Removes an expired entry to make room; false if none could be removed.
+    /// Makes room in a full table by removing every expired entry (as
+    /// Linux's forced garbage collection does); false if none had expired.
+    /// A sweep that finds none remembers the earliest expiry, and until then
+    /// the answer is no without a scan: an entry resolved later expires later
+    /// still, so no victim can appear sooner.
     fn evict_one(&mut self, now: SimTime) -> bool {
-        let victim = self
-            .entries
-            .iter()
-            .filter(|(_, e)| matches!(e.state, State::Resolved { expires, .. } if expires <= now))
-            .map(|(ip, _)| *ip)
-            .min();
-        match victim {
-            Some(ip) => {
-                self.entries.remove(&ip);
+        if now < self.no_victim_until {
+            return false;
+        }
+        let before = self.entries.len();
+        let mut earliest = now + self.config.lifetime;
+        self.entries.retain(|_, e| match e.state {
+            State::Resolved { expires, .. } if expires <= now => false,
+            State::Resolved { expires, .. } => {
+                earliest = earliest.min(expires);
                 true
             }
-            None => false,
+            State::Pending { .. } => true,
+        });
+        if self.entries.len() < before {
+            return true;
         }
+        self.no_victim_until = earliest;
+        false
     }
 
     fn request(&mut self, port: PortId, info: &PortInfo, ip: Ipv4Addr, ctx: &mut NodeCtx) {

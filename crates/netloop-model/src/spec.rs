@@ -209,7 +209,7 @@ impl Default for RouterSpec {
 /// Switch settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchSpec {
-    /// Entries in the MAC learning table (bounded; the oldest entry is evicted).
+    /// Entries in the MAC learning table (bounded; the least recently refreshed entry is evicted).
     pub mac_table_size: u32,
     /// How long a learned MAC entry lives without being refreshed.
     pub mac_aging: SimDuration,

@@ -3,16 +3,20 @@
 //! It learns which port each source MAC address lives behind, forwards
 //! unicast frames to the learned port, and floods broadcast, multicast and
 //! unknown destinations to every other port. The learning table is bounded
-//! (the least recently refreshed entry is evicted) and entries age out, so a
-//! flood of random source addresses fills the bound, not memory.
+//! (the least recently refreshed entry is evicted, in constant time: a flood
+//! of new source addresses must not cost a scan of the table per frame) and
+//! entries age out, so a flood of random source addresses fills the bound,
+//! not memory.
 //!
-//! Not modelled: spanning tree (a loop of switches floods forever, as it
-//! would without STP), VLANs (tagged frames are forwarded like any other).
+//! Not modelled: spanning tree (the builder refuses a loop of switches, which
+//! without it would flood for ever), VLANs (tagged frames are forwarded like
+//! any other).
 
+use lru::LruCache;
 use netloop_core::SimTime;
 use serde::Serialize;
 use smoltcp::wire::EthernetAddress;
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 
 use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
@@ -34,7 +38,10 @@ pub struct SwitchStats {
 /// A learning bridge.
 pub struct Switch {
     ports: Vec<PortInfo>,
-    table: HashMap<EthernetAddress, (PortId, SimTime)>,
+    /// Where each source address was last seen and when, in order of
+    /// refresh; `None` when the table holds no entry (`mac_table_size = 0`:
+    /// every frame is flooded, as by a hub).
+    table: Option<LruCache<EthernetAddress, (PortId, SimTime)>>,
     spec: SwitchSpec,
     /// Counters.
     pub stats: SwitchStats,
@@ -45,35 +52,25 @@ impl Switch {
     pub fn new(ports: Vec<PortInfo>, spec: SwitchSpec) -> Self {
         Switch {
             ports,
-            table: HashMap::new(),
+            table: NonZeroUsize::new(spec.mac_table_size as usize).map(LruCache::new),
             spec,
             stats: SwitchStats::default(),
         }
     }
 
     fn learn(&mut self, mac: EthernetAddress, port: PortId, now: SimTime) {
+        let Some(table) = &mut self.table else { return };
         if !mac.is_unicast() {
             return;
         }
-        if let Some(e) = self.table.get_mut(&mac) {
+        if let Some(e) = table.get_mut(&mac) {
             *e = (port, now);
             return;
         }
-        if self.table.len() >= self.spec.mac_table_size as usize {
-            // Full: evict the stalest entry. A linear scan, but only on
-            // inserting a new address into a full table.
-            if let Some(oldest) = self
-                .table
-                .iter()
-                .min_by_key(|(m, (_, t))| (*t, m.0))
-                .map(|(m, _)| *m)
-            {
-                self.table.remove(&oldest);
-                self.stats.evicted += 1;
-            }
-        }
-        if self.spec.mac_table_size > 0 {
-            self.table.insert(mac, (port, now));
+        // A new address in a full table pushes out the least recently
+        // refreshed one.
+        if table.push(mac, (port, now)).is_some() {
+            self.stats.evicted += 1;
         }
     }
 
@@ -87,8 +84,10 @@ impl Switch {
         let src = EthernetAddress::from_bytes(&frame[6..12]);
         self.learn(src, port, ctx.now);
         let learned = if dst.is_unicast() {
+            // `peek`: being a destination does not refresh an entry.
             self.table
-                .get(&dst)
+                .as_ref()
+                .and_then(|t| t.peek(&dst))
                 .filter(|(_, seen)| ctx.now.saturating_since(*seen) <= self.spec.mac_aging)
                 .map(|(p, _)| *p)
         } else {
@@ -118,6 +117,6 @@ impl Switch {
 
     /// Learned table size (for reports).
     pub fn table_len(&self) -> usize {
-        self.table.len()
+        self.table.as_ref().map_or(0, LruCache::len)
     }
 }
