@@ -361,6 +361,14 @@ impl Router {
             self.arp.send(port, &self.ports[port], next_hop, frame, ctx);
             return;
         }
+        let ip = &frame[ETH_HEADER..];
+        if frag_offset(ip) as usize * 8 + ip.len() - header_len(ip) > MAX_DATAGRAM {
+            // A fragment that ends past the largest datagram (a "ping of
+            // death"): forwarded whole it is the receiver's to refuse, but
+            // split, its pieces' offsets would not fit the 13-bit field.
+            ctx.drop_frame(DropReason::Malformed);
+            return;
+        }
         let Some(fragments) = fragment(&frame, mtu) else {
             // The MTU cannot hold the header plus 8 bytes (RFC 791 requires
             // every link to carry 68): nothing sensible to send.
@@ -707,6 +715,10 @@ fn copied_options(opts: &[u8]) -> Vec<u8> {
 /// may itself be a fragment), MF on every fragment but the last, which keeps
 /// the original MF. The first fragment keeps every option, the others only
 /// the copied ones. `None` if `mtu` cannot hold a header and 8 bytes of data.
+/// The largest IPv4 datagram (RFC 791: total length is 16 bits); the data
+/// of its last fragment ends at most here.
+const MAX_DATAGRAM: usize = 65535;
+
 fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
     let eth = &frame[..ETH_HEADER];
     let ip = &frame[ETH_HEADER..];

@@ -651,6 +651,36 @@ fn too_big_without_df_is_fragmented_and_reassembles() {
     b.assert_conserved();
 }
 
+/// A fragment that ends past 65 535 bytes (a "ping of death" piece) cannot
+/// be split: its pieces' offsets would overflow the 13-bit field into the
+/// flags. It fits unsplit and is forwarded as it is; too big, it is dropped
+/// as malformed, and nothing is sent.
+#[test]
+fn a_fragment_ending_past_the_largest_datagram_is_not_refragmented() {
+    let mut b = Bench::new(RouterSpec::default());
+    b.teach(2, H4, H4_MAC);
+    let death = |payload: usize| Ip {
+        dst: H4,
+        ident: 9,
+        offset: 8191,
+        payload: vec![0x33; payload],
+        ..Ip::default()
+    };
+    b.inject(0, death(900).frame());
+    let out = b.take();
+    assert_eq!(
+        out.len(),
+        1,
+        "it fits the 1000-byte MTU: forwarded as it is"
+    );
+    assert_eq!(ip_of(&out[0].1).frag_offset(), 8191 * 8);
+    b.inject(0, death(1400).frame());
+    assert!(b.take().is_empty(), "split, its offsets would not fit");
+    assert_eq!(b.dropped(DropReason::Malformed), 1);
+    assert_eq!(b.router.stats().fragmented, 0);
+    b.assert_conserved();
+}
+
 #[test]
 fn ping_to_the_router_gets_an_echo_reply() {
     let mut b = Bench::new(RouterSpec::default());
