@@ -148,6 +148,10 @@ impl Host {
         let mut config = Config::new(HardwareAddress::Ip);
         config.random_seed = seed;
         let mut iface = Interface::new(config, &mut device, Instant::from_micros(0));
+        // Linux's ipfrag_time: a datagram not whole by then is given up, and
+        // its slot (one of smoltcp's `reassembly-buffer-count`, set in the
+        // workspace manifest) freed for others.
+        iface.set_reassembly_timeout(smoltcp::time::Duration::from_secs(30));
         iface.update_ip_addrs(|addrs| {
             for p in &ports {
                 if let Some(a) = p.addr {
