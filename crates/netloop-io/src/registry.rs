@@ -120,7 +120,7 @@ fn now_unix() -> u64 {
 }
 
 fn ensure_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -128,6 +128,13 @@ fn ensure_dir(dir: &Path) -> Result<()> {
             .create(dir)
             .map_err(|e| Error::os(format!("creating {}", dir.display()), e))?;
     }
+    check_private(dir)
+}
+
+/// Refuses a run directory that is not a directory of ours closed to
+/// others' writes (every reader of records checks, not only the writer).
+fn check_private(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     // Records decide what `netloop clean` deletes and which processes it
     // ends: a directory someone else owns or may write to could hand it a
     // forged record. Refuse it rather than trust it.
@@ -257,46 +264,49 @@ fn write_atomic(path: &Path, record: &RunRecord) -> Result<()> {
 
 /// Every run record on this machine (unreadable files are skipped).
 pub fn list_runs() -> Result<Vec<(PathBuf, RunRecord)>> {
-    let dir = Path::new(RUN_DIR);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::os(format!("reading {}", dir.display()), e)),
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.extension().and_then(|x| x.to_str()) != Some("json") {
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(&p) {
-            if let Ok(r) = serde_json::from_str::<RunRecord>(&text) {
-                out.push((p, r));
-            }
-        }
-    }
+    let mut out: Vec<(PathBuf, RunRecord)> = run_dir_entries()?
+        .into_iter()
+        .filter_map(|p| read_record(&p).map(|r| (p, r)))
+        .collect();
     out.sort_by_key(|a| a.1.created_unix);
     Ok(out)
 }
 
+/// The paths in the run directory, once the directory is known to be
+/// private (none when it does not exist).
+fn run_dir_entries() -> Result<Vec<PathBuf>> {
+    let dir = Path::new(RUN_DIR);
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    check_private(dir)?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::os(format!("reading {}", dir.display()), e))?;
+    Ok(entries.flatten().map(|e| e.path()).collect())
+}
+
+/// The run record at `p`: a regular file of ours (not a link, not someone
+/// else's) named `*.json` that parses.
+fn read_record(p: &Path) -> Option<RunRecord> {
+    use std::os::unix::fs::MetadataExt;
+    if p.extension().and_then(|x| x.to_str()) != Some("json") {
+        return None;
+    }
+    let meta = std::fs::symlink_metadata(p).ok()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return None;
+    }
+    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+}
+
 /// Files in the run directory that are not readable run records: damaged
-/// records, and temporary files of a write that a SIGKILL interrupted.
-pub fn unreadable_records() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(RUN_DIR) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let is_json = p.extension().and_then(|x| x.to_str()) == Some("json");
-            !is_json
-                || std::fs::read_to_string(p)
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<RunRecord>(&t).ok())
-                    .is_none()
-        })
-        .collect()
+/// records, files that are not ours, and temporary files of a write that a
+/// SIGKILL interrupted.
+pub fn unreadable_records() -> Result<Vec<PathBuf>> {
+    Ok(run_dir_entries()?
+        .into_iter()
+        .filter(|p| read_record(p).is_none())
+        .collect())
 }
 
 /// The running run named `run`, or the only running one.
@@ -401,7 +411,7 @@ pub(crate) fn kill_namespace_pids(ns: &str) -> usize {
 /// namespaces, its devices, and the record. Running runs are left alone.
 pub fn clean() -> Result<CleanReport> {
     let mut report = CleanReport::default();
-    for p in unreadable_records() {
+    for p in unreadable_records()? {
         // A temporary file of an interrupted write is stale once its writer
         // is gone; anything else is reported, not guessed at.
         let writer = p

@@ -241,6 +241,60 @@ fn clean_does_not_touch_names_without_the_run_id() {
     assert!(text.contains("not touched"), "{text}");
 }
 
+/// A record is believed only if it is a regular file of ours: anyone who
+/// could plant one in the run directory would otherwise choose what `clean`
+/// deletes and which processes it kills.
+#[test]
+fn clean_ignores_a_record_that_is_not_ours() {
+    if !root() {
+        return;
+    }
+    let planted = fresh_id(4);
+    let ns = RunRecord::namespace_name(&planted, "h1");
+    let _cleanup = Cleanup {
+        namespaces: vec![ns.clone()],
+        devices: vec![],
+        records: vec![planted.clone()],
+    };
+    ip(&["netns", "add", &ns]);
+    let mut owner = Command::new("true").spawn().expect("true");
+    let owner_pid = owner.id() as i32;
+    owner.wait().expect("reaping");
+    // A well-formed record of a dead run, naming a namespace that carries its
+    // run id, but owned by another user (nobody).
+    write_record(&RunRecord {
+        run_id: planted.clone(),
+        owner_pid,
+        owner_start: 1,
+        created_unix: 0,
+        namespaces: vec![NsEntry {
+            host: "h1".into(),
+            name: ns.clone(),
+        }],
+        devices: vec![],
+        processes: vec![],
+    });
+    std::os::unix::fs::chown(record_path(&planted), Some(65534), Some(65534)).expect("chown");
+    assert!(
+        !registry::list_runs()
+            .expect("list")
+            .iter()
+            .any(|(_, r)| r.run_id == planted),
+        "a record owned by another user is listed"
+    );
+    let report = registry::clean().expect("clean");
+    let text = report.to_string();
+    assert!(!report.runs.contains(&planted), "{text}");
+    assert!(Path::new("/run/netns").join(&ns).exists(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{} is not a readable run record",
+            record_path(&planted).display()
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn find_running_names_what_is_missing() {
     if !root() {
