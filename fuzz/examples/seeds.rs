@@ -4,6 +4,10 @@
 //! order and overlapping, 802.1Q, IPv6, jumbo frames, broadcast bursts); for
 //! the topology target, the example topologies.
 //!
+//! For the boundary target, ring slots: frames whose TCP/UDP checksum was
+//! left to offload, with and without a stripped VLAN tag, a fragment, a
+//! runt.
+//!
 //! `cargo run --release --example seeds` (from `fuzz/`) rewrites `seeds/*/`;
 //! the fuzzer's own finds go to `corpus/*/` (`fuzz/run --grow`), which
 //! `cargo fuzz cmin` may rename and thin out, so the seeds live apart.
@@ -151,6 +155,33 @@ fn frame_seeds(h: &Harness, target: Target) -> Vec<(&'static str, Vec<u8>)> {
     seeds
 }
 
+/// Ring slots for the boundary target: a flags byte, a TCI, the frame.
+fn boundary_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let (a, b) = ([198, 18, 0, 2], [198, 18, 1, 2]);
+    let slot = |flags: u8, tci: u16, frame: Vec<u8>| {
+        let mut v = vec![flags];
+        v.extend_from_slice(&tci.to_be_bytes());
+        v.extend_from_slice(&frame);
+        v
+    };
+    let udp_frame = eth(ETH_IPV4, &Ip::new(a, b, 17).packet(&udp(9, b"offloaded")));
+    let mut syn = tcp_syn(a, b, 80);
+    syn[16..18].fill(0);
+    let tcp_frame = eth(ETH_IPV4, &Ip::new(a, b, 6).packet(&syn));
+    let mut frag = Ip::new(a, b, 17);
+    frag.frag = (0, true);
+    vec![
+        ("udp-partial", slot(4, 0, udp_frame.clone())),
+        ("tcp-partial-vlan", slot(5, 0x000a, tcp_frame)),
+        ("udp-qinq", slot(3, 0x2064, udp_frame)),
+        (
+            "fragment-partial",
+            slot(4, 0, eth(ETH_IPV4, &frag.packet(&udp(9, &[1; 64])))),
+        ),
+        ("runt", slot(7, 1, vec![0xff; 10])),
+    ]
+}
+
 fn write(dir: &Path, name: &str, data: &[u8]) {
     std::fs::create_dir_all(dir).expect("create corpus directory");
     std::fs::write(dir.join(name), data).expect("write seed");
@@ -166,6 +197,10 @@ fn main() {
             Harness::new(target).run(&data);
             write(&dir, name, &data);
         }
+    }
+    for (name, data) in boundary_seeds() {
+        netloop_fuzz::boundary(&data);
+        write(&root.join("boundary"), name, &data);
     }
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let dir = root.join("topology");

@@ -404,38 +404,19 @@ impl FrameIo for PacketSocket {
                 self.counters.rx_malformed += 1;
             } else {
                 let stamp = Self::mono_stamp(self.mono_minus_real, h.sec, h.nsec);
-                let csum_partial = h.status & libc::TP_STATUS_CSUMNOTREADY != 0;
-                let frame = if h.status & libc::TP_STATUS_VLAN_VALID != 0 {
+                let vlan = (h.status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
                     let tpid = if h.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                         h.vlan_tpid
                     } else {
                         libc::ETH_P_8021Q as u16
                     };
-                    self.scratch.clear();
-                    self.scratch.extend_from_slice(&data[..12]);
-                    self.scratch.extend_from_slice(&tpid.to_be_bytes());
-                    self.scratch.extend_from_slice(&h.vlan_tci.to_be_bytes());
-                    self.scratch.extend_from_slice(&data[12..]);
-                    &self.scratch[..]
-                } else if csum_partial {
-                    self.scratch.clear();
-                    self.scratch.extend_from_slice(data);
-                    &self.scratch[..]
-                } else {
-                    data
-                };
-                // The sender left the TCP/UDP checksum to hardware that a
-                // frame read here never passes through (checksum offload on
-                // the far side of an attached interface): finish it, or the
-                // receiving host drops the segment as corrupt.
-                let frame = if csum_partial {
-                    if complete_l4_checksum(&mut self.scratch) {
-                        self.counters.rx_checksums_completed += 1;
-                    }
-                    &self.scratch[..]
-                } else {
-                    frame
-                };
+                    (tpid, h.vlan_tci)
+                });
+                let csum_partial = h.status & libc::TP_STATUS_CSUMNOTREADY != 0;
+                let (frame, completed) = wire_frame(data, vlan, csum_partial, &mut self.scratch);
+                if completed {
+                    self.counters.rx_checksums_completed += 1;
+                }
                 self.counters.rx_frames += 1;
                 self.counters.rx_bytes += frame.len() as u64;
                 passed += 1;
@@ -816,11 +797,48 @@ fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000
     }
 }
 
+/// The frame as it was on the wire, from what a ring slot holds (`data`, at
+/// least an Ethernet header): the VLAN tag the NIC stripped (`vlan`: TPID
+/// and TCI) put back, and a TCP/UDP checksum the sender left to offload
+/// (`csum_partial`) completed. Returns the frame (`data` itself when nothing
+/// changes, else `scratch`) and whether a checksum was completed.
+///
+/// Bytes from outside, so a fuzz target of its own (`fuzz/`, `boundary`).
+pub fn wire_frame<'a>(
+    data: &'a [u8],
+    vlan: Option<(u16, u16)>,
+    csum_partial: bool,
+    scratch: &'a mut Vec<u8>,
+) -> (&'a [u8], bool) {
+    if data.len() < ETH_HLEN || (vlan.is_none() && !csum_partial) {
+        return (data, false);
+    }
+    scratch.clear();
+    match vlan {
+        Some((tpid, tci)) => {
+            scratch.extend_from_slice(&data[..12]);
+            scratch.extend_from_slice(&tpid.to_be_bytes());
+            scratch.extend_from_slice(&tci.to_be_bytes());
+            scratch.extend_from_slice(&data[12..]);
+        }
+        None => scratch.extend_from_slice(data),
+    }
+    // The sender left the TCP/UDP checksum to hardware that a frame read
+    // here never passes through (checksum offload on the far side of an
+    // attached interface): finish it, or the receiving host drops the
+    // segment as corrupt.
+    let completed = csum_partial && complete_l4_checksum(scratch);
+    (scratch, completed)
+}
+
 /// Computes the TCP or UDP checksum of an IPv4 frame in place (pseudo-header
 /// and segment), for frames whose sender left it to checksum offload.
 /// Returns whether it did (not for other protocols, fragments, or frames too
 /// short for their headers).
 pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
+    if frame.len() < ETH_HLEN {
+        return false;
+    }
     let mut l3 = ETH_HLEN;
     let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
     if ethertype == 0x8100 || ethertype == 0x88a8 {
