@@ -41,17 +41,27 @@ pub fn have_root() -> bool {
     if nix::unistd::geteuid().is_root() {
         true
     } else {
-        println!("skipped: needs root (creates network namespaces)");
-        false
+        skip("needs root (creates network namespaces)")
     }
+}
+
+/// Says why a test does not run and returns false, or fails it where it
+/// must run (`NETLOOP_REQUIRE_REAL=1`, set by scripts/test as root, so that
+/// CI cannot pass by skipping).
+pub fn skip(why: &str) -> bool {
+    assert!(
+        std::env::var_os("NETLOOP_REQUIRE_REAL").is_none(),
+        "NETLOOP_REQUIRE_REAL is set, but this test would be skipped: it {why}"
+    );
+    println!("skipped: {why}");
+    false
 }
 
 /// Whether every program is installed; prints which one is missing if not.
 pub fn have(programs: &[&str]) -> bool {
     for p in programs {
         if !netloop_io::netns::command_exists(p) {
-            println!("skipped: needs `{p}`, which is not installed");
-            return false;
+            return skip(&format!("needs `{p}`, which is not installed"));
         }
     }
     true

@@ -11,9 +11,20 @@ pub fn root() -> bool {
     if sys::is_root() {
         true
     } else {
-        println!("skipped: needs root (creates network devices and namespaces)");
-        false
+        skip("needs root (creates network devices and namespaces)")
     }
+}
+
+/// Says why a test does not run and returns false, or fails it where it
+/// must run (`NETLOOP_REQUIRE_REAL=1`, set by scripts/test as root, so that
+/// CI cannot pass by skipping).
+pub fn skip(why: &str) -> bool {
+    assert!(
+        std::env::var_os("NETLOOP_REQUIRE_REAL").is_none(),
+        "NETLOOP_REQUIRE_REAL is set, but this test would be skipped: it {why}"
+    );
+    println!("skipped: {why}");
+    false
 }
 
 /// A unique device name: "nlt" + a per-test tag + the process id.
