@@ -16,7 +16,6 @@ use lru::LruCache;
 use netloop_core::SimTime;
 use serde::Serialize;
 use smoltcp::wire::EthernetAddress;
-use std::num::NonZeroUsize;
 
 use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
@@ -39,9 +38,10 @@ pub struct SwitchStats {
 pub struct Switch {
     ports: Vec<PortInfo>,
     /// Where each source address was last seen and when, in order of
-    /// refresh; `None` when the table holds no entry (`mac_table_size = 0`:
-    /// every frame is flooded, as by a hub).
-    table: Option<LruCache<EthernetAddress, (PortId, SimTime)>>,
+    /// refresh. Bounded here by `mac_table_size` rather than by the cache's
+    /// own capacity, which would allocate the whole table up front for every
+    /// switch of a large topology.
+    table: LruCache<EthernetAddress, (PortId, SimTime)>,
     spec: SwitchSpec,
     /// Counters.
     pub stats: SwitchStats,
@@ -52,26 +52,28 @@ impl Switch {
     pub fn new(ports: Vec<PortInfo>, spec: SwitchSpec) -> Self {
         Switch {
             ports,
-            table: NonZeroUsize::new(spec.mac_table_size as usize).map(LruCache::new),
+            table: LruCache::unbounded(),
             spec,
             stats: SwitchStats::default(),
         }
     }
 
     fn learn(&mut self, mac: EthernetAddress, port: PortId, now: SimTime) {
-        let Some(table) = &mut self.table else { return };
-        if !mac.is_unicast() {
+        let size = self.spec.mac_table_size as usize;
+        if !mac.is_unicast() || size == 0 {
             return;
         }
-        if let Some(e) = table.get_mut(&mac) {
+        if let Some(e) = self.table.get_mut(&mac) {
             *e = (port, now);
             return;
         }
         // A new address in a full table pushes out the least recently
         // refreshed one.
-        if table.push(mac, (port, now)).is_some() {
+        if self.table.len() >= size {
+            self.table.pop_lru();
             self.stats.evicted += 1;
         }
+        self.table.push(mac, (port, now));
     }
 
     /// Handles a frame arriving on `port`.
@@ -86,8 +88,7 @@ impl Switch {
         let learned = if dst.is_unicast() {
             // `peek`: being a destination does not refresh an entry.
             self.table
-                .as_ref()
-                .and_then(|t| t.peek(&dst))
+                .peek(&dst)
                 .filter(|(_, seen)| ctx.now.saturating_since(*seen) <= self.spec.mac_aging)
                 .map(|(p, _)| *p)
         } else {
@@ -117,6 +118,6 @@ impl Switch {
 
     /// Learned table size (for reports).
     pub fn table_len(&self) -> usize {
-        self.table.as_ref().map_or(0, LruCache::len)
+        self.table.len()
     }
 }
