@@ -427,13 +427,15 @@ pub fn run_realtime(
     let end;
 
     // Runs every event due at or before `limit`, writing what reaches real
-    // interfaces as it goes.
+    // interfaces as it goes. False if a stop cut it short: events due by
+    // `limit` are still queued, so the clock must not be moved past them.
     let run_due = |net: &mut Network,
                    queue: &mut EventQueue<Event>,
                    ports: &mut [RealPort],
                    limit: SimTime,
                    tally: &mut Tally| {
         let mut wrote = false;
+        let mut complete = true;
         let mut ran = 0u32;
         while let Some(t) = queue.peek_time() {
             if t > limit {
@@ -444,6 +446,7 @@ pub fn run_realtime(
             // between passes, and here every 4096 events.
             ran = ran.wrapping_add(1);
             if ran.is_multiple_of(4096) && opts.stop.load(Ordering::Relaxed) {
+                complete = false;
                 break;
             }
             let (t, ev) = queue.pop().expect("peeked");
@@ -466,6 +469,7 @@ pub fn run_realtime(
                 let _ = p.io.flush();
             }
         }
+        complete
     };
 
     // A real-time thread that never sleeps is throttled by the kernel for
@@ -542,7 +546,13 @@ pub fn run_realtime(
         arrivals.sort_by_key(|a| a.0);
         for (at, i, frame) in arrivals.drain(..) {
             let t = clock.sim_of(at).max(queue.now()).min(opts.until);
-            run_due(net, queue, ports, t, &mut tally);
+            // Cut short by a stop, the frame enters at the last event run
+            // rather than after events still due before its moment.
+            let t = if run_due(net, queue, ports, t, &mut tally) {
+                t
+            } else {
+                queue.now()
+            };
             queue.advance_to(t.max(queue.now()));
             tally
                 .input
@@ -610,8 +620,7 @@ pub fn run_realtime(
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run.
     let last = clock.now().min(opts.until);
-    run_due(net, queue, ports, last, &mut tally);
-    if queue.now() < last {
+    if run_due(net, queue, ports, last, &mut tally) && queue.now() < last {
         queue.advance_to(last);
     }
     if tally.fifo.is_some() {
