@@ -345,6 +345,15 @@ impl Router {
             self.icmp_error(&job, IcmpError::FragmentationNeeded(mtu), ctx);
             return;
         }
+        if ip.len() > mtu as usize
+            && frag_offset(ip) as usize * 8 + ip.len() - header_len(ip) > MAX_DATAGRAM
+        {
+            // A fragment that ends past the largest datagram (a "ping of
+            // death"): forwarded whole it is the receiver's to refuse, but
+            // split, its pieces' offsets would not fit the 13-bit field.
+            ctx.drop_frame(DropReason::Malformed);
+            return;
+        }
         let mut frame = job.frame;
         decrement_ttl(&mut frame[ETH_HEADER..]);
         self.stats.forwarded += 1;
@@ -359,14 +368,6 @@ impl Router {
         let mtu = self.ports[port].mtu as usize;
         if frame.len() - ETH_HEADER <= mtu {
             self.arp.send(port, &self.ports[port], next_hop, frame, ctx);
-            return;
-        }
-        let ip = &frame[ETH_HEADER..];
-        if frag_offset(ip) as usize * 8 + ip.len() - header_len(ip) > MAX_DATAGRAM {
-            // A fragment that ends past the largest datagram (a "ping of
-            // death"): forwarded whole it is the receiver's to refuse, but
-            // split, its pieces' offsets would not fit the 13-bit field.
-            ctx.drop_frame(DropReason::Malformed);
             return;
         }
         let Some(fragments) = fragment(&frame, mtu) else {
@@ -709,16 +710,16 @@ fn copied_options(opts: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The largest IPv4 datagram (RFC 791: total length is 16 bits); the data
+/// of its last fragment ends at most here.
+const MAX_DATAGRAM: usize = 65535;
+
 /// Splits the IPv4 packet in Ethernet frame `frame` into fragments of at most
 /// `mtu` bytes (RFC 791 §3.2, "fragmentation procedure"): data split at 8-byte
 /// boundaries, offsets in 8-byte units added to the packet's own offset (it
 /// may itself be a fragment), MF on every fragment but the last, which keeps
 /// the original MF. The first fragment keeps every option, the others only
 /// the copied ones. `None` if `mtu` cannot hold a header and 8 bytes of data.
-/// The largest IPv4 datagram (RFC 791: total length is 16 bits); the data
-/// of its last fragment ends at most here.
-const MAX_DATAGRAM: usize = 65535;
-
 fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
     let eth = &frame[..ETH_HEADER];
     let ip = &frame[ETH_HEADER..];
