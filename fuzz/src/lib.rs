@@ -320,6 +320,13 @@ impl Harness {
         let _ = self.sim.results("simulation", None, None);
     }
 
+    /// Lets `d` of simulated time pass with nothing from the real host
+    /// (timers fire, entries age), for tests of what happens later.
+    pub fn idle(&mut self, d: SimDuration) {
+        let at = self.sim.queue.now() + d;
+        self.advance(at);
+    }
+
     /// Runs events up to `t`, taking frames out of the real host's outbox as
     /// the I/O layer would (they are counted as delivered when they reach it).
     fn advance(&mut self, t: SimTime) {

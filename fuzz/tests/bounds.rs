@@ -3,7 +3,8 @@
 //! stays accounted for. Through the fuzz harness (frames entering the model
 //! where a real interface's would), on a stable toolchain.
 
-use netloop_fuzz::wire::{eth, udp, Ip, Records, ETH_IPV4};
+use netloop_core::SimDuration;
+use netloop_fuzz::wire::{arp, eth, udp, Ip, Records, ETH_IPV4};
 use netloop_fuzz::Harness;
 use netloop_model::network::{Event, Node};
 use netloop_model::stats::DropReason;
@@ -83,6 +84,58 @@ fn the_neighbour_table_stops_at_its_bound() {
         "{c:?}"
     );
     assert_eq!(c.unaccounted, 0);
+}
+
+#[test]
+fn a_full_neighbour_table_makes_room_once_its_entries_expire() {
+    // x's side is a /17 too, so that 4096 neighbours fit on it.
+    let topo = format!(
+        r#"
+[run]
+duration = "1s"
+[[node]]
+name = "x"
+kind = "namespace"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "a"
+kind = "host"
+[[link]]
+endpoints = ["x", "r1"]
+addresses = ["198.18.0.9/17", "198.18.0.1/17"]
+{ACCESS}
+[[link]]
+endpoints = ["r1", "a"]
+addresses = ["198.18.128.1/17", "198.18.128.2/17"]
+"#
+    );
+    let mut h = Harness::with_topology(&topo, "r1");
+    let x = h.address_of("x").unwrap();
+    let lost = |h: &Harness| h.conservation().dropped.get(DropReason::ArpQueueFull);
+    // 4096 neighbours ask for r1: each is learned, and the table is full.
+    let mut r = Records::default();
+    for k in 0..4096u32 {
+        let ip = [198, 18, 1 + (k / 250) as u8, 1 + (k % 250) as u8];
+        r.push(2, 0, &arp(1, ip, [198, 18, 0, 1]));
+    }
+    h.run(&r.0);
+    // A frame for a new neighbour finds no room: every entry is fresh.
+    let mut r = Records::default();
+    r.push(3, 0, &udp_to(silent(0), x));
+    h.run(&r.0);
+    assert_eq!(lost(&h), 1);
+    assert_eq!(h.conservation().in_flight.in_nodes, 0);
+    // A minute on, unused, they have all expired: the next new neighbour
+    // gets a place (and its frame waits for its answer).
+    h.idle(SimDuration::from_secs(61));
+    let mut r = Records::default();
+    r.push(3, 0, &udp_to(silent(1), x));
+    h.run(&r.0);
+    assert_eq!(lost(&h), 1);
+    assert_eq!(h.conservation().in_flight.in_nodes, 1);
+    assert_eq!(h.conservation().unaccounted, 0);
 }
 
 #[test]
@@ -308,4 +361,37 @@ fn stray_fragments_do_not_block_reassembly_at_a_simulated_host() {
     h.run(&r.0);
     assert_eq!(echo_replies(&h), 1, "the whole datagram is answered");
     assert_eq!(h.conservation().unaccounted, 0);
+}
+
+#[test]
+fn stray_fragments_are_given_up_after_30_seconds() {
+    // Four stray first fragments take every reassembly slot; 30 s later
+    // they are given up and a whole datagram is reassembled again.
+    let mut h = Harness::new(netloop_fuzz::Target::Host);
+    let (x, a) = (h.address_of("x").unwrap(), h.address_of("a").unwrap());
+    let piece = |id: u16, offset: u16, more: bool, data: &[u8]| {
+        let mut ip = Ip::new(x, a, 1);
+        ip.id = id;
+        ip.frag = (offset, more);
+        eth(ETH_IPV4, &ip.packet(data))
+    };
+    let echo = netloop_fuzz::wire::icmp_echo(9, &[5; 1000]);
+    let whole = |r: &mut Records, id: u16| {
+        r.push(3, 1, &piece(id, 64, false, &echo[512..]));
+        r.push(3, 1, &piece(id, 0, true, &echo[..512]));
+    };
+    let mut r = Records::default();
+    r.push(2, 0, &netloop_fuzz::wire::arp(1, x, a));
+    r.push(3, 4, &netloop_fuzz::wire::arp(2, x, a));
+    for id in 1..=4 {
+        r.push(3, 1, &piece(id, 0, true, &[7; 512]));
+    }
+    whole(&mut r, 100);
+    h.run(&r.0);
+    assert_eq!(echo_replies(&h), 0, "every slot is held");
+    h.idle(SimDuration::from_secs(31));
+    let mut r = Records::default();
+    whole(&mut r, 101);
+    h.run(&r.0);
+    assert_eq!(echo_replies(&h), 1, "the slots were freed after 30 s");
 }
