@@ -1089,7 +1089,7 @@ endpoints = ["r1", "h2"]
 
     // `netloop exec` without a run.
     if some_run_is_running() {
-        println!("skipped the `netloop exec` part: another netloop run is running on this machine");
+        skip("checks `netloop exec` without a run, but another netloop run is running on this machine");
     } else {
         let out = netloop(&["exec", "nosuchhost", "--", "true"]);
         let err = text(&out.stderr);
