@@ -21,6 +21,11 @@ fn udp_to(dst: [u8; 4], src: [u8; 4]) -> Vec<u8> {
 
 /// r1 with a /17 behind it: 32 766 addresses it would have to resolve.
 fn wide_subnet() -> Harness {
+    wide_subnets("")
+}
+
+/// [`wide_subnet`], with `x_side` added to the x - r1 link (its addresses).
+fn wide_subnets(x_side: &str) -> Harness {
     let topo = format!(
         r#"
 [run]
@@ -36,6 +41,7 @@ name = "a"
 kind = "host"
 [[link]]
 endpoints = ["x", "r1"]
+{x_side}
 {ACCESS}
 [[link]]
 endpoints = ["r1", "a"]
@@ -89,29 +95,7 @@ fn the_neighbour_table_stops_at_its_bound() {
 #[test]
 fn a_full_neighbour_table_makes_room_once_its_entries_expire() {
     // x's side is a /17 too, so that 4096 neighbours fit on it.
-    let topo = format!(
-        r#"
-[run]
-duration = "1s"
-[[node]]
-name = "x"
-kind = "namespace"
-[[node]]
-name = "r1"
-kind = "router"
-[[node]]
-name = "a"
-kind = "host"
-[[link]]
-endpoints = ["x", "r1"]
-addresses = ["198.18.0.9/17", "198.18.0.1/17"]
-{ACCESS}
-[[link]]
-endpoints = ["r1", "a"]
-addresses = ["198.18.128.1/17", "198.18.128.2/17"]
-"#
-    );
-    let mut h = Harness::with_topology(&topo, "r1");
+    let mut h = wide_subnets(r#"addresses = ["198.18.0.9/17", "198.18.0.1/17"]"#);
     let x = h.address_of("x").unwrap();
     let lost = |h: &Harness| h.conservation().dropped.get(DropReason::ArpQueueFull);
     // 4096 neighbours ask for r1: each is learned, and the table is full.
