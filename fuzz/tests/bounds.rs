@@ -319,29 +319,55 @@ fn echo_replies(h: &Harness) -> usize {
         .count()
 }
 
+/// Fragments from the real host to simulated host `a`.
+struct Fragments {
+    x: [u8; 4],
+    a: [u8; 4],
+}
+
+impl Fragments {
+    /// The host target's harness, and records that begin with the greeting
+    /// by which `a` learns x's address (as the seeds' does), so that its
+    /// replies need no ARP round trip the harness would not answer.
+    fn start() -> (Harness, Records, Fragments) {
+        let h = Harness::new(netloop_fuzz::Target::Host);
+        let (x, a) = (h.address_of("x").unwrap(), h.address_of("a").unwrap());
+        let mut r = Records::default();
+        r.push(2, 0, &arp(1, x, a));
+        r.push(3, 4, &arp(2, x, a));
+        (h, r, Fragments { x, a })
+    }
+
+    /// A piece of datagram `id` at `offset` (8-byte units).
+    fn piece(&self, r: &mut Records, id: u16, offset: u16, more: bool, data: &[u8]) {
+        let mut ip = Ip::new(self.x, self.a, 1);
+        ip.id = id;
+        ip.frag = (offset, more);
+        r.push(3, 1, &eth(ETH_IPV4, &ip.packet(data)));
+    }
+
+    /// A first piece whose datagram never completes.
+    fn stray(&self, r: &mut Records, id: u16) {
+        self.piece(r, id, 0, true, &[7; 512]);
+    }
+
+    /// A 1008-byte echo request in two pieces, the last first.
+    fn whole_echo(&self, r: &mut Records, id: u16) {
+        let echo = netloop_fuzz::wire::icmp_echo(9, &[5; 1000]);
+        self.piece(r, id, 64, false, &echo[512..]);
+        self.piece(r, id, 0, true, &echo[..512]);
+    }
+}
+
 #[test]
 fn stray_fragments_do_not_block_reassembly_at_a_simulated_host() {
     // Reassembly slots are few and held until the timeout; three first
     // fragments that never complete must leave one for a whole datagram.
-    let mut h = Harness::new(netloop_fuzz::Target::Host);
-    let (x, a) = (h.address_of("x").unwrap(), h.address_of("a").unwrap());
-    let piece = |id: u16, offset: u16, more: bool, data: &[u8]| {
-        let mut ip = Ip::new(x, a, 1);
-        ip.id = id;
-        ip.frag = (offset, more);
-        eth(ETH_IPV4, &ip.packet(data))
-    };
-    let mut r = Records::default();
-    // a learns x's address (as the seeds' greeting does), so its replies
-    // need no ARP round trip the harness would not answer.
-    r.push(2, 0, &netloop_fuzz::wire::arp(1, x, a));
-    r.push(3, 4, &netloop_fuzz::wire::arp(2, x, a));
+    let (mut h, mut r, f) = Fragments::start();
     for id in 1..=3 {
-        r.push(3, 1, &piece(id, 0, true, &[7; 512]));
+        f.stray(&mut r, id);
     }
-    let echo = netloop_fuzz::wire::icmp_echo(9, &[5; 1000]);
-    r.push(3, 1, &piece(100, 64, false, &echo[512..]));
-    r.push(3, 1, &piece(100, 0, true, &echo[..512]));
+    f.whole_echo(&mut r, 100);
     h.run(&r.0);
     assert_eq!(echo_replies(&h), 1, "the whole datagram is answered");
     assert_eq!(h.conservation().unaccounted, 0);
@@ -351,31 +377,16 @@ fn stray_fragments_do_not_block_reassembly_at_a_simulated_host() {
 fn stray_fragments_are_given_up_after_30_seconds() {
     // Four stray first fragments take every reassembly slot; 30 s later
     // they are given up and a whole datagram is reassembled again.
-    let mut h = Harness::new(netloop_fuzz::Target::Host);
-    let (x, a) = (h.address_of("x").unwrap(), h.address_of("a").unwrap());
-    let piece = |id: u16, offset: u16, more: bool, data: &[u8]| {
-        let mut ip = Ip::new(x, a, 1);
-        ip.id = id;
-        ip.frag = (offset, more);
-        eth(ETH_IPV4, &ip.packet(data))
-    };
-    let echo = netloop_fuzz::wire::icmp_echo(9, &[5; 1000]);
-    let whole = |r: &mut Records, id: u16| {
-        r.push(3, 1, &piece(id, 64, false, &echo[512..]));
-        r.push(3, 1, &piece(id, 0, true, &echo[..512]));
-    };
-    let mut r = Records::default();
-    r.push(2, 0, &netloop_fuzz::wire::arp(1, x, a));
-    r.push(3, 4, &netloop_fuzz::wire::arp(2, x, a));
+    let (mut h, mut r, f) = Fragments::start();
     for id in 1..=4 {
-        r.push(3, 1, &piece(id, 0, true, &[7; 512]));
+        f.stray(&mut r, id);
     }
-    whole(&mut r, 100);
+    f.whole_echo(&mut r, 100);
     h.run(&r.0);
     assert_eq!(echo_replies(&h), 0, "every slot is held");
     h.idle(SimDuration::from_secs(31));
     let mut r = Records::default();
-    whole(&mut r, 101);
+    f.whole_echo(&mut r, 101);
     h.run(&r.0);
     assert_eq!(echo_replies(&h), 1, "the slots were freed after 30 s");
 }
