@@ -81,10 +81,15 @@ fn attached(name: &str) -> NodeSpec {
 /// Two external nodes joined by one link of `delay`; returns the simulation,
 /// the two ports (model side) and the two sockets (the "real" side).
 fn pair(delay: SimDuration) -> (Simulation, Vec<RealPort>, UnixDatagram, UnixDatagram) {
-    let dir = DirectionSpec {
+    pair_with(DirectionSpec {
         delay,
         ..DirectionSpec::default()
-    };
+    })
+}
+
+/// Two attached nodes joined by a link whose directions are both `dir`,
+/// each with a socket pair as its interface; returns the outer ends.
+fn pair_with(dir: DirectionSpec) -> (Simulation, Vec<RealPort>, UnixDatagram, UnixDatagram) {
     let spec = NetworkSpec {
         run: RunSpec {
             duration: SimDuration::from_secs(5),
@@ -254,4 +259,68 @@ fn a_run_ends_at_its_duration_and_on_request() {
     );
     assert_eq!(r.end, EndReason::Interrupted);
     assert!(r.wall_seconds < 1.0);
+}
+
+/// A stop that comes while a backlog of events is due (a model far behind
+/// real time) ends the run at once, and a frame read meanwhile does not
+/// move the clock past events still queued (time would run backwards:
+/// `EventQueue::pop` asserts it in this debug build).
+#[test]
+fn a_stop_in_the_middle_of_a_backlog_ends_the_run_in_order() {
+    // 200 000 frames queued at a 1 Gbit/s link at time 0: their departures
+    // spread over the first 134 ms of simulated time.
+    let (mut sim, mut ports, a, _b) = pair_with(DirectionSpec {
+        rate: Some(netloop_core::DataRate::from_mbps(1000)),
+        queue: QueueSpec {
+            packets: None,
+            bytes: None,
+            ..QueueSpec::default()
+        },
+        ..DirectionSpec::default()
+    });
+    let node_a = sim.real[0].node;
+    for i in 0..200_000u32 {
+        assert!(sim.net.inject(&mut sim.queue, node_a, frame(i as u8)));
+    }
+    // The clock started 300 ms ago: all of that is due at once, and a frame
+    // from outside waits to be read with it.
+    let clock = RtClock::start_now();
+    std::thread::sleep(Duration::from_millis(300));
+    a.send(&frame(0xee)).unwrap();
+    let stop = AtomicBool::new(false);
+    let opts = RtOptions {
+        until: SimTime::ZERO + SimDuration::from_secs(10),
+        spin_ns: 0,
+        late_threshold_ns: 1_000_000,
+        batch: 64,
+        stop: &stop,
+        priority: None,
+        cpu: None,
+        wake: None,
+    };
+    let r = run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        &mut ports,
+        clock,
+        &opts,
+        // Ctrl-C, as the first pass begins.
+        &mut |_| {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            Step::Continue(SimTime::MAX)
+        },
+    );
+    assert_eq!(r.end, EndReason::Interrupted);
+    // All of the backlog is some 400 000 events; a stop read only between
+    // passes would run them all.
+    assert!(
+        r.events < 100_000,
+        "{} events ran after the stop (it is read every 4096)",
+        r.events
+    );
+    // Cut short, the run's clock stays at the last event it handled.
+    assert!(sim.queue.now() < SimTime::ZERO + SimDuration::from_millis(134));
+    let c = sim.conservation();
+    assert_eq!(c.unaccounted, 0, "{c:?}");
+    assert!(c.in_flight_total > 100_000, "{c:?}");
 }
