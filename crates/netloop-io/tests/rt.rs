@@ -146,19 +146,28 @@ fn frame(seq: u8) -> Vec<u8> {
     f
 }
 
+/// Run options for a test: no real-time priority, no CPU pinning, no spin,
+/// lateness counted from 1 s, until `until`.
+fn options(stop: &AtomicBool, until: SimDuration) -> RtOptions<'_> {
+    RtOptions {
+        until: SimTime::ZERO + until,
+        spin_ns: 0,
+        late_threshold_ns: 1_000_000_000,
+        batch: 64,
+        stop,
+        priority: None,
+        cpu: None,
+        wake: None,
+    }
+}
+
 #[test]
 fn frames_cross_the_model_after_the_link_delay() {
     let (mut sim, mut ports, a, b) = pair(SimDuration::from_millis(20));
     let stop = AtomicBool::new(false);
     let opts = RtOptions {
-        until: SimTime::ZERO + SimDuration::from_secs(5),
         spin_ns: 50_000,
-        late_threshold_ns: 1_000_000_000,
-        batch: 64,
-        stop: &stop,
-        priority: None,
-        cpu: None,
-        wake: None,
+        ..options(&stop, SimDuration::from_secs(5))
     };
     let clock = RtClock::start_now();
     let reader = std::thread::spawn(move || {
@@ -217,16 +226,7 @@ fn frames_cross_the_model_after_the_link_delay() {
 fn a_run_ends_at_its_duration_and_on_request() {
     let (mut sim, mut ports, _a, _b) = pair(SimDuration::from_millis(1));
     let stop = AtomicBool::new(false);
-    let opts = RtOptions {
-        until: SimTime::ZERO + SimDuration::from_millis(200),
-        spin_ns: 0,
-        late_threshold_ns: 1_000_000_000,
-        batch: 64,
-        stop: &stop,
-        priority: None,
-        cpu: None,
-        wake: None,
-    };
+    let opts = options(&stop, SimDuration::from_millis(200));
     let t0 = mono_ns();
     let r = run_realtime(
         &mut sim.net,
@@ -289,14 +289,8 @@ fn a_stop_in_the_middle_of_a_backlog_ends_the_run_in_order() {
     a.send(&frame(0xee)).unwrap();
     let stop = AtomicBool::new(false);
     let opts = RtOptions {
-        until: SimTime::ZERO + SimDuration::from_secs(10),
-        spin_ns: 0,
         late_threshold_ns: 1_000_000,
-        batch: 64,
-        stop: &stop,
-        priority: None,
-        cpu: None,
-        wake: None,
+        ..options(&stop, SimDuration::from_secs(10))
     };
     let r = run_realtime(
         &mut sim.net,
