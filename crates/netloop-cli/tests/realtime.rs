@@ -208,6 +208,103 @@ fn traceroute_lists_each_simulated_router_then_the_host() {
 }
 
 // ---------------------------------------------------------------------------
+// 2a. probe rtt on a cold, long path
+// ---------------------------------------------------------------------------
+
+/// `netloop probe rtt` across a cold 300 ms link, no traffic before it: its
+/// first probes wait for address resolution at every hop (about 1.2 s here).
+/// The warm-up must wait for replies, so that every reported round trip is
+/// the path's (600 ms and a little), and the report must say what the
+/// warm-up took. Probes nobody answers end in an error that says why.
+#[test]
+fn probe_rtt_waits_out_a_cold_path_and_reports_only_warm_round_trips() {
+    let _serial = serial();
+    if !have_root() {
+        return;
+    }
+    let t0 = Instant::now();
+    let s = Scratch::new("probe-cold");
+    let json = s.path("probe.json");
+    let h1 = cmd(
+        &format!("{NETLOOP} probe rtt 198.18.2.2 --count 30 --interval 10ms --json {json}"),
+        "0s",
+        true,
+    ) + &cmd(
+        // A port with no echo server: h2 says port unreachable.
+        &format!("{NETLOOP} probe rtt 198.18.2.2 --port 7999 --count 3 --warmup-timeout 1s"),
+        "3s",
+        true,
+    ) + &cmd(
+        // An address with no host: nothing ever answers.
+        &format!("{NETLOOP} probe rtt 198.18.2.9 --count 3 --warmup-timeout 1s"),
+        "3s",
+        true,
+    );
+    let h2 = cmd(&format!("{NETLOOP} probe echo --idle 20s"), "0s", false);
+    let topo = s.write("t.toml", &two_routers("20s", "300ms", &h1, &h2, ""));
+    let out = s.path("out.json");
+    let logs = s.path("logs");
+    let (run, id, st) = LiveRun::start(&["run", &topo, "--json", &out, "--log-dir", &logs])
+        .finish(Duration::from_secs(40));
+    assert_nothing_left(&id);
+    assert_eq!(st.code(), Some(0), "{}", run.output());
+    let r = load_json(&out);
+    check_realtime_results(&r, &id);
+    let log = read_log(&r, "h1", 0);
+    assert_eq!(command(&r, "h1", 0)["exit_code"], 0, "{log}");
+
+    // The model's round trip: 2 × 300 ms, 4 × 10 us, and a few microseconds
+    // of serialisation at 1 Gbit/s. A reported sample that waited for
+    // address resolution is up to 1.2 s.
+    let model_ns = 600_040_000u64;
+    let margin_ns = 50_000_000u64;
+    let p = load_json(&json);
+    let rtts: Vec<u64> = p["rtt_ns"].as_array().unwrap().iter().map(u).collect();
+    assert_eq!(rtts.len(), 30, "every counted probe answered: {p}\n{log}");
+    for (i, &rtt) in rtts.iter().enumerate() {
+        assert!(
+            (model_ns..model_ns + margin_ns).contains(&rtt),
+            "sample {i}: {rtt} ns, the path's round trip is {model_ns} ns: \
+             a probe sent before the path was warm was reported\n{log}"
+        );
+    }
+    assert_eq!((u(&p["sent"]), u(&p["received"])), (30, 30), "{p}");
+    // The warm-up: it lasted until replies came back (at least one round
+    // trip of the cold path), and says so.
+    assert!(u(&p["warmup_answered"]) >= 3, "{p}");
+    assert!(u(&p["warmup_sent"]) >= u(&p["warmup_answered"]), "{p}");
+    assert!(u(&p["first_reply_ns"]) >= model_ns, "{p}");
+    assert!(u(&p["warmup_ns"]) >= u(&p["first_reply_ns"]), "{p}");
+    assert!(
+        log.contains(&format!("warm-up: {} probes", p["warmup_sent"])),
+        "{log}"
+    );
+
+    // Nobody answers: an error that says why, and exit status 1.
+    let refused = read_log(&r, "h1", 1);
+    assert_eq!(command(&r, "h1", 1)["exit_code"], 1, "{refused}");
+    assert!(
+        refused.contains("no echo server answers on 198.18.2.2:7999")
+            && refused.contains("port unreachable"),
+        "{refused}"
+    );
+    let silent = read_log(&r, "h1", 2);
+    assert_eq!(command(&r, "h1", 2)["exit_code"], 1, "{silent}");
+    assert!(
+        silent.contains("198.18.2.9:7007 never answered") && silent.contains("--warmup-timeout"),
+        "{silent}"
+    );
+    println!(
+        "warm-up {} probes, first reply after {} ms; rtt {}..{} ns; test took {:.1} s",
+        p["warmup_sent"],
+        u(&p["first_reply_ns"]) / 1_000_000,
+        rtts.iter().min().unwrap(),
+        rtts.iter().max().unwrap(),
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+// ---------------------------------------------------------------------------
 // 3. an attached interface (one end of a veth pair) works like a host
 // ---------------------------------------------------------------------------
 
