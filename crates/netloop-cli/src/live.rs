@@ -307,6 +307,12 @@ pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<Exi
             "give the command after `--`, e.g. `netloop exec {host} -- ping 198.18.0.1`"
         ));
     }
+    if netloop_io::session::check_privileges().is_err() {
+        return Err(anyhow!(
+            "netloop exec needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN): it runs the program \
+             in the network namespace of real host '{host}'; run it with sudo"
+        ));
+    }
     let record = netloop_io::registry::find_running(run).map_err(|e| anyhow!("{e}"))?;
     let ns = record.namespace_of(host).ok_or_else(|| {
         let hosts: Vec<&str> = record.hosts().collect();
@@ -333,6 +339,12 @@ pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<Exi
 
 /// `netloop clean`: removes what runs killed by SIGKILL left behind.
 pub fn clean() -> anyhow::Result<ExitCode> {
+    if netloop_io::session::check_privileges().is_err() {
+        return Err(anyhow!(
+            "netloop clean needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN): it removes the \
+             namespaces, devices and programs of root's runs; run it with sudo"
+        ));
+    }
     let report = netloop_io::registry::clean().map_err(|e| anyhow!("{e}"))?;
     println!("{report}");
     Ok(if report.failures.is_empty() {

@@ -181,3 +181,53 @@ fn every_example_checks() {
         }
     }
 }
+
+/// `netloop` run as a user who is not root: this user if it is not root,
+/// else `nobody` (through setpriv); `None` if root has no setpriv.
+fn netloop_not_root() -> Option<Command> {
+    let bin = env!("CARGO_BIN_EXE_netloop");
+    if !nix::unistd::geteuid().is_root() {
+        return Some(Command::new(bin));
+    }
+    Command::new("setpriv").arg("--version").output().ok()?;
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        bin,
+    ]);
+    Some(c)
+}
+
+/// `netloop exec` and `netloop clean` run by a user who is not root say that
+/// root is needed, not that /run/netloop (root's, and right as it is)
+/// should be removed or changed. Run as root, the test runs them as `nobody`,
+/// after making sure /run/netloop exists as root's runs leave it.
+#[test]
+fn exec_and_clean_without_root_say_that_root_is_needed() {
+    if nix::unistd::geteuid().is_root() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create("/run/netloop")
+            .unwrap();
+    }
+    for (args, says) in [
+        (&["exec", "h1", "--", "true"][..], "netloop exec needs root"),
+        (&["clean"][..], "netloop clean needs root"),
+    ] {
+        let Some(mut c) = netloop_not_root() else {
+            println!("skipped: runs as root and needs setpriv to become another user");
+            return;
+        };
+        let out = c.args(args).output().expect("netloop runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(err.contains("sudo"), "{args:?}: {err}");
+        assert!(!err.contains("remove it"), "{args:?}: {err}");
+    }
+}

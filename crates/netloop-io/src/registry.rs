@@ -141,24 +141,51 @@ fn check_private(dir: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| Error::os(format!("reading {}", dir.display()), e))?;
     let me = nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
-        return Err(Error::msg(format!(
-            "{} is not a private directory: it is {} owned by uid {} with mode {:o}",
+    match refusal(dir, meta.is_dir(), meta.uid(), meta.mode(), me) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Why the run directory `dir` (a directory or not, its owner and mode) may
+/// not be used by user `me`, if it may not.
+fn refusal(dir: &Path, is_dir: bool, owner: u32, mode: u32, me: u32) -> Option<Error> {
+    let closed = mode & 0o022 == 0;
+    if is_dir && owner == me && closed {
+        return None;
+    }
+    if is_dir && owner == 0 && closed {
+        // The directory is right: it is root's, and this is not root. Its
+        // records (root's runs) are not ours to read, and the fix is to be
+        // root, not to touch the directory.
+        return Some(
+            Error::msg(format!(
+                "this needs root: {} holds the records of root's netloop runs, which only \
+                 root may read",
+                dir.display()
+            ))
+            .hint(
+                "run it as root (sudo): real-time runs, `netloop exec` and `netloop clean` \
+                 need root",
+            ),
+        );
+    }
+    Some(
+        Error::msg(format!(
+            "{} is not a private directory: it is {} owned by uid {owner} with mode {:o}",
             dir.display(),
-            if meta.is_dir() {
+            if is_dir {
                 "a directory"
             } else {
                 "not a directory"
             },
-            meta.uid(),
-            meta.mode() & 0o7777
+            mode & 0o7777
         ))
         .hint(format!(
             "netloop keeps its run records only in a directory owned by uid {me} and not \
              writable by group or others; remove it or fix its owner and mode"
-        )));
-    }
-    Ok(())
+        )),
+    )
 }
 
 impl Registry {
@@ -518,6 +545,31 @@ mod tests {
         let e = ensure_dir(&file).expect_err("a file is not a directory");
         assert!(e.to_string().contains("not a directory"), "{e}");
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn root_s_run_directory_seen_by_another_user_asks_for_root() {
+        let dir = Path::new(RUN_DIR);
+        let e = refusal(dir, true, 0, 0o40700, 1000)
+            .expect("root's directory is not another user's to read")
+            .to_string();
+        assert!(e.contains("this needs root"), "{e}");
+        assert!(e.contains("run it as root (sudo)"), "{e}");
+        assert!(
+            !e.contains("remove it"),
+            "advice that would break root's runs: {e}"
+        );
+        // Root's own directory is fine for root; one others may write to is
+        // refused for everyone, as before.
+        assert!(refusal(dir, true, 0, 0o40700, 0).is_none());
+        assert!(refusal(dir, true, 1000, 0o40755, 1000).is_none());
+        let e = refusal(dir, true, 0, 0o40777, 1000).unwrap().to_string();
+        assert!(e.contains("not a private directory"), "{e}");
+        let e = refusal(dir, true, 1000, 0o40700, 0).unwrap().to_string();
+        assert!(
+            e.contains("not a private directory") && e.contains("remove it"),
+            "{e}"
+        );
     }
 
     #[test]
