@@ -89,8 +89,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<SimDuration, String> {
 }
 
 /// Loads a topology file, printing every error; `None` if it has any.
-fn load(file: &Path) -> Option<Loaded> {
-    match netloop_config::load(file) {
+fn load(file: &Path, overrides: &netloop_config::Overrides) -> Option<Loaded> {
+    match netloop_config::load_with(file, overrides) {
         Ok(l) => Some(l),
         Err(errors) => {
             eprintln!("{errors}");
@@ -117,7 +117,7 @@ fn build(loaded: &Loaded) -> Option<Simulation> {
 
 /// `netloop check FILE`.
 pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
-    let Some(loaded) = load(file) else {
+    let Some(loaded) = load(file, &netloop_config::Overrides::default()) else {
         return Ok(ExitCode::from(2));
     };
     let Some(sim) = build(&loaded) else {
@@ -295,14 +295,16 @@ struct WithCaptures<'a> {
 
 /// `netloop run FILE`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let Some(mut loaded) = load(&args.file) else {
+    // The duration is checked with the file (a traffic's start against the
+    // run's end), so that an error it causes says it did.
+    let overrides = netloop_config::Overrides {
+        duration: args.duration.map(|d| (d, "--duration".to_string())),
+    };
+    let Some(mut loaded) = load(&args.file, &overrides) else {
         return Ok(ExitCode::from(2));
     };
     if let Some(s) = args.seed {
         loaded.spec.run.seed = s;
-    }
-    if let Some(d) = args.duration {
-        loaded.spec.run.duration = d;
     }
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));

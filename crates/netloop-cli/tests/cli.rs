@@ -231,3 +231,27 @@ fn exec_and_clean_without_root_say_that_root_is_needed() {
         assert!(!err.contains("remove it"), "{args:?}: {err}");
     }
 }
+
+/// `--duration` shorter than a traffic's start: the error says that the
+/// option makes the traffic stop before it starts, at the traffic's start
+/// (not at a `stop` the file does not set).
+#[test]
+fn a_duration_that_ends_the_run_before_a_traffic_starts_says_so() {
+    let out = netloop(&["run", "examples/dumbbell.toml", "--duration", "3s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let start = std::fs::read_to_string(repo().join("examples/dumbbell.toml"))
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("start = \"5s\""))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "examples/dumbbell.toml:{start}:9: traffic 'udp-cbr-1', field 'start': starts at 5s, \
+             but --duration 3s ends the run, and so stops this traffic, at 3s: before it starts"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("field 'stop'"), "{err}");
+}

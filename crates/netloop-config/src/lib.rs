@@ -47,6 +47,8 @@ mod value;
 
 use std::path::Path;
 
+use netloop_core::SimDuration;
+
 pub use error::{ConfigError, ConfigErrors};
 use netloop_model::NetworkSpec;
 pub use source::{ItemLocations, Location, SourceMap};
@@ -62,12 +64,29 @@ pub struct Loaded {
     pub sources: SourceMap,
 }
 
+/// Settings given outside the file that replace its own, such as `netloop
+/// run --duration`. They are applied before the file is checked, so that
+/// the checks that depend on them (a traffic's start, a program's start or
+/// an event's time against the run's end) see them, and the errors they
+/// cause say where they came from.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// The run's duration, and what set it as the user wrote it (e.g.
+    /// `"--duration"`), which errors name.
+    pub duration: Option<(SimDuration, String)>,
+}
+
 /// Reads and checks the topology file at `path`. Errors name the file as
 /// `path` displays.
 pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
+    load_with(path, &Overrides::default())
+}
+
+/// [`load`], with settings given outside the file.
+pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Loaded, ConfigErrors> {
     let file = path.display().to_string();
     match std::fs::read(path) {
-        Ok(bytes) => parse_bytes(&bytes, &file),
+        Ok(bytes) => parse_bytes_with(&bytes, &file, overrides),
         Err(e) => Err(ConfigError {
             file,
             line: 0,
@@ -102,9 +121,19 @@ fn parse_toml<'s>(
 
 /// Checks topology text as if it were the file `file_name`.
 pub fn parse_str(text: &str, file_name: &str) -> Result<Loaded, ConfigErrors> {
+    parse_str_with(text, file_name, &Overrides::default())
+}
+
+/// [`parse_str`], with settings given outside the file.
+pub fn parse_str_with(
+    text: &str,
+    file_name: &str,
+    overrides: &Overrides,
+) -> Result<Loaded, ConfigErrors> {
     let mut d = Diag::new(file_name, text);
     let doc = parse_toml(&mut d, text)?;
     let mut loader = sections::Loader::new(&mut d);
+    loader.overrides = overrides.clone();
     loader.read(doc.get_ref());
     let (spec, sources) = (loader.spec, loader.map);
     if d.errors.is_empty() {
@@ -159,8 +188,17 @@ pub fn parse_link_change(
 /// Checks topology bytes as if they were the file `file_name`; text that is
 /// not UTF-8 is an error at the first bad byte (TOML files are UTF-8).
 pub fn parse_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, ConfigErrors> {
+    parse_bytes_with(bytes, file_name, &Overrides::default())
+}
+
+/// [`parse_bytes`], with settings given outside the file.
+pub fn parse_bytes_with(
+    bytes: &[u8],
+    file_name: &str,
+    overrides: &Overrides,
+) -> Result<Loaded, ConfigErrors> {
     match std::str::from_utf8(bytes) {
-        Ok(text) => parse_str(text, file_name),
+        Ok(text) => parse_str_with(text, file_name, overrides),
         Err(e) => {
             let good = &bytes[..e.valid_up_to()];
             // The prefix is valid UTF-8 by definition; lossy conversion is

@@ -583,6 +583,84 @@ fn traffic_timing_errors() {
 }
 
 #[test]
+fn a_duration_given_outside_the_file_is_checked_with_it() {
+    let text = format!(
+        "{NODES}[run]\nduration = \"20s\"\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n\
+         [[link]]\nendpoints = [\"r1\", \"h2\"]\n[[traffic]]\nkind = \"tcp-bulk\"\n\
+         from = \"h1\"\nto = \"h2\"\nstart = \"5s\"\n"
+    );
+    let start_line = text.lines().position(|l| l == "start = \"5s\"").unwrap() + 1;
+    let with = |d: SimDuration| netloop_config::Overrides {
+        duration: Some((d, "--duration".to_string())),
+    };
+    let l = netloop_config::parse_str_with(&text, "t.toml", &with(SimDuration::from_secs(6)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(l.spec.run.duration, SimDuration::from_secs(6));
+    // `netloop run --duration 3s`: the traffic (no `stop`: it stops at the
+    // end of the run) would stop before it starts. The error says that the
+    // option did it, at the traffic's start, not at a `stop` it doesn't have.
+    let e = match netloop_config::parse_str_with(&text, "t.toml", &with(SimDuration::from_secs(3)))
+    {
+        Ok(_) => panic!("--duration 3s before a start at 5s was accepted"),
+        Err(e) => e,
+    };
+    assert_eq!(e.len(), 1, "{e}");
+    let e = &e.errors()[0];
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (start_line, Some("start")),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("--duration 3s ends the run")
+            && e.message.contains("before it starts")
+            && e.message.contains("expected a --duration longer than 5s"),
+        "{e}"
+    );
+    // Programs and events after the end say what set the end too.
+    let e = one_error_with(
+        &format!("{NODES}[[link]]\nendpoints = [\"h1\", \"r1\"]\n[[event]]\nat = \"4s\"\nlink = \"h1-r1\"\naction = \"down\"\n"),
+        &with(SimDuration::from_secs(3)),
+    );
+    assert!(
+        e.contains("field 'at': 4s is after the end of the run (3s, set by --duration 3s)"),
+        "{e}"
+    );
+
+    // A spec whose duration was changed after loading (as a front end that
+    // does not pass it to the loader would) still fails at the start, not at
+    // a `stop` the traffic does not have.
+    let mut l = ok(&text);
+    l.spec.run.duration = SimDuration::from_secs(3);
+    let err = match netloop_model::Simulation::build(&l.spec) {
+        Ok(_) => panic!("built a traffic that starts after the run's end"),
+        Err(e) => e,
+    };
+    let e = l.sources.located(&err);
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (start_line, Some("start")),
+        "{e}"
+    );
+    assert!(
+        e.message
+            .contains("starts at 5s, but the run ends at 3s, where traffic without 'stop' stops"),
+        "{e}"
+    );
+}
+
+/// The one error of `text` loaded with `overrides`, printed.
+fn one_error_with(text: &str, overrides: &netloop_config::Overrides) -> String {
+    match netloop_config::parse_str_with(text, "t.toml", overrides) {
+        Ok(_) => panic!("expected an error in:\n{text}"),
+        Err(e) => {
+            assert_eq!(e.len(), 1, "expected one error, got:\n{e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
 fn events() {
     let base = format!("{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n[[event]]\nat = \"1s\"\nlink = \"h1-r1\"\n");
     let l = ok(&format!("{base}action = \"set\"\njitter = \"2ms\"\njitter_distribution = \"normal\"\nloss = 0\nrate = \"unlimited\"\n"));

@@ -986,11 +986,23 @@ impl<'a> Builder<'a> {
             let start = SimTime::ZERO + t.start;
             let stop = t.stop.map_or(end, |s| SimTime::ZERO + s);
             if stop <= start {
-                return Err(self.err(
-                    item,
-                    Some("stop"),
-                    format!("stop ({stop}) must be after start ({start})"),
-                ));
+                // Without a `stop` of its own, the traffic stops at the end of
+                // the run: then it is the start that is too late.
+                return Err(match t.stop {
+                    Some(_) => self.err(
+                        item,
+                        Some("stop"),
+                        format!("stop ({stop}) must be after start ({start})"),
+                    ),
+                    None => self.err(
+                        item,
+                        Some("start"),
+                        format!(
+                            "starts at {start}, but the run ends at {end}, where traffic \
+                             without 'stop' stops"
+                        ),
+                    ),
+                });
             }
             let Some(dst) = self.ports[to].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
                 return Err(self.err(

@@ -64,11 +64,8 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
     };
     if let (Some(at), Some(end)) = (at, l.duration) {
         if at > end {
-            t.error(
-                l.d,
-                "at",
-                format!("{at} is after the end of the run ({end})"),
-            );
+            let message = format!("{at} is after {}", l.end_of_run(end));
+            t.error(l.d, "at", message);
         }
     }
     let link = t.req(

@@ -99,6 +99,8 @@ pub(crate) struct Loader<'d, 's> {
     pub(crate) route_keys: route::RouteKeys,
     /// Reading a change to a running network (no `at`), not a file.
     pub(crate) live: bool,
+    /// Settings given outside the file.
+    pub(crate) overrides: crate::Overrides,
 }
 
 impl<'d, 's> Loader<'d, 's> {
@@ -120,6 +122,7 @@ impl<'d, 's> Loader<'d, 's> {
             addresses: HashMap::new(),
             route_keys: HashMap::new(),
             live: false,
+            overrides: crate::Overrides::default(),
         }
     }
 
@@ -143,6 +146,10 @@ impl<'d, 's> Loader<'d, 's> {
                 run::read(self, t, v.span());
             }
         }
+        if let Some((d, _)) = &self.overrides.duration {
+            self.duration = Some(*d);
+            self.spec.run.duration = *d;
+        }
         if let Some(v) = doc.get("defaults") {
             if let Some(t) = self.table_of("defaults", v) {
                 params::read_defaults(self, t, v.span());
@@ -163,6 +170,15 @@ impl<'d, 's> Loader<'d, 's> {
         traffic::read_all(self, &traffic);
         for (i, (t, span)) in self.array_of("event", doc.get("event")).iter().enumerate() {
             event::read(self, i, t, span.clone());
+        }
+    }
+
+    /// The run's end as errors name it: "the end of the run (10s)", or
+    /// what set it outside the file.
+    pub(crate) fn end_of_run(&self, end: SimDuration) -> String {
+        match &self.overrides.duration {
+            Some((_, from)) => format!("the end of the run ({end}, set by {from} {end})"),
+            None => format!("the end of the run ({end})"),
         }
     }
 

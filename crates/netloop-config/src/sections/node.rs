@@ -222,7 +222,7 @@ fn read_commands(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>) -> Vec<CommandSp
         let start = c.opt(l.d, "start", value::duration);
         if let (Some(start), Some(end)) = (start, l.duration) {
             if start > end {
-                let message = format!("{start} is after the end of the run ({end})");
+                let message = format!("{start} is after {}", l.end_of_run(end));
                 c.error(l.d, "start", message);
             }
         }

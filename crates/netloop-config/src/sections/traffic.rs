@@ -191,11 +191,15 @@ fn read(
     }
     if let Some(end) = l.duration {
         if t.has("start") && start >= end {
-            t.error(
-                l.d,
-                "start",
-                format!("starts at {start}, but the run ends at {end}"),
-            );
+            let message = match &l.overrides.duration {
+                // The file was right; the override made it wrong: say so.
+                Some((_, from)) => format!(
+                    "starts at {start}, but {from} {end} ends the run, and so stops this \
+                     traffic, at {end}: before it starts (expected a {from} longer than {start})"
+                ),
+                None => format!("starts at {start}, but the run ends at {end}"),
+            };
+            t.error(l.d, "start", message);
         }
     }
     // Each flow of a group gets its own ports: 65535 is a hard ceiling.
