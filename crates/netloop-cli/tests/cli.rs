@@ -255,3 +255,28 @@ fn a_duration_that_ends_the_run_before_a_traffic_starts_says_so() {
     );
     assert!(!err.contains("field 'stop'"), "{err}");
 }
+
+/// A topology without nodes (an empty file, or only a [run] table) is an
+/// error for `check` and `run`, not "ok — 0 nodes".
+#[test]
+fn a_topology_without_nodes_is_an_error() {
+    let d = tmpdir("empty");
+    for (name, text) in [
+        ("empty.toml", ""),
+        ("run-only.toml", "[run]\nduration = \"1s\"\n"),
+    ] {
+        let f = d.join(name);
+        std::fs::write(&f, text).unwrap();
+        for cmd in ["check", "run"] {
+            let out = netloop(&[cmd, f.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd} {name}: {err}");
+            assert!(
+                err.contains(&format!("{name}:1:1: the topology has no nodes")),
+                "{cmd} {name}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{cmd} {name}: {out:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

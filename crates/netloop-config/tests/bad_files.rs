@@ -57,6 +57,20 @@ fn syntax_errors() {
 }
 
 #[test]
+fn no_nodes() {
+    check(
+        "no-nodes.toml",
+        &[(
+            1,
+            &[
+                "the topology has no nodes: add [[node]] tables",
+                "docs/topology.md",
+            ],
+        )],
+    );
+}
+
+#[test]
 fn unknown_top_level_table() {
     check(
         "unknown-top-level.toml",

@@ -40,17 +40,33 @@ fn one_error(text: &str) -> String {
 }
 
 #[test]
-fn an_empty_file_is_an_empty_network_with_default_run() {
-    let l = ok("");
+fn a_file_without_nodes_is_an_error() {
+    for text in ["", "# nothing yet\n", "[run]\nseed = 7\n", "node = []\n"] {
+        let e = one_error(text);
+        assert!(
+            e.starts_with("t.toml:1:1: the topology has no nodes: add [[node]] tables"),
+            "{text:?}: {e}"
+        );
+    }
+    // A misspelt [[node]] says so, without the consequence.
+    let e = one_error("[[nodes]]\nname = \"h1\"\n");
+    assert!(e.contains("did you mean 'node'?"), "{e}");
+}
+
+#[test]
+fn a_file_of_nodes_only_has_the_default_run() {
+    let l = ok(NODES);
     assert_eq!(l.spec.run.duration, RunSpec::default().duration);
     assert_eq!(l.spec.run.seed, 1);
     assert_eq!(l.spec.address_pool, None);
-    assert!(l.spec.nodes.is_empty());
+    assert_eq!(l.spec.nodes.len(), 3);
 }
 
 #[test]
 fn run_settings() {
-    let l = ok("[run]\nduration = \"1.5min\"\nseed = 7\naddress_pool = \"198.18.0.0/16\"\n");
+    let l = ok(&format!(
+        "[run]\nduration = \"1.5min\"\nseed = 7\naddress_pool = \"198.18.0.0/16\"\n{NODES}"
+    ));
     assert_eq!(l.spec.run.duration, SimDuration::from_secs(90));
     assert_eq!(l.spec.run.seed, 7);
     assert_eq!(l.spec.address_pool.unwrap().to_string(), "198.18.0.0/16");
@@ -58,6 +74,10 @@ fn run_settings() {
 
 #[test]
 fn spin_window() {
+    // The run tables below come first, the nodes after them.
+    let ok = |text: &str| ok(&format!("{text}{NODES}"));
+    let errors = |text: &str| errors(&format!("{text}{NODES}"));
+    let one_error = |text: &str| one_error(&format!("{text}{NODES}"));
     assert_eq!(ok("").spec.run.spin, DEFAULT_SPIN);
     assert_eq!(ok("[run]\nseed = 2\n").spec.run.spin, DEFAULT_SPIN);
     let spin = |text: &str| ok(&format!("[run]\nspin = {text}\n")).spec.run.spin;

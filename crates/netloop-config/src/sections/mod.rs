@@ -128,9 +128,11 @@ impl<'d, 's> Loader<'d, 's> {
 
     /// Reads the whole document.
     pub(crate) fn read(&mut self, doc: &DeTable<'_>) {
+        let mut unknown_tables = false;
         for (key, value) in doc.iter() {
             let key = key.get_ref().as_ref();
             if !TOP_LEVEL.contains(&key) {
+                unknown_tables = true;
                 // A table's span is its header; a plain value's is better
                 // shown at its key, where the line starts.
                 let span = match value.get_ref() {
@@ -158,6 +160,22 @@ impl<'d, 's> Loader<'d, 's> {
         let nodes = self.array_of("node", doc.get("node"));
         for (i, (t, span)) in nodes.iter().enumerate() {
             node::read(self, i, t, span.clone());
+        }
+        // A file without nodes describes nothing to run: most likely the
+        // wrong file. (If it has tables the format does not know, such as
+        // [[nodes]], those errors say what is wrong.)
+        let declared = doc
+            .get("node")
+            .is_some_and(|v| !matches!(v.get_ref(), DeValue::Array(a) if a.is_empty()));
+        if !declared && !unknown_tables {
+            self.d.error(
+                &(0..0),
+                "",
+                None,
+                "the topology has no nodes: add [[node]] tables (hosts, routers, switches, \
+                 real hosts) and [[link]] tables joining them; see docs/topology.md"
+                    .to_string(),
+            );
         }
         let links = self.array_of("link", doc.get("link"));
         for (i, (t, span)) in links.iter().enumerate() {
