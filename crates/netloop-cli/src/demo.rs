@@ -332,7 +332,15 @@ fn run_one(
         )
     })?;
     let logs = out.join(format!("{name}-logs"));
-    let o = execute_live(&mut sim, name, &logs, 1_000_000, Some(50), steer, false)?;
+    let o = execute_live(
+        &mut sim,
+        name,
+        Some(&logs),
+        1_000_000,
+        Some(50),
+        steer,
+        false,
+    )?;
     print_summary(name, &o.results);
     print_report(&o.report);
     write_json_atomic(&out.join(format!("{name}.json")), &o.results)?;

@@ -40,11 +40,12 @@ pub struct LiveOutcome {
 }
 
 /// Runs `sim` in real time with its real hosts; `None` if it could not start
-/// (the error is printed).
+/// (the error is printed). Programs' output goes to `log_dir`, or to the
+/// run's own directory under the system's temporary directory.
 pub fn execute_live(
     sim: &mut Simulation,
     topology: &str,
-    log_dir: &Path,
+    log_dir: Option<&Path>,
     late_threshold_ns: u64,
     priority: Option<i32>,
     steer: bool,
@@ -91,7 +92,7 @@ pub fn execute_live(
     let report = run_live(
         sim,
         LiveOptions {
-            log_dir: log_dir.to_path_buf(),
+            log_dir: log_dir.map(Path::to_path_buf),
             spin_ns,
             late_threshold_ns,
             stop: interrupted(),
@@ -221,6 +222,9 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.late_threshold_ns as f64),
             format::ns(rt.event_lateness.max_ns as f64)
         );
+    }
+    if let Some(dir) = &r.log_dir {
+        println!("programs' output: {}/", dir.display());
     }
     print_warnings(r);
 }

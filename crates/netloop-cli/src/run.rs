@@ -48,8 +48,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub realtime: bool,
     /// Real-time runs: directory for the output of programs run on real
-    /// hosts (default: `netloop-logs` next to the JSON results, else in the
-    /// current directory).
+    /// hosts (default: the run's own directory, `netloop-<run id>` under the
+    /// system's temporary directory, printed at the end).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
     /// Real-time runs: an event later than this means the run fell behind.
@@ -317,18 +317,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let topology = args.file.display().to_string();
     let mut failed = false;
     let (results, interrupted) = if args.realtime || !sim.real.is_empty() {
-        let log_dir = args.log_dir.clone().unwrap_or_else(|| {
-            args.json
-                .as_deref()
-                .and_then(Path::parent)
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .join("netloop-logs")
-        });
         let out = crate::live::execute_live(
             &mut sim,
             &topology,
-            &log_dir,
+            args.log_dir.as_deref(),
             args.late_threshold.as_nanos(),
             (args.rt_priority > 0).then_some(i32::from(args.rt_priority)),
             args.steer,

@@ -305,6 +305,58 @@ fn probe_rtt_waits_out_a_cold_path_and_reports_only_warm_round_trips() {
 }
 
 // ---------------------------------------------------------------------------
+// 2b. programs' output goes to the run's own directory
+// ---------------------------------------------------------------------------
+
+/// Without --log-dir, programs' logs go to the run's own directory under the
+/// system's temporary directory (`$TMPDIR/netloop-<run id>/`), which the run
+/// prints at the end, and nothing is left in the current directory (it was
+/// `./netloop-logs/`: the README's example left it in the repository).
+#[test]
+fn programs_output_goes_to_the_runs_own_temporary_directory() {
+    let _serial = serial();
+    if !have_root() {
+        return;
+    }
+    let s = Scratch::new("log-dir");
+    let topo = s.write(
+        "t.toml",
+        &one_router("10s", "veth", &cmd("echo hello from h1", "0s", true), ""),
+    );
+    let cwd = s.dir.join("cwd");
+    let tmp = s.dir.join("tmp");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(NETLOOP)
+        .args(["run", &topo])
+        .current_dir(&cwd)
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("netloop runs");
+    let stdout = text(&out.stdout);
+    let id = stdout
+        .lines()
+        .find_map(run_id_in)
+        .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
+    assert_nothing_left(&id);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().flatten().collect();
+    assert!(
+        left.is_empty(),
+        "the run left {left:?} in the current directory"
+    );
+    let dir = tmp.join(format!("netloop-{id}"));
+    let log = std::fs::read_to_string(dir.join("h1.0.log"))
+        .unwrap_or_else(|e| panic!("{}: {e}\n{stdout}", dir.display()));
+    assert_eq!(log, "hello from h1\n");
+    assert!(
+        stdout.contains(&format!("programs' output: {}/", dir.display())),
+        "the run says where the logs went:\n{stdout}"
+    );
+}
+
+// ---------------------------------------------------------------------------
 // 3. an attached interface (one end of a veth pair) works like a host
 // ---------------------------------------------------------------------------
 

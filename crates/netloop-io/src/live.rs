@@ -37,8 +37,11 @@ use crate::tap::TapDevice;
 
 /// Settings of a live run.
 pub struct LiveOptions<'a> {
-    /// Where the programs' output goes (`<host>.<k>.log`).
-    pub log_dir: PathBuf,
+    /// Where the programs' output goes (`<host>.<k>.log`); `None`: in the
+    /// run's own directory under the system's temporary directory,
+    /// `netloop-<run id>`, made when the run has programs
+    /// ([`LiveReport::log_dir`] says where).
+    pub log_dir: Option<PathBuf>,
     /// The scheduler's spin window, nanoseconds.
     pub spin_ns: u64,
     /// Lateness above this means the run fell behind, nanoseconds.
@@ -210,6 +213,10 @@ pub struct LiveReport {
     /// What the tear-down could not remove (the run's record is kept for
     /// `netloop clean`); empty when all went.
     pub teardown_failures: Vec<String>,
+    /// Where the programs' output went (`None` if the run had no programs
+    /// and was given no directory); each program's file is in `commands`.
+    #[serde(skip)]
+    pub log_dir: Option<PathBuf>,
     /// The scheduler's self-report (its fields appear at this level in JSON).
     #[serde(flatten)]
     pub realtime: RtReport,
@@ -279,12 +286,19 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     } else {
         Some(Session::new()?)
     };
-    std::fs::create_dir_all(&opts.log_dir).map_err(|e| {
-        Error::os(
-            format!("creating the log directory {}", opts.log_dir.display()),
-            e,
-        )
-    })?;
+    let has_programs = real
+        .iter()
+        .any(|r| matches!(&r.kind, NodeKind::Namespace(ns) if !ns.commands.is_empty()));
+    let log_dir = match (&opts.log_dir, &session) {
+        (Some(dir), _) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::os(format!("creating the log directory {}", dir.display()), e)
+            })?;
+            Some(dir.clone())
+        }
+        (None, Some(s)) if has_programs => Some(run_log_dir(s.run_id())?),
+        (None, _) => None,
+    };
     // If asked, on a machine with more than one CPU, the loop keeps the last
     // one and the namespaces' receive work (their TCP/IP stacks, which
     // otherwise run inside the loop's `send` calls) is steered to the rest.
@@ -400,7 +414,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let started_at = Instant::now();
     let flows = &sim.flows;
     let mut failure: Option<Error> = None;
-    let log_dir = opts.log_dir.clone();
+    let logs_in = log_dir.clone().unwrap_or_default();
     let report = {
         let mut control = |ctl: &mut Control<'_>| -> Step {
             let now = ctl.now;
@@ -414,7 +428,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             };
             for c in scheduled.iter_mut() {
                 if c.started.is_none() && c.start <= now {
-                    let log = log_path(&log_dir, &c.host, c.k);
+                    let log = log_path(&logs_in, &c.host, c.k);
                     match s.start_command(&c.host, &c.cmd, &log) {
                         Ok(()) => c.started = Some(now),
                         Err(e) => {
@@ -488,7 +502,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         .map(|c| CommandReport {
             host: c.host.clone(),
             cmd: c.cmd.clone(),
-            log: log_path(&log_dir, &c.host, c.k),
+            log: log_path(&logs_in, &c.host, c.k),
             started_s: c.started.map(|t| t.as_secs_f64()),
             exited_s: c.exited.map(|(t, _, _)| t.as_secs_f64()),
             exit_code: c.exited.and_then(|(_, code, _)| code),
@@ -501,8 +515,41 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         teardown_failures,
         hosts,
         commands,
+        log_dir,
         realtime: report,
     })
+}
+
+/// Makes the run's own directory for its programs' output:
+/// `netloop-<run id>` under the system's temporary directory (`$TMPDIR`,
+/// else /tmp). The name is predictable, so the directory is always made
+/// anew, never one that exists (someone's, or a link): a name that is taken
+/// (a run with the same id before a reboot) gets a suffix.
+fn run_log_dir(run_id: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for n in 0..100 {
+        let dir = match n {
+            0 => base.join(format!("netloop-{run_id}")),
+            _ => base.join(format!("netloop-{run_id}-{n}")),
+        };
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(Error::os(
+                    format!("creating the run's log directory {}", dir.display()),
+                    e,
+                )
+                .hint("give the programs' output another directory (netloop run --log-dir DIR)"))
+            }
+        }
+    }
+    Err(Error::msg(format!(
+        "cannot create the run's log directory: netloop-{run_id} and 99 more like it exist in {}",
+        base.display()
+    ))
+    .hint("remove old netloop-* directories there, or give another (netloop run --log-dir DIR)"))
 }
 
 /// Answers every waiting request; true if one asked the run to stop.

@@ -267,7 +267,7 @@ impl LiveRun {
                 let report = run_live(
                     &mut sim,
                     LiveOptions {
-                        log_dir,
+                        log_dir: Some(log_dir),
                         spin_ns,
                         late_threshold_ns,
                         stop: &flag,
