@@ -1,16 +1,34 @@
-//! Simulated hosts: an Ethernet/ARP/IPv4 edge written here, TCP (and ICMP echo
-//! replies, port-unreachable, reassembly) from smoltcp running in simulated
-//! time, and the traffic applications.
+//! Simulated hosts: an Ethernet/ARP/IPv4 edge written here, TCP (and
+//! port-unreachable) from smoltcp running in simulated time, and the traffic
+//! applications.
 //!
 //! Why the split: smoltcp is a well-kept, RFC-following TCP/IP stack and TCP is
 //! not something to write again. But its interface polls every socket on every
 //! packet, which would make thousands of simulated UDP flows cost thousands of
 //! socket checks per packet. So UDP probes, pings and traceroute probes take a
 //! fast path here — built with smoltcp's `wire` types and demultiplexed by
-//! port in a hash map — and everything else (TCP, echo requests to this host,
-//! UDP to closed ports, fragments) goes to smoltcp, configured with
-//! `Medium::Ip`: this module owns the Ethernet header, ARP and the routing
-//! table, smoltcp owns the transport.
+//! port in a hash map — and everything else (TCP, UDP to closed ports) goes
+//! to smoltcp, configured with `Medium::Ip`: this module owns the Ethernet
+//! header, ARP and the routing table, smoltcp owns the transport.
+//!
+//! The IP layer is this module's too, and behaves as Linux's does:
+//! - **Reassembly** of every fragmented datagram before anything else sees it
+//!   ([`crate::reassembly`]), so the fast path and smoltcp only get whole
+//!   datagrams; a datagram given up after 30 s is answered with ICMP
+//!   time-exceeded (code 1) if its first fragment came, as Linux does.
+//! - **Echo replies** to pings of the host's addresses, of any size (smoltcp
+//!   would build a reply too large for the link and then drop it silently).
+//! - **Path MTU discovery** (RFC 1191, [`crate::pmtu`]): fragmentation-needed
+//!   lowers the path MTU to the destination; the host's TCP connections to
+//!   it lower their segment size and send again at once what was lost
+//!   (smoltcp's `reduce_mss`, a patch of ours: `vendor/README.md`).
+//! - **Fragmentation and Don't Fragment** on every packet sent
+//!   (`send_ip`): a datagram that fits the path MTU carries DF; a larger one
+//!   is fragmented to it without DF (Linux's `IP_PMTUDISC_WANT`, the default
+//!   for UDP, ping and TCP sockets); ICMP the host answers with never carries
+//!   DF (Linux's ICMP socket uses `IP_PMTUDISC_DONT`). A packet without DF
+//!   gets an identification from the host's counter (smoltcp leaves it 0,
+//!   which would mix up the fragments of different datagrams).
 //!
 //! Time reaches smoltcp as an argument (microsecond resolution, its unit);
 //! the host asks for a timer at smoltcp's `poll_at`.
@@ -30,14 +48,22 @@ use std::net::Ipv4Addr;
 
 use crate::apps::{self, App, Hop, TcpMode};
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
+use crate::ipv4::{self, IP_HEADER};
 use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
+use crate::pmtu::PmtuCache;
+use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::RoutingTable;
 use crate::stats::{DropReason, Origin, Sink};
 use crate::{Frame, PortId};
 
 /// Timer token for smoltcp's next poll.
 pub const POLL_TIMER: u64 = 1 << 62;
+/// Timer token for giving up datagrams not reassembled in time.
+const REASSEMBLY_TIMER: u64 = 1 << 61;
+/// IP and TCP headers without options: a path MTU less this is the largest
+/// TCP segment (smoltcp sends no TCP options after the handshake).
+const TCP_IP_HEADERS: u32 = 40;
 /// Application timer tokens carry a generation in bits 32..48.
 const APP_MASK: u64 = 0xffff_ffff;
 /// TTL of packets the host originates.
@@ -95,6 +121,16 @@ fn smol_now(t: SimTime) -> Instant {
     Instant::from_micros((t.as_nanos() / 1_000) as i64)
 }
 
+/// Whether a packet the host sends may carry Don't Fragment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Df {
+    /// Linux's `IP_PMTUDISC_WANT`: DF if it fits the path MTU, else
+    /// fragmented without it.
+    Want,
+    /// Linux's `IP_PMTUDISC_DONT`: never DF (ICMP the host answers with).
+    Dont,
+}
+
 /// Addressing of an outgoing UDP datagram.
 struct UdpTo {
     sport: u16,
@@ -112,6 +148,16 @@ pub struct HostStats {
     pub packets_sent: u64,
     /// Packets handed to smoltcp.
     pub to_stack: u64,
+    /// Datagrams the host fragmented because they did not fit the path MTU.
+    pub fragmented: u64,
+    /// Fragments made beyond the first (the datagram becomes the first).
+    pub fragments_created: u64,
+    /// Datagrams reassembled from fragments.
+    pub reassembled: u64,
+    /// ICMP fragmentation-needed messages that lowered a path MTU.
+    pub path_mtu_lowered: u64,
+    /// ICMP echo replies sent.
+    pub echo_replies: u64,
 }
 
 /// A simulated host.
@@ -131,6 +177,12 @@ pub struct Host {
     tcp_apps: Vec<usize>,
     next_poll: Option<SimTime>,
     ident: u16,
+    /// Fragments waiting for the rest of their datagram.
+    reassembly: Reassembler,
+    /// When the reassembly timer is set for, if it is.
+    reassembly_timer: Option<SimTime>,
+    /// Path MTUs learned from fragmentation-needed.
+    pmtu: PmtuCache,
     /// Counters.
     pub stats: HostStats,
 }
@@ -148,10 +200,6 @@ impl Host {
         let mut config = Config::new(HardwareAddress::Ip);
         config.random_seed = seed;
         let mut iface = Interface::new(config, &mut device, Instant::from_micros(0));
-        // Linux's ipfrag_time: a datagram not whole by then is given up, and
-        // its slot (one of smoltcp's `reassembly-buffer-count`, set in the
-        // workspace manifest) freed for others.
-        iface.set_reassembly_timeout(smoltcp::time::Duration::from_secs(30));
         iface.update_ip_addrs(|addrs| {
             for p in &ports {
                 if let Some(a) = p.addr {
@@ -177,6 +225,9 @@ impl Host {
             tcp_apps: Vec::new(),
             next_poll: None,
             ident: 0,
+            reassembly: Reassembler::default(),
+            reassembly_timer: None,
+            pmtu: PmtuCache::default(),
             stats: HostStats::default(),
         }
     }
@@ -243,9 +294,17 @@ impl Host {
             })
     }
 
-    /// Frames held by the host (waiting for ARP).
+    /// Frames held by the host: waiting for ARP, and fragments waiting for
+    /// the rest of their datagram.
     pub fn in_flight(&self) -> u64 {
-        self.arp.in_flight()
+        self.arp.in_flight() + self.reassembly.held_frames()
+    }
+
+    /// Whether `ip` is one of the host's own unicast addresses.
+    fn is_own(&self, ip: Ipv4Addr) -> bool {
+        self.ports
+            .iter()
+            .any(|p| p.addr.is_some_and(|a| a.addr == ip))
     }
 
     /// Handles a frame arriving on `port`.
@@ -297,22 +356,67 @@ impl Host {
             return;
         }
         let total = ip.total_len() as usize;
-        let fragment = ip.more_frags() || ip.frag_offset() != 0;
-        if !fragment && self.fast_path(&frame[ETH_HEADER..ETH_HEADER + total], ctx) {
-            ctx.deliver(Sink::Host);
+        if !(ip.more_frags() || ip.frag_offset() != 0) {
+            let mut frame = frame;
+            frame.truncate(ETH_HEADER + total);
+            self.datagram_in(frame, ETH_HEADER, 1, ctx);
+            return;
+        }
+        match self
+            .reassembly
+            .push(&frame[ETH_HEADER..ETH_HEADER + total], ctx.now)
+        {
+            Outcome::Held => self.arm_reassembly_timer(ctx),
+            Outcome::Complete { packet, frames } => {
+                self.stats.reassembled += 1;
+                self.datagram_in(packet, 0, frames, ctx);
+            }
+            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+        }
+    }
+
+    /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
+    /// the fast path or to smoltcp.
+    fn datagram_in(&mut self, mut buf: Vec<u8>, start: usize, frames: u64, ctx: &mut NodeCtx) {
+        if self.fast_path(&buf[start..], ctx) {
+            ctx.deliver_n(Sink::Host, frames);
             return;
         }
         if self.device.rx.len() >= MAX_STACK_QUEUE {
-            ctx.drop_frame(DropReason::HostQueueFull);
+            ctx.drop_n(DropReason::HostQueueFull, frames);
             return;
         }
-        ctx.deliver(Sink::Host);
+        ctx.deliver_n(Sink::Host, frames);
         self.stats.to_stack += 1;
-        let mut frame = frame;
-        frame.truncate(ETH_HEADER + total);
-        frame.drain(..ETH_HEADER);
-        self.device.rx.push_back(frame);
+        buf.drain(..start);
+        self.device.rx.push_back(buf);
         self.poll(ctx);
+    }
+
+    /// Sets the reassembly timer for the oldest datagram being reassembled,
+    /// unless it is already set (it is then for an earlier time: datagrams
+    /// are given up in the order they started).
+    fn arm_reassembly_timer(&mut self, ctx: &mut NodeCtx) {
+        if self.reassembly_timer.is_none() {
+            if let Some(t) = self.reassembly.next_expiry() {
+                self.reassembly_timer = Some(t);
+                ctx.timer(t, REASSEMBLY_TIMER);
+            }
+        }
+    }
+
+    /// Gives up the datagrams not whole in time, telling their senders
+    /// (RFC 1122 §3.3.2, as Linux does: ICMP time-exceeded, code 1, when
+    /// the first fragment came).
+    fn reassembly_timeout(&mut self, ctx: &mut NodeCtx) {
+        self.reassembly_timer = None;
+        for gone in self.reassembly.expire(ctx.now) {
+            ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
+            if let Some(quote) = gone.quote {
+                self.send_icmp_error(11, 1, [0; 4], &quote, ctx);
+            }
+        }
+        self.arm_reassembly_timer(ctx);
     }
 
     /// Handles packets for netloop's own applications; false if the packet is
@@ -355,6 +459,17 @@ impl Host {
                         }
                         true
                     }
+                    // A bad checksum goes to smoltcp, which discards it.
+                    _ if !icmp.verify_checksum() => false,
+                    Icmpv4Message::EchoRequest if self.is_own(ip.dst_addr()) => {
+                        self.echo_reply(&ip, payload, ctx);
+                        true
+                    }
+                    Icmpv4Message::DstUnreachable if icmp.msg_code() == 4 => {
+                        let mtu = u16::from_be_bytes([payload[6], payload[7]]);
+                        self.fragmentation_needed(mtu, icmp.data(), ctx);
+                        true
+                    }
                     Icmpv4Message::TimeExceeded | Icmpv4Message::DstUnreachable => {
                         self.icmp_error(ip.src_addr(), icmp.msg_type(), icmp.data(), ctx)
                     }
@@ -362,6 +477,107 @@ impl Host {
                 }
             }
             _ => false,
+        }
+    }
+
+    /// Answers an echo request (RFC 792) to one of our addresses, from that
+    /// address, with its identifier, sequence number and data.
+    fn echo_reply(&mut self, ip: &Ipv4Packet<&[u8]>, icmp: &[u8], ctx: &mut NodeCtx) {
+        let (src, dst) = (ip.dst_addr(), ip.src_addr());
+        let mut frame = vec![0u8; ETH_HEADER + IP_HEADER + icmp.len()];
+        self.ip_header(
+            &mut frame,
+            src,
+            dst,
+            IpProtocol::Icmp,
+            icmp.len(),
+            DEFAULT_TTL,
+        );
+        let reply = &mut frame[ETH_HEADER + IP_HEADER..];
+        reply.copy_from_slice(icmp);
+        reply[0] = 0;
+        reply[2..4].fill(0);
+        let c = ipv4::checksum(reply);
+        reply[2..4].copy_from_slice(&c.to_be_bytes());
+        self.stats.echo_replies += 1;
+        self.send_ip(dst, frame, Df::Dont, ctx);
+    }
+
+    /// Sends ICMP error `icmp_type`/`code` with `rest` (the second word)
+    /// about `quote` (a header and the start of its data) to its source.
+    fn send_icmp_error(
+        &mut self,
+        icmp_type: u8,
+        code: u8,
+        rest: [u8; 4],
+        quote: &[u8],
+        ctx: &mut NodeCtx,
+    ) {
+        let dst = ipv4::src_addr(quote);
+        let Some(src) = self.route(dst).map(|r| r.1) else {
+            return;
+        };
+        let len = 8 + quote.len();
+        let mut frame = vec![0u8; ETH_HEADER + IP_HEADER + len];
+        self.ip_header(&mut frame, src, dst, IpProtocol::Icmp, len, DEFAULT_TTL);
+        let msg = &mut frame[ETH_HEADER + IP_HEADER..];
+        msg[0] = icmp_type;
+        msg[1] = code;
+        msg[4..8].copy_from_slice(&rest);
+        msg[8..].copy_from_slice(quote);
+        let c = ipv4::checksum(msg);
+        msg[2..4].copy_from_slice(&c.to_be_bytes());
+        self.send_ip(dst, frame, Df::Dont, ctx);
+    }
+
+    /// ICMP fragmentation-needed with next-hop MTU `mtu` about `quoted`,
+    /// a packet this host sent (RFC 1191): lowers the path MTU to its
+    /// destination, and the segment size of the TCP connections to it,
+    /// which send again at once what the path dropped.
+    fn fragmentation_needed(&mut self, mtu: u16, quoted: &[u8], ctx: &mut NodeCtx) {
+        if quoted.len() < IP_HEADER || !self.is_own(ipv4::src_addr(quoted)) {
+            return;
+        }
+        let dst = ipv4::dst_addr(quoted);
+        let Some((port, _, _)) = self.route(dst) else {
+            return;
+        };
+        let link = self.ports[port].mtu;
+        let current = self
+            .pmtu
+            .get(dst, ctx.now)
+            .map_or(link, |p| p.mtu.min(link));
+        if self.pmtu.learn(dst, mtu, current, ctx.now).is_none() {
+            return;
+        }
+        self.stats.path_mtu_lowered += 1;
+        self.sync_path_mss(Some(dst), ctx.now);
+        self.poll(ctx);
+    }
+
+    /// Lowers the segment size of established TCP connections to the path
+    /// MTU learned for their peer (`only`: just those to that peer). A
+    /// connection made after the path MTU was learned gets it here too: its
+    /// handshake sets the segment size from the peer's MSS option, which
+    /// knows nothing of the path.
+    fn sync_path_mss(&mut self, only: Option<Ipv4Addr>, now: SimTime) {
+        for &idx in &self.tcp_apps {
+            let handle = match &self.apps[idx] {
+                App::TcpClient(c) => c.handle,
+                App::TcpServer(s) => s.handle,
+                _ => continue,
+            };
+            let s = self.sockets.get_mut::<tcp::Socket>(handle);
+            let Some(peer) = s.remote_endpoint() else {
+                continue;
+            };
+            let smoltcp::wire::IpAddress::Ipv4(peer) = peer.addr;
+            if only.is_some_and(|d| d != peer) {
+                continue;
+            }
+            if let Some(p) = self.pmtu.get(peer, now) {
+                s.reduce_mss(p.mtu.saturating_sub(TCP_IP_HEADERS) as usize);
+            }
         }
     }
 
@@ -410,6 +626,8 @@ impl Host {
         if token & ARP_TIMER != 0 {
             let ports = self.ports.clone();
             self.arp.timer(&ports, ctx);
+        } else if token == REASSEMBLY_TIMER {
+            self.reassembly_timeout(ctx);
         } else if token == POLL_TIMER {
             if self.next_poll.is_some_and(|t| t <= ctx.now) {
                 self.next_poll = None;
@@ -515,24 +733,87 @@ impl Host {
     }
 
     /// Sends `frame`, an IPv4 packet after 14 bytes of room for the Ethernet
-    /// header: routes it, fills in the header and resolves the next hop.
-    fn send_ip(&mut self, dst: Ipv4Addr, mut frame: Frame, ctx: &mut NodeCtx) {
+    /// header: routes it, sets Don't Fragment as `df` and the path MTU say
+    /// (see the module docs), fragments it if it does not fit the path MTU,
+    /// fills in the Ethernet header and resolves the next hop.
+    fn send_ip(&mut self, dst: Ipv4Addr, mut frame: Frame, df: Df, ctx: &mut NodeCtx) {
         ctx.create(Origin::Host);
         self.stats.packets_sent += 1;
         let Some((port, _, next_hop)) = self.route(dst) else {
             ctx.drop_frame(DropReason::NoRoute);
             return;
         };
+        let link_mtu = self.ports[port].mtu;
+        let path = if self.pmtu.is_empty() {
+            None
+        } else {
+            self.pmtu.get(dst, ctx.now)
+        };
+        let mtu = path.map_or(link_mtu, |p| p.mtu.min(link_mtu)) as usize;
+        let fits = frame.len() - ETH_HEADER <= mtu;
+        let want_df = df == Df::Want && fits && !path.is_some_and(|p| p.locked);
+        self.set_dont_fragment(&mut frame[ETH_HEADER..], want_df);
         let info = &self.ports[port];
         frame[6..12].copy_from_slice(info.mac.as_bytes());
         frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        if fits {
+            self.send_frame(port, dst, next_hop, frame, ctx);
+            return;
+        }
+        let Some(fragments) = ipv4::fragment(&frame, mtu) else {
+            // An MTU below 28 bytes: the topology refuses links under 68.
+            ctx.drop_frame(DropReason::MtuExceeded);
+            return;
+        };
+        self.stats.fragmented += 1;
+        let extra = fragments.len() as u64 - 1;
+        self.stats.fragments_created += extra;
+        ctx.ledger.create_n(Origin::Fragment, extra);
+        for f in fragments {
+            self.send_frame(port, dst, next_hop, f, ctx);
+        }
+    }
+
+    /// Sets or clears Don't Fragment on `ip`. A packet without it needs a
+    /// unique identification: smoltcp's are all 0, so those get one from the
+    /// host's counter.
+    fn set_dont_fragment(&mut self, ip: &mut [u8], df: bool) {
+        if ipv4::dont_fragment(ip) == df && (df || ip[4..6] != [0, 0]) {
+            return;
+        }
+        ip[6] = if df { ip[6] | 0x40 } else { ip[6] & !0x40 };
+        if !df && ip[4..6] == [0, 0] {
+            ip[4..6].copy_from_slice(&self.next_ident().to_be_bytes());
+        }
+        let hl = ipv4::header_len(ip);
+        ip[10..12].fill(0);
+        let c = ipv4::checksum(&ip[..hl]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Sends one frame, its source MAC and EtherType set, out of `port`
+    /// towards `next_hop`.
+    fn send_frame(
+        &mut self,
+        port: PortId,
+        dst: Ipv4Addr,
+        next_hop: Ipv4Addr,
+        mut frame: Frame,
+        ctx: &mut NodeCtx,
+    ) {
         if dst.is_broadcast() {
             frame[0..6].copy_from_slice(EthernetAddress::BROADCAST.as_bytes());
             ctx.send(port, frame);
             return;
         }
-        let info = info.clone();
+        let info = self.ports[port].clone();
         self.arp.send(port, &info, next_hop, frame, ctx);
+    }
+
+    /// The identification of the next datagram the host sends.
+    fn next_ident(&mut self) -> u16 {
+        self.ident = self.ident.wrapping_add(1);
+        self.ident
     }
 
     fn ip_header(
@@ -551,10 +832,10 @@ impl Host {
             payload_len,
             hop_limit: ttl,
         };
+        let ident = self.next_ident();
         let mut ip = Ipv4Packet::new_unchecked(&mut frame[ETH_HEADER..]);
         repr.emit(&mut ip, &smoltcp::phy::ChecksumCapabilities::ignored());
-        self.ident = self.ident.wrapping_add(1);
-        ip.set_ident(self.ident);
+        ip.set_ident(ident);
         ip.fill_checksum();
     }
 
@@ -577,7 +858,7 @@ impl Host {
             fill(udp.payload_mut());
             udp.fill_checksum(&src.into(), &dst.into());
         }
-        self.send_ip(dst, frame, ctx);
+        self.send_ip(dst, frame, Df::Want, ctx);
     }
 
     fn send_echo(&mut self, dst: Ipv4Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
@@ -599,7 +880,7 @@ impl Host {
         );
         let mut pkt = Icmpv4Packet::new_unchecked(&mut frame[ETH_HEADER + 20..]);
         icmp.emit(&mut pkt, &smoltcp::phy::ChecksumCapabilities::default());
-        self.send_ip(dst, frame, ctx);
+        self.send_ip(dst, frame, Df::Want, ctx);
     }
 
     /// Lets smoltcp and the TCP applications make progress, sends what they
@@ -612,6 +893,9 @@ impl Host {
             let sent_any = !out.is_empty();
             for pkt in out {
                 self.stack_out(pkt, ctx);
+            }
+            if !self.pmtu.is_empty() {
+                self.sync_path_mss(None, ctx.now);
             }
             let progressed = self.drive_tcp(ctx);
             if !progressed && !sent_any && self.device.rx.is_empty() {
@@ -637,9 +921,15 @@ impl Host {
             return; // smoltcp only emits valid packets
         };
         let dst = ip.dst_addr();
+        // TCP as Linux sends it; ICMP (port unreachable) as Linux answers.
+        let df = if ip.next_header() == IpProtocol::Icmp {
+            Df::Dont
+        } else {
+            Df::Want
+        };
         let mut frame = vec![0u8; ETH_HEADER + pkt.len()];
         frame[ETH_HEADER..].copy_from_slice(&pkt);
-        self.send_ip(dst, frame, ctx);
+        self.send_ip(dst, frame, df, ctx);
     }
 
     /// Moves data between the TCP applications and their sockets. Returns
@@ -909,6 +1199,46 @@ mod tests {
             (icmp.msg_type(), icmp.msg_code()),
             (Icmpv4Message::DstUnreachable, 3)
         );
+    }
+
+    /// A datagram never whole is given up after 30 s, its fragments counted
+    /// as `reassembly_timeout` (held until then), and the sender told with
+    /// ICMP time-exceeded code 1 quoting the first fragment, as Linux does.
+    #[test]
+    fn a_datagram_never_whole_is_given_up_after_30_s_with_time_exceeded() {
+        let mut host = host();
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        let mut first = udp_frame(&host, 4);
+        {
+            let mut ip = Ipv4Packet::new_unchecked(&mut first[ETH_HEADER..]);
+            ip.set_more_frags(true);
+            ip.set_total_len(20 + 8);
+            ip.fill_checksum();
+        }
+        first.truncate(ETH_HEADER + 28);
+        let quoted = first[ETH_HEADER..].to_vec();
+        let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+        host.receive(0, first, &mut ctx);
+        assert!(out.is_empty());
+        assert_eq!(host.in_flight(), 1);
+        assert_eq!(ledger.delivered_total() + ledger.dropped.total(), 0);
+        let due = SimTime::ZERO + crate::reassembly::TIMEOUT;
+        assert_eq!(timers, vec![(due, REASSEMBLY_TIMER)]);
+        let mut ctx = NodeCtx::new(due, &mut out, &mut timers, &mut ledger);
+        host.timer(REASSEMBLY_TIMER, &mut ctx);
+        assert_eq!(host.in_flight(), 0);
+        assert_eq!(ledger.dropped.get(DropReason::ReassemblyTimeout), 1);
+        assert_eq!(out.len(), 1, "{out:02x?}");
+        let ip = Ipv4Packet::new_checked(&out[0].1[ETH_HEADER..]).unwrap();
+        assert_eq!(ip.dst_addr(), Ipv4Addr::new(10, 0, 0, 9));
+        assert!(!ip.dont_frag(), "ICMP errors go without DF");
+        let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum());
+        assert_eq!(
+            (icmp.msg_type(), icmp.msg_code()),
+            (Icmpv4Message::TimeExceeded, 1)
+        );
+        assert_eq!(icmp.data(), &quoted[..]);
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! - [`switch`], [`router`], [`host`]: the node types. Hosts carry their
 //!   traffic applications ([`apps`]) and run TCP in smoltcp.
 //! - [`arp`], [`routing`]: neighbour caches and longest-prefix match, shared by
-//!   routers and hosts.
+//!   routers and hosts; [`ipv4`] and [`reassembly`]: IPv4 header fields,
+//!   fragmentation and reassembly, also shared; [`pmtu`]: a host's path MTU
+//!   cache.
 //! - [`stats`], [`results`]: drop reasons, counters, the conservation ledger,
 //!   and the versioned JSON results.
 
@@ -26,10 +28,13 @@ pub mod arp;
 pub mod build;
 pub mod error;
 pub mod host;
+pub mod ipv4;
 pub mod link;
 pub mod network;
 pub mod node;
+pub mod pmtu;
 pub mod qdisc;
+pub mod reassembly;
 pub mod results;
 pub mod router;
 pub mod routing;

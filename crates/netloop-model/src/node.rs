@@ -83,6 +83,22 @@ impl<'a> NodeCtx<'a> {
     pub fn drop_frame(&mut self, reason: DropReason) {
         self.ledger.drop_frame(reason);
     }
+    /// Records `n` frames this node consumed at once (the fragments of a
+    /// reassembled datagram).
+    #[inline]
+    pub fn deliver_n(&mut self, sink: Sink, n: u64) {
+        for _ in 0..n {
+            self.ledger.deliver(sink);
+        }
+    }
+    /// Records `n` frames this node dropped at once (the fragments of a
+    /// datagram given up).
+    #[inline]
+    pub fn drop_n(&mut self, reason: DropReason, n: u64) {
+        for _ in 0..n {
+            self.ledger.drop_frame(reason);
+        }
+    }
 }
 
 /// A deterministic MAC address for port `port` of node `node`: locally

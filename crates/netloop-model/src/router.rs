@@ -16,9 +16,11 @@
 //!   MAC rewrite, hand-off to ARP for the destination MAC, and RFC 791
 //!   fragmentation or RFC 1191 fragmentation-needed when the packet does not
 //!   fit the egress MTU. Fragments are forwarded, never reassembled.
-//! - **Packets for the router itself**: echo requests are answered (RFC 792),
-//!   UDP gets port-unreachable (so a traceroute *to* a router address
-//!   completes), anything else is consumed silently.
+//! - **Packets for the router itself**: fragments are reassembled first (RFC
+//!   1812 §5.2.3, [`crate::reassembly`], with ICMP time-exceeded code 1 for a
+//!   datagram given up whose first fragment came); echo requests are
+//!   answered (RFC 792), UDP gets port-unreachable (so a traceroute *to* a
+//!   router address completes), anything else is consumed silently.
 //! - **ICMP errors** (RFC 792, RFC 1812 §4.3): time-exceeded, net-unreachable,
 //!   fragmentation-needed and port-unreachable, under the rules that say when
 //!   an error must not be sent (§4.3.2.7).
@@ -27,7 +29,8 @@
 //! waiting for resolution are [`crate::arp`]; the table and its lookup are
 //! [`crate::routing`], its contents are computed by [`crate::build`]; link
 //! queues, serialisation and the wire are [`crate::link`] and
-//! [`crate::network`]; reassembly happens only at hosts (smoltcp).
+//! [`crate::network`]; header fields, the checksum and fragmentation are
+//! [`crate::ipv4`], shared with hosts.
 //!
 //! Deviations from the RFCs, each chosen on purpose:
 //! - ICMP errors about transit packets come from the address of the port the
@@ -51,9 +54,7 @@
 //! - No Redirects (§5.2.7.2), no Parameter Problem (§4.3.3.2), and no
 //!   host-unreachable when ARP fails (§5.2.7.1): `arp` drops such frames as
 //!   `arp_unresolved` without telling the router.
-//! - No reassembly of fragments addressed to the router (§5.2.3 requires it):
-//!   they are consumed without an answer. TCP to the router is consumed
-//!   without a RST.
+//! - TCP to the router is consumed without a RST.
 //! - Martian addresses (§5.3.7) are dropped as `martian`; IP multicast is not
 //!   routed (dropped `unsupported`).
 //! - The forwarding rate applies to every valid IPv4 packet, including those
@@ -61,15 +62,20 @@
 //!   engine). ARP bypasses it, and malformed frames are rejected on arrival
 //!   without using a service slot.
 
-use netloop_core::SimDuration;
+use netloop_core::{SimDuration, SimTime};
 use serde::Serialize;
 use smoltcp::wire::{EthernetAddress, EthernetProtocol};
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
+use crate::ipv4::{
+    checksum, decrement_ttl, dont_fragment, dst_addr, frag_offset, fragment, header_len,
+    more_fragments, src_addr, validate, IP_HEADER, MAX_DATAGRAM, PROTO_ICMP, PROTO_UDP,
+};
 use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
+use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::RoutingTable;
 use crate::spec::RouterSpec;
 use crate::stats::{DropCounts, DropReason, Origin, Sink};
@@ -81,8 +87,9 @@ const ORIGINATED_TTL: u8 = 64;
 /// TOS byte of ICMP errors: precedence 6, "internetwork control" (RFC 1812
 /// §4.3.2.5).
 const ERROR_TOS: u8 = 0xc0;
-/// Smallest IPv4 header.
-const IP_HEADER: usize = 20;
+/// Timer token for giving up datagrams not reassembled in time (never an
+/// engine token: those skip this bit and [`ARP_TIMER`]).
+const REASSEMBLY_TIMER: u64 = 1 << 62;
 /// Bytes of the offending datagram's data quoted after its header (RFC 792).
 const QUOTED_DATA: usize = 8;
 
@@ -91,7 +98,8 @@ const QUOTED_DATA: usize = 8;
 pub struct IcmpSent {
     /// Echo replies (type 0) to pings of the router's addresses.
     pub echo_reply: u64,
-    /// Time exceeded in transit (type 11 code 0).
+    /// Time exceeded (type 11): in transit (code 0), or reassembly of a
+    /// datagram addressed to the router (code 1).
     pub time_exceeded: u64,
     /// Destination unreachable, net unreachable (type 3 code 0).
     pub net_unreachable: u64,
@@ -160,6 +168,10 @@ pub struct Router {
     next_token: u64,
     /// Identification field of the next packet the router originates.
     next_ident: u16,
+    /// Fragments addressed to the router, waiting for the rest.
+    reassembly: Reassembler,
+    /// When the reassembly timer is set for, if it is.
+    reassembly_timer: Option<SimTime>,
     stats: RouterStats,
 }
 
@@ -177,6 +189,8 @@ impl Router {
             waiting: VecDeque::new(),
             in_service: None,
             next_token: 0,
+            reassembly: Reassembler::default(),
+            reassembly_timer: None,
             next_ident: 0,
             stats: RouterStats::default(),
         }
@@ -200,7 +214,10 @@ impl Router {
     /// Frames held inside the router: waiting for or in the forwarding
     /// engine, and waiting for ARP resolution.
     pub fn in_flight(&self) -> u64 {
-        self.waiting.len() as u64 + self.in_service.is_some() as u64 + self.arp.in_flight()
+        self.waiting.len() as u64
+            + self.in_service.is_some() as u64
+            + self.arp.in_flight()
+            + self.reassembly.held_frames()
     }
 
     /// Handles a frame arriving on `port`.
@@ -217,6 +234,8 @@ impl Router {
         let before = ctx.ledger.dropped.clone();
         if token & ARP_TIMER != 0 {
             self.arp.timer(&self.ports, ctx);
+        } else if token == REASSEMBLY_TIMER {
+            self.reassembly_timeout(ctx);
         } else if self.in_service.as_ref().is_some_and(|(t, _)| *t == token) {
             let (_, job) = self.in_service.take().expect("checked just above");
             self.process(job, ctx);
@@ -295,7 +314,7 @@ impl Router {
     fn serve(&mut self, job: Job, ctx: &mut NodeCtx) {
         let service = self.service.expect("only a rate-limited engine serves");
         let token = self.next_token;
-        self.next_token = (self.next_token + 1) & !ARP_TIMER;
+        self.next_token = (self.next_token + 1) & !(ARP_TIMER | REASSEMBLY_TIMER);
         self.in_service = Some((token, job));
         ctx.timer(ctx.now + service, token);
     }
@@ -386,23 +405,66 @@ impl Router {
         }
     }
 
-    /// A packet addressed to the router: consumed, perhaps answered.
+    /// A packet addressed to the router: reassembled if it is a fragment,
+    /// then consumed, perhaps answered.
     fn local(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        if !more_fragments(ip) && frag_offset(ip) == 0 {
+            self.local_whole(job, 1, ctx);
+            return;
+        }
+        match self.reassembly.push(ip, ctx.now) {
+            Outcome::Held => self.arm_reassembly_timer(ctx),
+            Outcome::Complete { packet, frames } => {
+                let mut frame = job.frame[..ETH_HEADER].to_vec();
+                frame.extend_from_slice(&packet);
+                let job = Job { frame, ..job };
+                self.local_whole(job, frames, ctx);
+            }
+            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+        }
+    }
+
+    /// Sets the reassembly timer for the oldest datagram being reassembled,
+    /// unless it is already set (then for an earlier time).
+    fn arm_reassembly_timer(&mut self, ctx: &mut NodeCtx) {
+        if self.reassembly_timer.is_none() {
+            if let Some(t) = self.reassembly.next_expiry() {
+                self.reassembly_timer = Some(t);
+                ctx.timer(t, REASSEMBLY_TIMER);
+            }
+        }
+    }
+
+    /// Gives up the datagrams not whole in time, telling their senders when
+    /// the first fragment came (RFC 1122 §3.3.2, as Linux does).
+    fn reassembly_timeout(&mut self, ctx: &mut NodeCtx) {
+        self.reassembly_timer = None;
+        for gone in self.reassembly.expire(ctx.now) {
+            ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
+            if let Some(quote) = gone.quote {
+                let from = dst_addr(&quote);
+                self.send_error(&quote, false, IcmpError::ReassemblyTimeExceeded, from, ctx);
+            }
+        }
+        self.arm_reassembly_timer(ctx);
+    }
+
+    /// A whole packet addressed to the router, made of `frames` frames.
+    fn local_whole(&mut self, job: Job, frames: u64, ctx: &mut NodeCtx) {
         let ip = &job.frame[ETH_HEADER..];
         let hl = header_len(ip);
         let (src, dst) = (src_addr(ip), dst_addr(ip));
-        // Without reassembly only whole packets can be understood.
-        let whole = !more_fragments(ip) && frag_offset(ip) == 0;
         let unicast = self.is_own(dst);
         match ip[9] {
-            PROTO_ICMP if whole => {
+            PROTO_ICMP => {
                 let icmp = &ip[hl..];
                 // RFC 1122 §3.2.2: a bad ICMP checksum is silently discarded.
                 if icmp.len() < 8 || checksum(icmp) != 0 {
-                    ctx.drop_frame(DropReason::BadChecksum);
+                    ctx.drop_n(DropReason::BadChecksum, frames);
                     return;
                 }
-                ctx.deliver(Sink::Router);
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
                 // Echo requests to a broadcast are ignored (RFC 1122 §3.2.2.6
                 // allows it; it is what stops smurf amplification).
@@ -420,16 +482,17 @@ impl Router {
                     }
                 }
             }
-            PROTO_UDP if whole && unicast => {
-                ctx.deliver(Sink::Router);
+            PROTO_UDP if unicast => {
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
                 // Nothing listens on a router: port unreachable, from the
                 // address the datagram was sent to, so that a traceroute to
                 // any of the router's addresses ends there.
-                self.send_error(&job, IcmpError::PortUnreachable, dst, ctx);
+                let ip = &job.frame[ETH_HEADER..];
+                self.send_error(ip, job.l2_broadcast, IcmpError::PortUnreachable, dst, ctx);
             }
             _ => {
-                ctx.deliver(Sink::Router);
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
             }
         }
@@ -441,19 +504,27 @@ impl Router {
         let from = self.ports[job.port]
             .addr
             .map_or(Ipv4Addr::UNSPECIFIED, |a| a.addr);
-        self.send_error(job, kind, from, ctx);
+        self.send_error(&job.frame[ETH_HEADER..], job.l2_broadcast, kind, from, ctx);
     }
 
-    /// Sends ICMP error `kind` about `job` from address `from` (unspecified:
-    /// the egress port's address), unless RFC 1812 §4.3.2.7 forbids it.
-    fn send_error(&mut self, job: &Job, kind: IcmpError, from: Ipv4Addr, ctx: &mut NodeCtx) {
-        let ip = &job.frame[ETH_HEADER..];
-        if !self.may_send_error(ip, job.l2_broadcast) {
+    /// Sends ICMP error `kind` about packet `ip` (its header and at least
+    /// the start of its data) from address `from` (unspecified: the egress
+    /// port's address), unless RFC 1812 §4.3.2.7 forbids it.
+    fn send_error(
+        &mut self,
+        ip: &[u8],
+        l2_broadcast: bool,
+        kind: IcmpError,
+        from: Ipv4Addr,
+        ctx: &mut NodeCtx,
+    ) {
+        if !self.may_send_error(ip, l2_broadcast) {
             self.stats.icmp_suppressed += 1;
             return;
         }
         let (icmp_type, code, rest) = match kind {
             IcmpError::TimeExceeded => (ICMP_TIME_EXCEEDED, 0, [0; 4]),
+            IcmpError::ReassemblyTimeExceeded => (ICMP_TIME_EXCEEDED, 1, [0; 4]),
             IcmpError::NetUnreachable => (ICMP_DST_UNREACHABLE, 0, [0; 4]),
             IcmpError::PortUnreachable => (ICMP_DST_UNREACHABLE, 3, [0; 4]),
             IcmpError::FragmentationNeeded(mtu) => {
@@ -477,7 +548,7 @@ impl Router {
         }
         let s = &mut self.stats.icmp_sent;
         match kind {
-            IcmpError::TimeExceeded => s.time_exceeded += 1,
+            IcmpError::TimeExceeded | IcmpError::ReassemblyTimeExceeded => s.time_exceeded += 1,
             IcmpError::NetUnreachable => s.net_unreachable += 1,
             IcmpError::PortUnreachable => s.port_unreachable += 1,
             IcmpError::FragmentationNeeded(_) => s.fragmentation_needed += 1,
@@ -579,58 +650,16 @@ impl Router {
 #[derive(Clone, Copy)]
 enum IcmpError {
     TimeExceeded,
+    ReassemblyTimeExceeded,
     NetUnreachable,
     PortUnreachable,
     FragmentationNeeded(u32),
 }
 
-const PROTO_ICMP: u8 = 1;
-const PROTO_UDP: u8 = 17;
 const ICMP_ECHO_REPLY: u8 = 0;
 const ICMP_DST_UNREACHABLE: u8 = 3;
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_TIME_EXCEEDED: u8 = 11;
-
-/// RFC 1812 §5.2.2's checks of a received IPv4 header; the packet's total
-/// length on success. The checksum is checked first, as the RFC orders it, so
-/// that a bit flipped anywhere in a plain header counts as `bad_checksum`;
-/// when the header length field itself is unusable the first 20 bytes are
-/// checked.
-fn validate(ip: &[u8]) -> Result<usize, DropReason> {
-    if ip.len() < IP_HEADER {
-        return Err(DropReason::Malformed);
-    }
-    let hl = header_len(ip);
-    let hl_ok = hl >= IP_HEADER && hl <= ip.len();
-    if checksum(&ip[..if hl_ok { hl } else { IP_HEADER }]) != 0 {
-        return Err(DropReason::BadChecksum);
-    }
-    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    if ip[0] >> 4 != 4 || !hl_ok || total < hl || total > ip.len() {
-        return Err(DropReason::Malformed);
-    }
-    Ok(total)
-}
-
-fn header_len(ip: &[u8]) -> usize {
-    (ip[0] & 0x0f) as usize * 4
-}
-fn src_addr(ip: &[u8]) -> Ipv4Addr {
-    Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])
-}
-fn dst_addr(ip: &[u8]) -> Ipv4Addr {
-    Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])
-}
-fn dont_fragment(ip: &[u8]) -> bool {
-    ip[6] & 0x40 != 0
-}
-fn more_fragments(ip: &[u8]) -> bool {
-    ip[6] & 0x20 != 0
-}
-/// The fragment offset in 8-byte units.
-fn frag_offset(ip: &[u8]) -> u16 {
-    u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff
-}
 
 /// Addresses that must never be forwarded as source or destination (RFC 1812
 /// §5.3.7): "this network" (0/8), loopback (127/8) and reserved class E
@@ -644,179 +673,4 @@ fn is_martian(ip: Ipv4Addr) -> bool {
 /// or broadcast): the only sources ICMP may answer.
 fn is_unicast_host(ip: Ipv4Addr) -> bool {
     !is_martian(ip) && !ip.is_multicast()
-}
-
-/// The Internet checksum (RFC 1071) of `data`: the one's complement of the
-/// one's-complement sum of its 16-bit words. Over data that contains a valid
-/// checksum field it is 0.
-fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut words = data.chunks_exact(2);
-    for w in &mut words {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    if let [last] = words.remainder() {
-        sum += (*last as u32) << 8;
-    }
-    !fold(sum)
-}
-
-/// Folds carries back into a 16-bit one's-complement sum.
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// Decrements the TTL and patches the header checksum incrementally with RFC
-/// 1624's equation 3, `HC' = ~(~HC + ~m + m')`, where m is the 16-bit word
-/// holding TTL and protocol. (Equation 3 rather than RFC 1141's form, which
-/// can produce 0xFFFF where a full recomputation gives 0x0000.)
-fn decrement_ttl(ip: &mut [u8]) {
-    let old = u16::from_be_bytes([ip[8], ip[9]]);
-    ip[8] -= 1;
-    let new = u16::from_be_bytes([ip[8], ip[9]]);
-    let hc = u16::from_be_bytes([ip[10], ip[11]]);
-    let sum = (!hc) as u32 + (!old) as u32 + new as u32;
-    ip[10..12].copy_from_slice(&(!fold(sum)).to_be_bytes());
-}
-
-/// The options of a first fragment's header that go into every later
-/// fragment: those with the "copied" flag (RFC 791, option type bit 0),
-/// padded with End-of-Options to a multiple of 4 bytes. A malformed option
-/// list is copied up to the first bad option.
-fn copied_options(opts: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < opts.len() {
-        match opts[i] {
-            0 => break,  // End of Option List
-            1 => i += 1, // No Operation: not copied
-            t => {
-                let Some(&len) = opts.get(i + 1) else { break };
-                let len = len as usize;
-                if len < 2 || i + len > opts.len() {
-                    break;
-                }
-                if t & 0x80 != 0 {
-                    out.extend_from_slice(&opts[i..i + len]);
-                }
-                i += len;
-            }
-        }
-    }
-    out.resize(out.len().next_multiple_of(4), 0);
-    out
-}
-
-/// The largest IPv4 datagram (RFC 791: total length is 16 bits); the data
-/// of its last fragment ends at most here.
-const MAX_DATAGRAM: usize = 65535;
-
-/// Splits the IPv4 packet in Ethernet frame `frame` into fragments of at most
-/// `mtu` bytes (RFC 791 §3.2, "fragmentation procedure"): data split at 8-byte
-/// boundaries, offsets in 8-byte units added to the packet's own offset (it
-/// may itself be a fragment), MF on every fragment but the last, which keeps
-/// the original MF. The first fragment keeps every option, the others only
-/// the copied ones. `None` if `mtu` cannot hold a header and 8 bytes of data.
-fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
-    let eth = &frame[..ETH_HEADER];
-    let ip = &frame[ETH_HEADER..];
-    let hl = header_len(ip);
-    let data = &ip[hl..];
-    let rest_options = copied_options(&ip[IP_HEADER..hl]);
-    let base = frag_offset(ip) as usize * 8;
-    let last_mf = more_fragments(ip);
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < data.len() {
-        let options = if pos == 0 {
-            &ip[IP_HEADER..hl]
-        } else {
-            &rest_options[..]
-        };
-        let hlen = IP_HEADER + options.len();
-        let room = mtu.checked_sub(hlen)? / 8 * 8;
-        if room == 0 {
-            return None;
-        }
-        let n = room.min(data.len() - pos);
-        let last = pos + n == data.len();
-        let mut f = Vec::with_capacity(ETH_HEADER + hlen + n);
-        f.extend_from_slice(eth);
-        f.extend_from_slice(&ip[..IP_HEADER]);
-        f.extend_from_slice(options);
-        f.extend_from_slice(&data[pos..pos + n]);
-        let h = &mut f[ETH_HEADER..];
-        h[0] = 0x40 | (hlen / 4) as u8;
-        h[2..4].copy_from_slice(&((hlen + n) as u16).to_be_bytes());
-        let flags = ip[6] & 0x40 | if last && !last_mf { 0 } else { 0x20 };
-        let offset = ((base + pos) / 8) as u16;
-        h[6] = flags | (offset >> 8) as u8;
-        h[7] = offset as u8;
-        h[10..12].fill(0);
-        let c = checksum(&h[..hlen]);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        out.push(f);
-        pos += n;
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A 20-byte header with a valid checksum, varied by `seed`.
-    fn header(seed: u32) -> Vec<u8> {
-        let mut h: Vec<u8> = (0..20u32)
-            .map(|i| (seed.wrapping_mul(2_654_435_761).rotate_left(i) >> 7) as u8)
-            .collect();
-        h[0] = 0x45;
-        h[2..4].copy_from_slice(&20u16.to_be_bytes());
-        h[8] = h[8].max(2);
-        h[10..12].fill(0);
-        let c = checksum(&h);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        h
-    }
-
-    #[test]
-    fn incremental_ttl_update_matches_full_recomputation() {
-        for seed in 0..20_000 {
-            let mut h = header(seed);
-            decrement_ttl(&mut h);
-            assert_eq!(checksum(&h), 0, "seed {seed}: {h:02x?}");
-            let mut full = h.clone();
-            full[10..12].fill(0);
-            let c = checksum(&full);
-            assert_eq!(h[10..12], c.to_be_bytes(), "seed {seed}");
-        }
-    }
-
-    #[test]
-    fn copied_options_keep_only_the_copied_flag() {
-        // NOP, Record Route (7, not copied, len 7), Loose Source Route (131,
-        // copied, len 7), EOL.
-        let opts = [1, 7, 7, 4, 0, 0, 0, 0, 131, 7, 4, 1, 2, 3, 4, 0, 0, 0, 0, 0];
-        assert_eq!(copied_options(&opts), [131, 7, 4, 1, 2, 3, 4, 0]);
-        // A truncated option stops the copy.
-        assert_eq!(copied_options(&[131, 9, 4, 0]), Vec::<u8>::new());
-    }
-
-    #[test]
-    fn validate_orders_checksum_before_structure() {
-        let h = header(7);
-        assert_eq!(validate(&h), Ok(20));
-        // A flipped version bit is caught by the checksum first.
-        let mut v = h.clone();
-        v[0] ^= 0x80;
-        assert_eq!(validate(&v), Err(DropReason::BadChecksum));
-        // A consistent header with a bad version is malformed.
-        v[10..12].fill(0);
-        let c = checksum(&v[..20]);
-        v[10..12].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(validate(&v), Err(DropReason::Malformed));
-    }
 }

@@ -3,7 +3,7 @@
 //!
 //! [`NetworkSpec`] is the one contract between front ends and the model:
 //! `netloop-config` turns a TOML file into it (and owns file/line error
-//! reporting), and [`crate::Network::build`] turns it into a running model
+//! reporting), and [`crate::Simulation::build`] turns it into a running model
 //! (assigning addresses and routes that the spec leaves out). Everything here
 //! is data with defaults; validation of references and ranges happens in
 //! `Network::build`, which names the offending item in its errors, and in the

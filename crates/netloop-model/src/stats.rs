@@ -59,11 +59,21 @@ pub enum DropReason {
     HostQueueFull,
     /// A frame arrived on a switch port it would be sent back out of.
     SwitchFiltered,
+    /// A fragment of a datagram that was not whole 30 s after its first
+    /// fragment arrived (Linux's `ipfrag_time`), given up.
+    ReassemblyTimeout,
+    /// A fragment that overlapped or duplicated data already received, or
+    /// disagreed with its datagram's end or went past 65 535 bytes; with it,
+    /// the fragments held for its datagram (except for a duplicate).
+    ReassemblyInvalid,
+    /// A fragment that would have taken a node's reassembly memory over its
+    /// bound (4 MiB, Linux's `ipfrag_high_thresh`).
+    ReassemblyFull,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (for tables and arrays).
-    pub const ALL: [DropReason; 17] = [
+    pub const ALL: [DropReason; 20] = [
         DropReason::QueueFull,
         DropReason::RandomLoss,
         DropReason::LinkDown,
@@ -81,6 +91,9 @@ impl DropReason {
         DropReason::NotForUs,
         DropReason::HostQueueFull,
         DropReason::SwitchFiltered,
+        DropReason::ReassemblyTimeout,
+        DropReason::ReassemblyInvalid,
+        DropReason::ReassemblyFull,
     ];
     /// The name used in tables and JSON.
     pub fn as_str(self) -> &'static str {
@@ -102,6 +115,9 @@ impl DropReason {
             DropReason::NotForUs => "not_for_us",
             DropReason::HostQueueFull => "host_queue_full",
             DropReason::SwitchFiltered => "switch_filtered",
+            DropReason::ReassemblyTimeout => "reassembly_timeout",
+            DropReason::ReassemblyInvalid => "reassembly_invalid",
+            DropReason::ReassemblyFull => "reassembly_full",
         }
     }
 }
@@ -151,7 +167,8 @@ pub enum Origin {
     SwitchFlood,
     /// A copy made by a duplicating link.
     LinkDuplicate,
-    /// An extra fragment made by a router fragmenting a packet.
+    /// An extra fragment made by a router or host fragmenting a packet (the
+    /// packet itself becomes the first fragment).
     Fragment,
     /// Received from a real interface.
     External,

@@ -1075,3 +1075,124 @@ fn stats_serialise_with_drops_by_reason() {
     assert_eq!(v["received"], 2);
     b.assert_conserved();
 }
+
+/// An echo request of `data` from h1 to `to`, cut into fragments of at most
+/// 1480 data bytes (as a 1500-byte link would).
+fn fragmented_ping(to: Ipv4Addr, ident: u16, data: &[u8]) -> Vec<Ip> {
+    let payload = icmp(Icmpv4Repr::EchoRequest {
+        ident: 0x77,
+        seq_no: 1,
+        data,
+    });
+    let chunks: Vec<&[u8]> = payload.chunks(1480).collect();
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Ip {
+            dst: to,
+            proto: 1,
+            ident,
+            mf: i + 1 < chunks.len(),
+            offset: (i * 1480 / 8) as u16,
+            payload: c.to_vec(),
+            ..Ip::default()
+        })
+        .collect()
+}
+
+/// Puts fragments sent back to h1 together: the ICMP message they carry.
+fn reassembled_reply(out: &[(PortId, Frame)]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for (i, (port, f)) in out.iter().enumerate() {
+        assert_eq!(*port, 0);
+        let ip = ip_of(f);
+        assert!(!ip.dont_frag(), "the router's own packets go without DF");
+        assert_eq!(ip.frag_offset() as usize, data.len(), "fragment {i}");
+        assert_eq!(ip.more_frags(), i + 1 < out.len());
+        data.extend_from_slice(ip.payload());
+    }
+    data
+}
+
+/// RFC 1812 §5.2.3: a router reassembles what is addressed to it, so a
+/// large ping of its address, which arrives in fragments, is answered (it
+/// was consumed without an answer, and counted delivered).
+#[test]
+fn a_ping_to_the_router_in_fragments_is_reassembled_and_answered() {
+    let mut b = Bench::new(RouterSpec::default());
+    b.teach(0, H1, H1_MAC);
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 249) as u8).collect();
+    let frags = fragmented_ping(P1, 0x99, &data);
+    assert_eq!(frags.len(), 3);
+    // Out of order: the last first.
+    for f in [&frags[2], &frags[0]] {
+        b.inject(0, f.frame());
+        assert!(b.take().is_empty(), "nothing until the datagram is whole");
+    }
+    assert_eq!(b.router.in_flight(), 2, "the fragments are held");
+    b.assert_conserved();
+    b.inject(0, frags[1].frame());
+    let out = b.take();
+    assert_eq!(out.len(), 3, "a 3028-byte reply over a 1500-byte MTU");
+    let msg = reassembled_reply(&out);
+    let icmp = Icmpv4Packet::new_checked(&msg[..]).unwrap();
+    let repr = Icmpv4Repr::parse(&icmp, &ChecksumCapabilities::default()).expect("valid ICMP");
+    assert_eq!(
+        repr,
+        Icmpv4Repr::EchoReply {
+            ident: 0x77,
+            seq_no: 1,
+            data: &data,
+        }
+    );
+    assert_eq!(ip_of(&out[0].1).src_addr(), P1, "from the pinged address");
+    assert_eq!(
+        b.ledger.delivered[&Sink::Router],
+        3 + 1,
+        "and the ARP request"
+    );
+    let s = b.router.stats();
+    assert_eq!((s.icmp_sent.echo_reply, s.local), (1, 1));
+    assert_eq!(b.router.in_flight(), 0);
+    b.assert_conserved();
+}
+
+/// A datagram to the router that is never whole is given up after 30 s:
+/// its fragments are dropped as `reassembly_timeout`, and, as its first
+/// fragment came, the sender gets time-exceeded code 1 quoting it.
+#[test]
+fn fragments_to_the_router_never_completed_are_given_up_after_30_s() {
+    let mut b = Bench::new(RouterSpec::default());
+    b.teach(0, H1, H1_MAC);
+    let frags = fragmented_ping(P0, 0x55, &[7; 3000]);
+    b.inject(0, frags[0].frame());
+    b.inject(0, frags[2].frame());
+    // The second fragment of another datagram, whose first never comes.
+    let orphan = &fragmented_ping(P0, 0x56, &[8; 3000])[1];
+    b.now = ms(5_000);
+    b.inject(0, orphan.frame());
+    assert!(b.take().is_empty());
+    assert_eq!(b.router.in_flight(), 3);
+    assert!(b.run_until(ms(29_999)).is_empty());
+    let sent = b.run_until(ms(30_000));
+    assert_eq!(sent.len(), 1);
+    let (at, port, frame) = &sent[0];
+    assert_eq!(*at, ms(30_000));
+    check_error(
+        &(*port, frame.clone()),
+        0,
+        H1_MAC,
+        P0,
+        &frags[0].bytes(),
+        Icmpv4Message::TimeExceeded,
+        1,
+    );
+    assert_eq!(b.dropped(DropReason::ReassemblyTimeout), 2);
+    assert_eq!(b.router.in_flight(), 1);
+    // The orphan goes at 35 s, without an answer (its first never came).
+    assert!(b.run_until(ms(35_000)).is_empty());
+    assert_eq!(b.dropped(DropReason::ReassemblyTimeout), 3);
+    assert_eq!(b.router.in_flight(), 0);
+    assert_eq!(b.router.stats().icmp_sent.time_exceeded, 1);
+    b.assert_conserved();
+}

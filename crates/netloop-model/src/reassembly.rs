@@ -1,0 +1,542 @@
+//! IPv4 reassembly (RFC 791 §3.2) of datagrams addressed to a node: simulated
+//! hosts reassemble what they receive (RFC 1122 §3.3.2), routers what is
+//! addressed to them (RFC 1812 §5.2.3).
+//!
+//! Fragments are kept per (source, destination, protocol, identification)
+//! until every byte from 0 to the end given by the last fragment has arrived
+//! and the first fragment (which carries the header and options) is there;
+//! then the datagram is rebuilt with the first fragment's header. The rules
+//! are Linux's (`net/ipv4/ip_fragment.c`), so that a simulated host treats
+//! hostile or broken fragments as a real one would:
+//! - a datagram not whole [`TIMEOUT`] (30 s, `ipfrag_time`) after its first
+//!   fragment arrived is given up (`reassembly_timeout`);
+//! - a fragment that overlaps data already received but is not wholly inside
+//!   it discards the whole datagram (Linux since 4.19, after FragmentSmack;
+//!   RFC 5722 asks the same of IPv6) (`reassembly_invalid`); one wholly
+//!   inside is a duplicate and only it is dropped (`reassembly_invalid`);
+//! - an end that disagrees with a last fragment already seen, data past the
+//!   last fragment's end, or an end past 65 535 bytes (a "ping of death")
+//!   discards the datagram (`reassembly_invalid`);
+//! - a fragment with More Fragments set whose data is not a multiple of 8
+//!   bytes is malformed (RFC 791; Linux trims it instead, which only changes
+//!   what a broken sender sees);
+//! - at most [`MEMORY_LIMIT`] bytes (4 MiB, `ipfrag_high_thresh`) are held;
+//!   a fragment that would go over it is dropped (`reassembly_full`), and
+//!   datagrams already started are not evicted for it.
+//!
+//! What this module does not do: send ICMP time-exceeded (code 1) for a
+//! datagram given up (RFC 1122 says SHOULD; the caller gets the first
+//! fragment's header in [`Expired`] to do so).
+//!
+//! Accounting: every fragment held here is a frame still in flight at the
+//! node ([`Reassembler::held_frames`]); a datagram completed, dropped or given
+//! up says how many frames it ends, so that the node can record each one in
+//! the conservation ledger.
+
+use netloop_core::{SimDuration, SimTime};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use crate::ipv4::{
+    checksum, dst_addr, frag_offset, header_len, more_fragments, src_addr, MAX_DATAGRAM,
+};
+use crate::stats::DropReason;
+
+/// How long a datagram may take to become whole (Linux's `ipfrag_time`).
+pub const TIMEOUT: SimDuration = SimDuration::from_secs(30);
+/// Most bytes held at once by one node (Linux's `ipfrag_high_thresh`).
+pub const MEMORY_LIMIT: usize = 4 << 20;
+/// Bytes charged per fragment on top of its data, for the bookkeeping (Linux
+/// charges each fragment's whole buffer, so a flood of tiny fragments still
+/// fills the limit).
+const PER_FRAGMENT: usize = 256;
+
+/// Identifies the datagram a fragment belongs to (RFC 791).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    ident: u16,
+}
+
+/// A datagram being reassembled.
+struct Pending {
+    /// When its first fragment (in arrival order) came.
+    started: SimTime,
+    /// The header of the fragment at offset 0, once it has come.
+    header: Option<Vec<u8>>,
+    /// The data received so far, at its offsets (gaps are zeros).
+    data: Vec<u8>,
+    /// Byte ranges received: start → end, disjoint and not touching.
+    ranges: BTreeMap<usize, usize>,
+    /// End of the data, once the fragment without More Fragments has come.
+    end: Option<usize>,
+    /// Fragments held.
+    frames: u64,
+    /// Bytes charged against [`MEMORY_LIMIT`].
+    charged: usize,
+}
+
+/// What became of a fragment handed to [`Reassembler::push`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Held until the rest of its datagram comes.
+    Held,
+    /// It completed its datagram: `packet` is the whole IPv4 datagram (with
+    /// the first fragment's header and options, a fresh checksum, no
+    /// fragment flags), made of `frames` fragments, this one included.
+    Complete {
+        /// The reassembled datagram.
+        packet: Vec<u8>,
+        /// Fragments it was made of.
+        frames: u64,
+    },
+    /// `frames` fragments (this one and any of its datagram that were held)
+    /// are dropped for `reason`.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+        /// Fragments dropped, this one included.
+        frames: u64,
+    },
+}
+
+/// A datagram given up by [`Reassembler::expire`].
+#[derive(Debug)]
+pub struct Expired {
+    /// Fragments that were held for it.
+    pub frames: u64,
+    /// The first fragment's header and the first 8 bytes of data, if the
+    /// first fragment had come (what an ICMP time-exceeded would quote).
+    pub quote: Option<Vec<u8>>,
+}
+
+/// Reassembles the IPv4 datagrams addressed to one node.
+#[derive(Default)]
+pub struct Reassembler {
+    pending: BTreeMap<Key, Pending>,
+    held_bytes: usize,
+    held_frames: u64,
+}
+
+impl Reassembler {
+    /// Fragments held, waiting for the rest of their datagram.
+    pub fn held_frames(&self) -> u64 {
+        self.held_frames
+    }
+
+    /// Bytes held, as charged against [`MEMORY_LIMIT`].
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// When the oldest datagram being reassembled is to be given up.
+    pub fn next_expiry(&self) -> Option<SimTime> {
+        self.pending.values().map(|p| p.started + TIMEOUT).min()
+    }
+
+    /// Takes fragment `ip` (a valid IPv4 header whose total length is the
+    /// slice's length, with More Fragments set or a non-zero offset).
+    pub fn push(&mut self, ip: &[u8], now: SimTime) -> Outcome {
+        let hl = header_len(ip);
+        let data = &ip[hl..];
+        let offset = frag_offset(ip) as usize * 8;
+        let end = offset + data.len();
+        let more = more_fragments(ip);
+        if more && (data.is_empty() || !data.len().is_multiple_of(8)) {
+            return Outcome::Dropped {
+                reason: DropReason::Malformed,
+                frames: 1,
+            };
+        }
+        let key = Key {
+            src: src_addr(ip),
+            dst: dst_addr(ip),
+            proto: ip[9],
+            ident: u16::from_be_bytes([ip[4], ip[5]]),
+        };
+        if end + hl > MAX_DATAGRAM {
+            return self.discard(key, 1, DropReason::ReassemblyInvalid);
+        }
+        let charge = PER_FRAGMENT + data.len();
+        if self.held_bytes + charge > MEMORY_LIMIT {
+            return Outcome::Dropped {
+                reason: DropReason::ReassemblyFull,
+                frames: 1,
+            };
+        }
+        let p = self.pending.entry(key).or_insert_with(|| Pending {
+            started: now,
+            header: None,
+            data: Vec::new(),
+            ranges: BTreeMap::new(),
+            end: None,
+            frames: 0,
+            charged: 0,
+        });
+        match p.check(offset, end, more) {
+            Check::Fits => {}
+            Check::Duplicate => {
+                return Outcome::Dropped {
+                    reason: DropReason::ReassemblyInvalid,
+                    frames: 1,
+                };
+            }
+            Check::Invalid => return self.discard(key, 1, DropReason::ReassemblyInvalid),
+        }
+        if !more {
+            p.end = Some(end);
+        }
+        if offset == 0 {
+            p.header = Some(ip[..hl].to_vec());
+        }
+        if p.data.len() < end {
+            p.data.resize(end, 0);
+        }
+        p.data[offset..end].copy_from_slice(data);
+        p.insert_range(offset, end);
+        p.frames += 1;
+        p.charged += charge;
+        self.held_bytes += charge;
+        self.held_frames += 1;
+        if !p.is_whole() {
+            return Outcome::Held;
+        }
+        let p = self.take(&key).expect("just inserted");
+        let header = p.header.expect("is_whole checks the first fragment");
+        let mut packet = header;
+        let total = packet.len() + p.data.len();
+        packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        // No fragment flags or offset, DF kept as the first fragment had it.
+        packet[6] &= 0x40;
+        packet[7] = 0;
+        packet[10..12].fill(0);
+        let c = checksum(&packet);
+        packet[10..12].copy_from_slice(&c.to_be_bytes());
+        packet.extend_from_slice(&p.data);
+        Outcome::Complete {
+            packet,
+            frames: p.frames,
+        }
+    }
+
+    /// Gives up the datagrams whose time ran out by `now`, oldest first.
+    pub fn expire(&mut self, now: SimTime) -> Vec<Expired> {
+        let due: Vec<Key> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.started + TIMEOUT <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out: Vec<(SimTime, Expired)> = due
+            .into_iter()
+            .filter_map(|k| self.take(&k))
+            .map(|p| {
+                let quote = p.header.map(|mut h| {
+                    h.extend_from_slice(&p.data[..p.data.len().min(8)]);
+                    h
+                });
+                (
+                    p.started,
+                    Expired {
+                        frames: p.frames,
+                        quote,
+                    },
+                )
+            })
+            .collect();
+        out.sort_by_key(|(t, _)| *t);
+        out.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Drops datagram `key` with what it held, plus `extra` fragments not
+    /// yet held.
+    fn discard(&mut self, key: Key, extra: u64, reason: DropReason) -> Outcome {
+        let held = self.take(&key).map_or(0, |p| p.frames);
+        Outcome::Dropped {
+            reason,
+            frames: held + extra,
+        }
+    }
+
+    /// Removes datagram `key`, releasing what it held.
+    fn take(&mut self, key: &Key) -> Option<Pending> {
+        let p = self.pending.remove(key)?;
+        self.held_bytes -= p.charged;
+        self.held_frames -= p.frames;
+        Some(p)
+    }
+}
+
+/// How a fragment fits what its datagram has received.
+enum Check {
+    Fits,
+    /// Wholly inside data already received.
+    Duplicate,
+    /// Overlaps partly, or disagrees with the datagram's end.
+    Invalid,
+}
+
+impl Pending {
+    fn check(&self, offset: usize, end: usize, more: bool) -> Check {
+        match (self.end, more) {
+            // A second last fragment must agree on the end.
+            (Some(e), false) if e != end => return Check::Invalid,
+            // Nothing may go past the end.
+            (Some(e), true) if end > e => return Check::Invalid,
+            // A last fragment can't end before data already received.
+            (None, false) if self.data.len() > end => return Check::Invalid,
+            _ => {}
+        }
+        // The range starting at or before `offset`, and the first after it.
+        let before = self.ranges.range(..=offset).next_back();
+        if let Some((&s, &e)) = before {
+            if s <= offset && end <= e {
+                return Check::Duplicate;
+            }
+            if offset < e {
+                return Check::Invalid;
+            }
+        }
+        if let Some((&s, _)) = self.ranges.range(offset + 1..).next() {
+            if s < end {
+                return Check::Invalid;
+            }
+        }
+        Check::Fits
+    }
+
+    /// Records `[start, end)` as received, merging it with ranges it
+    /// touches.
+    fn insert_range(&mut self, mut start: usize, mut end: usize) {
+        if let Some((&s, &e)) = self.ranges.range(..=start).next_back() {
+            if e == start {
+                self.ranges.remove(&s);
+                start = s;
+            }
+        }
+        if let Some(e) = self.ranges.remove(&end) {
+            end = e;
+        }
+        self.ranges.insert(start, end);
+    }
+
+    fn is_whole(&self) -> bool {
+        self.header.is_some()
+            && self
+                .end
+                .is_some_and(|e| self.ranges.len() == 1 && self.ranges.get(&0) == Some(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::{fragment, IP_HEADER};
+    use crate::link::ETH_HEADER;
+
+    /// An Ethernet frame holding a UDP-protocol datagram of `len` data bytes
+    /// (byte i is i mod 251) from 198.18.0.1 to 198.18.0.2 with `ident`.
+    fn datagram(len: usize, ident: u16) -> Vec<u8> {
+        let mut f = vec![0u8; ETH_HEADER + IP_HEADER + len];
+        let ip = &mut f[ETH_HEADER..];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((IP_HEADER + len) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&ident.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        for (i, b) in ip[IP_HEADER..].iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let c = checksum(&ip[..IP_HEADER]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f
+    }
+
+    fn pieces(len: usize, ident: u16, mtu: usize) -> Vec<Vec<u8>> {
+        fragment(&datagram(len, ident), mtu)
+            .unwrap()
+            .into_iter()
+            .map(|f| f[ETH_HEADER..].to_vec())
+            .collect()
+    }
+
+    const T0: SimTime = SimTime::ZERO;
+
+    #[test]
+    fn fragments_in_any_order_give_back_the_datagram() {
+        let whole = datagram(4000, 7)[ETH_HEADER..].to_vec();
+        let frags = pieces(4000, 7, 1400);
+        assert_eq!(frags.len(), 3);
+        for order in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]] {
+            let mut r = Reassembler::default();
+            let mut got = None;
+            for (n, &i) in order.iter().enumerate() {
+                match r.push(&frags[i], T0) {
+                    Outcome::Held => assert!(n < 2, "{order:?}"),
+                    Outcome::Complete { packet, frames } => {
+                        assert_eq!(frames, 3);
+                        got = Some(packet);
+                    }
+                    o => panic!("{order:?}: {o:?}"),
+                }
+            }
+            assert_eq!(got.as_deref(), Some(&whole[..]), "{order:?}");
+            assert_eq!((r.held_frames(), r.held_bytes()), (0, 0));
+        }
+    }
+
+    #[test]
+    fn datagrams_with_other_idents_do_not_mix() {
+        let a = pieces(3000, 1, 1500);
+        let b = pieces(3000, 2, 1500);
+        let mut r = Reassembler::default();
+        assert_eq!(r.push(&a[0], T0), Outcome::Held);
+        assert_eq!(r.push(&b[1], T0), Outcome::Held);
+        assert_eq!(r.push(&b[2], T0), Outcome::Held);
+        assert_eq!(r.held_frames(), 3);
+        assert!(matches!(
+            r.push(&b[0], T0),
+            Outcome::Complete { frames: 3, .. }
+        ));
+        assert_eq!(r.held_frames(), 1);
+    }
+
+    #[test]
+    fn a_partial_overlap_discards_the_datagram_and_a_duplicate_only_itself() {
+        let f = pieces(4000, 9, 1400);
+        let mut r = Reassembler::default();
+        assert_eq!(r.push(&f[0], T0), Outcome::Held);
+        assert_eq!(
+            r.push(&f[0], T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 1
+            }
+        );
+        assert_eq!(r.held_frames(), 1);
+        // The second fragment moved back 8 bytes: it overlaps the first.
+        let mut overlap = f[1].clone();
+        let off = frag_offset(&overlap) - 1;
+        overlap[6] = (overlap[6] & 0xe0) | (off >> 8) as u8;
+        overlap[7] = off as u8;
+        assert_eq!(
+            r.push(&overlap, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 2
+            }
+        );
+        assert_eq!((r.held_frames(), r.held_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn ends_that_disagree_or_pass_65535_discard_the_datagram() {
+        let f = pieces(4000, 3, 1400);
+        let mut r = Reassembler::default();
+        assert_eq!(r.push(&f[2], T0), Outcome::Held);
+        // The same last fragment, cut short: a different end.
+        let mut short = f[2][..f[2].len() - 8].to_vec();
+        let len = short.len() as u16;
+        short[2..4].copy_from_slice(&len.to_be_bytes());
+        assert!(matches!(
+            r.push(&short, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 2
+            }
+        ));
+        // A fragment whose data would end past 65 535 bytes.
+        let mut big = f[1].clone();
+        big[6] = 0x20 | 0x1f;
+        big[7] = 0xff;
+        assert!(matches!(
+            r.push(&big, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 1
+            }
+        ));
+        assert_eq!(r.held_frames(), 0);
+    }
+
+    #[test]
+    fn a_middle_fragment_not_a_multiple_of_8_is_malformed() {
+        let f = pieces(4000, 4, 1400);
+        let mut odd = f[0][..f[0].len() - 3].to_vec();
+        let len = odd.len() as u16;
+        odd[2..4].copy_from_slice(&len.to_be_bytes());
+        let mut r = Reassembler::default();
+        assert_eq!(
+            r.push(&odd, T0),
+            Outcome::Dropped {
+                reason: DropReason::Malformed,
+                frames: 1
+            }
+        );
+        assert_eq!(r.held_frames(), 0);
+    }
+
+    #[test]
+    fn datagrams_not_whole_after_30_s_are_given_up_with_their_first_header() {
+        let a = pieces(4000, 5, 1400);
+        let b = pieces(4000, 6, 1400);
+        let mut r = Reassembler::default();
+        r.push(&a[1], T0);
+        r.push(&a[0], T0 + SimDuration::from_secs(1));
+        r.push(&b[2], T0 + SimDuration::from_secs(10));
+        assert_eq!(r.next_expiry(), Some(T0 + TIMEOUT));
+        assert!(r
+            .expire(SimTime::from_nanos(TIMEOUT.as_nanos() - 1))
+            .is_empty());
+        let gone = r.expire(T0 + TIMEOUT);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].frames, 2);
+        let quote = gone[0].quote.as_ref().unwrap();
+        assert_eq!(quote[..IP_HEADER], a[0][..IP_HEADER]);
+        assert_eq!(quote.len(), IP_HEADER + 8);
+        assert_eq!(r.held_frames(), 1);
+        assert_eq!(r.next_expiry(), Some(T0 + SimDuration::from_secs(40)));
+        let gone = r.expire(T0 + SimDuration::from_secs(40));
+        assert!(gone[0].quote.is_none(), "its first fragment never came");
+        assert_eq!((r.held_frames(), r.held_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn memory_is_bounded_and_held_datagrams_are_not_evicted() {
+        let mut r = Reassembler::default();
+        let mut ident = 0u16;
+        let mut held = 0u64;
+        loop {
+            ident += 1;
+            let f = pieces(3000, ident, 1500);
+            match r.push(&f[0], T0) {
+                Outcome::Held => held += 1,
+                Outcome::Dropped {
+                    reason: DropReason::ReassemblyFull,
+                    frames: 1,
+                } => break,
+                o => panic!("{o:?}"),
+            }
+        }
+        assert!(r.held_bytes() <= MEMORY_LIMIT);
+        assert!(r.held_bytes() + PER_FRAGMENT + 1480 > MEMORY_LIMIT);
+        assert_eq!(r.held_frames(), held);
+        // Nothing held is evicted for new fragments, even of a held datagram;
+        // room comes back as datagrams are given up.
+        let f = pieces(3000, 1, 1500);
+        assert!(matches!(
+            r.push(&f[1], T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyFull,
+                ..
+            }
+        ));
+        assert_eq!(r.expire(T0 + TIMEOUT).len() as u64, held);
+        assert_eq!((r.held_frames(), r.held_bytes()), (0, 0));
+        assert_eq!(r.push(&f[1], T0 + TIMEOUT), Outcome::Held);
+    }
+}
