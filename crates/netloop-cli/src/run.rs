@@ -541,6 +541,7 @@ pub fn print_summary(name: &str, r: &Results) {
             println!("… and {} more link directions (see --json)", rows - 40);
         }
     }
+    print_idle_flows(r);
     let c = &r.conservation;
     println!(
         "packet conservation: {} created = {} delivered + {} dropped + {} in flight{}",
@@ -554,6 +555,51 @@ pub fn print_summary(name: &str, r: &Results) {
             format!(" — {} UNACCOUNTED", c.unaccounted)
         }
     );
+}
+
+/// Says which flows delivered nothing, and what the run dropped and why, so
+/// that a run that carried no traffic does not end as if all were well.
+fn print_idle_flows(r: &Results) {
+    let idle = r.flows_that_delivered_nothing();
+    if idle.is_empty() {
+        return;
+    }
+    let names: Vec<String> = idle
+        .iter()
+        .take(10)
+        .map(|f| format!("{} ({} → {})", f.name, f.from, f.to))
+        .collect();
+    let more = if idle.len() > 10 {
+        format!(" and {} more", idle.len() - 10)
+    } else {
+        String::new()
+    };
+    println!(
+        "*** {} of {} flows delivered nothing: {}{more} ***",
+        idle.len(),
+        r.flows.len(),
+        names.join(", ")
+    );
+    let mut drops: Vec<(u64, &str)> = r
+        .conservation
+        .dropped
+        .nonzero()
+        .map(|(reason, n)| (n, reason.as_str()))
+        .collect();
+    drops.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    if drops.is_empty() {
+        println!("    nothing was dropped: the traffic was still in flight when the run ended, or never left its host");
+    } else {
+        let top: Vec<String> = drops
+            .iter()
+            .take(4)
+            .map(|(n, reason)| format!("{reason} {}", format::count(*n)))
+            .collect();
+        println!(
+            "    drops in the run: {} (docs/results-schema.md#drop-reasons says what each means)",
+            top.join(", ")
+        );
+    }
 }
 
 /// The demo's experiments: (title, topology text, what to look at).

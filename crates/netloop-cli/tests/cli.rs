@@ -280,3 +280,41 @@ fn a_topology_without_nodes_is_an_error() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A run whose flows deliver nothing says so in its summary, with the drops
+/// that explain it, instead of ending as if all were well (a path with a
+/// link that loses everything; a run where every flow delivers prints no
+/// such line).
+#[test]
+fn a_run_whose_flows_deliver_nothing_says_so() {
+    let d = tmpdir("idle");
+    let topo = |loss: &str| {
+        format!(
+            "[run]\nduration = \"2s\"\n\
+             [[node]]\nname = \"a\"\nkind = \"host\"\n\
+             [[node]]\nname = \"r1\"\nkind = \"router\"\n\
+             [[node]]\nname = \"b\"\nkind = \"host\"\n\
+             [[link]]\nendpoints = [\"a\", \"r1\"]\nrate = \"100Mbps\"\n\
+             [[link]]\nendpoints = [\"r1\", \"b\"]\nrate = \"100Mbps\"\nloss = {loss}\n\
+             [[traffic]]\nname = \"bulk\"\nkind = \"tcp-bulk\"\nfrom = \"a\"\nto = \"b\"\nbytes = \"1MB\"\n\
+             [[traffic]]\nname = \"cbr\"\nkind = \"udp-cbr\"\nfrom = \"a\"\nto = \"b\"\nrate = \"1Mbps\"\n"
+        )
+    };
+    let f = d.join("dead.toml");
+    std::fs::write(&f, topo("1.0")).unwrap();
+    let out = netloop(&["run", f.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("*** 2 of 2 flows delivered nothing: bulk (a → b), cbr (a → b) ***"),
+        "{stdout}"
+    );
+    // Its own loss, and the ARP requests that loss left unanswered.
+    assert!(stdout.contains("drops in the run: "), "{stdout}");
+    assert!(stdout.contains("random_loss 2"), "{stdout}");
+    std::fs::write(&f, topo("0.0")).unwrap();
+    let out = netloop(&["run", f.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("delivered nothing"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&d);
+}

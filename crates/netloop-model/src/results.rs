@@ -46,6 +46,26 @@ pub struct Results {
     pub realtime: Option<serde_json::Value>,
 }
 
+impl Results {
+    /// Flows that sent something (or, for TCP, started) of which nothing
+    /// arrived: no datagram, echo reply or byte of TCP reached the other end
+    /// (a traceroute is not
+    /// counted: a path that answers no probe is what it measures). Such a
+    /// run has usually hit something in the model (a path-MTU black hole, a
+    /// link down, a queue too small) that its drop reasons name.
+    pub fn flows_that_delivered_nothing(&self) -> Vec<&FlowResult> {
+        self.flows
+            .iter()
+            .filter(|f| match (&f.tcp, f.sent_packets) {
+                // A TCP flow that started tried to connect, at least.
+                (Some(t), _) => t.bytes_received == 0 && f.start_ns < self.meta.sim_time_reached_ns,
+                (None, Some(sent)) => f.hops.is_none() && sent > 0 && f.received_packets == Some(0),
+                (None, None) => false,
+            })
+            .collect()
+    }
+}
+
 /// Run metadata.
 #[derive(Clone, Debug, Serialize)]
 pub struct Meta {
