@@ -596,8 +596,9 @@ def exp_table(p, reps):
                 continue
             # One run per delay carries both sizes, one after the other.
             # A first ping waits out address resolution on every hop (a
-            # round trip of each link: 1.2 s at 300 ms), which the probe's
-            # warm-up count alone would not cover at long delays.
+            # round trip of each link: 1.2 s at 300 ms). The probe's own
+            # warm-up now waits for replies too; WARM stays so that every
+            # system's path is warmed the same way before it.
             clients = [WARM] + [f"{{NETLOOP}} probe rtt {{H2}} --count {p['table_probes']} --interval 10ms "
                        f"--size {size - 46} --json {{OUT}}/p{size}.json; cat {{OUT}}/p{size}.json"
                        for size in (64, 1518)]
