@@ -318,7 +318,7 @@ pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<Exi
         ));
     }
     let record = netloop_io::registry::find_running(run).map_err(|e| anyhow!("{e}"))?;
-    let ns = record.namespace_of(host).ok_or_else(|| {
+    let ns = record.namespace_entry(host).ok_or_else(|| {
         let hosts: Vec<&str> = record.hosts().collect();
         anyhow!(
             "run {} has no real host '{host}' (its real hosts: {})",
@@ -330,11 +330,10 @@ pub fn exec(run: Option<&str>, host: &str, cmd: &[String]) -> anyhow::Result<Exi
             }
         )
     })?;
-    let status = std::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(cmd)
-        .status()
-        .map_err(|e| anyhow!("cannot run `ip netns exec {ns}`: {e}"))?;
+    // In the host's network namespace and its PID namespace: the program
+    // sees the host's processes, and ends with the run.
+    let status = netloop_io::proc::run_in_host(&ns.name, ns.init.as_ref(), cmd)
+        .map_err(|e| anyhow!("real host '{host}' of run {}: {e}", record.run_id))?;
     Ok(match status.code() {
         Some(c) => ExitCode::from(c.clamp(0, 255) as u8),
         None => ExitCode::from(128),

@@ -6,7 +6,9 @@
 //! (no namespace `nl-<id>-*`, no device `nl<id>h*`, no record
 //! `/run/netloop/<id>.json`) and a results file that is either complete,
 //! valid JSON or not there at all. SIGINT, SIGTERM and SIGKILL followed by
-//! `netloop clean` are tested in realtime.rs.
+//! `netloop clean` are tested in realtime.rs; here, that a SIGKILL of netloop
+//! takes every process of its real hosts with it, grandchildren and daemons
+//! included.
 //!
 //! Like realtime.rs, every test needs root and says so and returns without
 //! it; they run one at a time; processes are only signalled by pid (the
@@ -18,6 +20,8 @@
 mod common;
 
 use common::*;
+use nix::sys::signal::Signal;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -771,6 +775,195 @@ fn two_runs_of_one_topology_at_once_stay_apart() {
         a_ended.as_secs_f64(),
         replies[0],
         replies[1],
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 6. netloop killed with SIGKILL: every process of its real hosts dies too
+// ---------------------------------------------------------------------------
+
+/// A process's command line, its arguments joined by spaces.
+fn cmdline(pid: i64) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// The session id of a process (field 6 of /proc/PID/stat).
+fn session_of(pid: i64) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_sigkill_of_netloop_ends_every_process_of_its_real_hosts() {
+    let _serial = serial();
+    if !have_root() || !have(&["setsid"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let s = Scratch::new("sigkill-tree");
+    // h1's program forks a grandchild that stays in its process group; h2's
+    // starts a daemon the classic way (a new session, its parent gone), then
+    // sleeps itself.
+    let topo = s.write(
+        "t.toml",
+        &one_router(
+            "60s",
+            "veth",
+            &cmd("sleep 1000 & sleep 1000", "0s", false),
+            &cmd("setsid sh -c 'sleep 1001 &'; sleep 1002", "0s", false),
+        ),
+    );
+    let mut run = LiveRun::start(&["run", &topo, "--log-dir", &s.path("logs")]);
+    let id = run.wait_running();
+    let _clean = CleanOnPanic;
+    let recorded = recorded_processes(&record_with_processes(&id, 2));
+
+    // Every process of both hosts, once all four sleeps run.
+    let until = Instant::now() + Duration::from_secs(10);
+    let (inside, daemon) = loop {
+        let mut all = Vec::new();
+        for h in ["h1", "h2"] {
+            all.extend(namespace_processes(&format!("nl-{id}-{h}")));
+        }
+        let with = |c: &str| all.iter().filter(|p| cmdline(p.pid) == c).count();
+        let daemon = all.iter().find(|p| cmdline(p.pid) == "sleep 1001").copied();
+        if with("sleep 1000") == 2 && with("sleep 1002") == 1 {
+            if let Some(d) = daemon {
+                break (all, d);
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "the programs never all ran: {:?}",
+            all.iter()
+                .map(|p| (p.pid, cmdline(p.pid)))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The daemon really left: a session of its own, in none of the
+    // programs' process groups, so nothing that signals the programs or
+    // their groups reaches it.
+    let groups: Vec<i64> = recorded.iter().map(|p| p.pid).collect();
+    let daemon_group = proc_stat(daemon.pid).map(|(_, g, _)| g);
+    let program_session = recorded.iter().find_map(|p| session_of(p.pid));
+    assert!(
+        session_of(daemon.pid).is_some() && session_of(daemon.pid) != program_session,
+        "sleep 1001 ({}) is not in a session of its own: {:?}, the programs' {program_session:?}",
+        daemon.pid,
+        session_of(daemon.pid)
+    );
+    assert!(
+        daemon_group.is_some_and(|g| !groups.contains(&g)),
+        "sleep 1001 is still in a program's group {daemon_group:?}"
+    );
+
+    // `netloop exec` runs in the host's PID namespace (and sees it in its
+    // /proc): what it starts ends with the run too.
+    let rec = record(&id);
+    let h1_program = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["host"] == "h1")
+        .and_then(|p| p["pid"].as_i64())
+        .expect("h1's program is recorded");
+    let pid_ns = |pid: i64| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let out = netloop(&[
+        "exec",
+        "--run",
+        &id,
+        "h1",
+        "--",
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/pid; echo $$; exec cut -d' ' -f1 /proc/self/stat",
+    ]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(
+        lines.first().map(|l| Path::new(*l)),
+        pid_ns(h1_program).as_deref(),
+        "netloop exec is not in h1's PID namespace: {said}"
+    );
+    assert!(
+        lines.len() == 3 && lines[1] == lines[2],
+        "inside h1, /proc does not show pids as h1's processes see them: {said}"
+    );
+    let mut exec = Command::new(NETLOOP)
+        .args(["exec", "--run", &id, "h1", "--", "sleep", "1003"])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("netloop exec starts");
+    let until = Instant::now() + Duration::from_secs(10);
+    let exec_sleep = loop {
+        let found = namespace_processes(&format!("nl-{id}-h1"))
+            .into_iter()
+            .find(|p| cmdline(p.pid) == "sleep 1003");
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(Instant::now() < until, "netloop exec's sleep never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut names: Vec<(ProcId, String)> = inside.iter().map(|p| (*p, cmdline(p.pid))).collect();
+    names.push((exec_sleep, cmdline(exec_sleep.pid)));
+    run.signal(Signal::SIGKILL);
+    let killed = Instant::now();
+    let st = run.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.signal(), Some(9), "{st}");
+    // (A host's init, killed, goes once every process of its namespace has
+    // been reaped, the programs' zombies by the machine's own init: that can
+    // take a second.)
+    let survivors = loop {
+        let alive: Vec<_> = names.iter().filter(|(p, _)| p.alive()).collect();
+        if alive.is_empty() || killed.elapsed() > Duration::from_secs(10) {
+            break alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        survivors.is_empty(),
+        "{} of the {} processes of run {id}'s real hosts outlived a SIGKILL of netloop by 10 s \
+         (before `netloop clean`): {survivors:?}",
+        survivors.len(),
+        names.len()
+    );
+    let gone_after = killed.elapsed();
+    let exec_status = exec.wait().expect("netloop exec ends");
+    assert!(!exec_status.success(), "{exec_status}");
+
+    // What is left (namespaces, devices, the record) is `netloop clean`'s.
+    let out = netloop(&["clean"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}{}", text(&out.stderr));
+    assert!(report.contains(&id), "clean's report: {report}");
+    assert_nothing_left(&id);
+    println!(
+        "after SIGKILL all {} processes of the real hosts ({}) were gone within {:?}; clean said: {}; \
+         test took {:.1} s",
+        names.len(),
+        names
+            .iter()
+            .map(|(p, c)| format!("{} {c}", p.pid))
+            .collect::<Vec<_>>()
+            .join(", "),
+        gone_after,
+        report.trim().replace('\n', " / "),
         t0.elapsed().as_secs_f64()
     );
 }

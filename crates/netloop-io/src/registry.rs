@@ -41,6 +41,19 @@ pub struct NsEntry {
     pub host: String,
     /// The namespace's name.
     pub name: String,
+    /// The init of the host's PID namespace, once started (`netloop exec`
+    /// runs programs in that namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<InitEntry>,
+}
+
+/// The init of a real host's PID namespace (see `proc::HostInit`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InitEntry {
+    /// Its pid, in netloop's PID namespace.
+    pub pid: i32,
+    /// Its start time, to tell a reused pid.
+    pub start_time: u64,
 }
 
 /// One run's record.
@@ -65,10 +78,12 @@ pub struct RunRecord {
 impl RunRecord {
     /// The namespace of real host `host`.
     pub fn namespace_of(&self, host: &str) -> Option<&str> {
-        self.namespaces
-            .iter()
-            .find(|n| n.host == host)
-            .map(|n| n.name.as_str())
+        self.namespace_entry(host).map(|n| n.name.as_str())
+    }
+
+    /// What the record says of real host `host`'s namespace.
+    pub fn namespace_entry(&self, host: &str) -> Option<&NsEntry> {
+        self.namespaces.iter().find(|n| n.host == host)
     }
 
     /// The real hosts (with namespaces).
@@ -240,7 +255,16 @@ impl Registry {
         self.record.namespaces.push(NsEntry {
             host: host.into(),
             name: name.into(),
+            init: None,
         });
+        self.save()
+    }
+
+    /// Records the init of namespace `name`'s PID namespace, just started.
+    pub fn set_init(&mut self, name: &str, init: InitEntry) -> Result<()> {
+        if let Some(n) = self.record.namespaces.iter_mut().find(|n| n.name == name) {
+            n.init = Some(init);
+        }
         self.save()
     }
 
@@ -343,6 +367,11 @@ pub fn find_running(run: Option<&str>) -> Result<RunRecord> {
         .map(|(_, r)| r)
         .filter(|r| r.owner_alive())
         .collect();
+    choose_running(live, run)
+}
+
+/// Of the running runs `live`, the one named `run`, or the only one.
+fn choose_running(live: Vec<RunRecord>, run: Option<&str>) -> Result<RunRecord> {
     if let Some(id) = run {
         return live
             .into_iter()
@@ -570,6 +599,64 @@ mod tests {
             e.contains("not a private directory") && e.contains("remove it"),
             "{e}"
         );
+    }
+
+    fn run(id: &str) -> RunRecord {
+        RunRecord {
+            run_id: id.into(),
+            owner_pid: 1,
+            owner_start: 0,
+            created_unix: 0,
+            namespaces: vec![],
+            devices: vec![],
+            processes: vec![],
+        }
+    }
+
+    /// What `netloop exec` says with no run, one, several, and a run id that
+    /// is not among them (the running runs are given, so the machine's own
+    /// runs do not matter).
+    #[test]
+    fn the_running_run_is_chosen_or_the_choice_explained() {
+        let e = choose_running(vec![], None).unwrap_err().to_string();
+        assert!(e.contains("no netloop run is running"), "{e}");
+        let e = choose_running(vec![], Some("a1b2c3"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no netloop run with id 'a1b2c3' is running"),
+            "{e}"
+        );
+        let one = choose_running(vec![run("a1b2c3")], None).unwrap();
+        assert_eq!(one.run_id, "a1b2c3");
+        let e = choose_running(vec![run("a1b2c3"), run("d4e5f6")], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "several netloop runs are running (ids a1b2c3, d4e5f6); choose one with --run"
+            ),
+            "{e}"
+        );
+        let chosen = choose_running(vec![run("a1b2c3"), run("d4e5f6")], Some("d4e5f6")).unwrap();
+        assert_eq!(chosen.run_id, "d4e5f6");
+        let e = choose_running(vec![run("a1b2c3")], Some("ffffff"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no netloop run with id 'ffffff' is running"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_record_without_init_still_reads() {
+        let r: RunRecord = serde_json::from_str(
+            r#"{"run_id":"a1b2c3","owner_pid":1,"owner_start":0,"created_unix":0,
+                "namespaces":[{"host":"h1","name":"nl-a1b2c3-h1"}],"devices":[],"processes":[]}"#,
+        )
+        .expect("a record of a netloop without PID namespaces");
+        assert_eq!(r.namespace_entry("h1").unwrap().init, None);
     }
 
     #[test]

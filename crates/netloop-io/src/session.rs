@@ -19,8 +19,8 @@ use netloop_model::spec::NodeKind;
 use crate::error::{Error, Result};
 use crate::netns;
 use crate::packet;
-use crate::proc::{self, Proc};
-use crate::registry::{self, ProcEntry, Registry, RunRecord};
+use crate::proc::{self, HostInit, Proc};
+use crate::registry::{self, InitEntry, ProcEntry, Registry, RunRecord};
 
 /// How long programs get to exit after SIGTERM before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(1);
@@ -53,7 +53,9 @@ pub struct ProgramExit {
 pub struct TeardownReport {
     /// Programs stopped (they were still running at the end).
     pub stopped: usize,
-    /// Other processes found in the namespaces and killed.
+    /// Other processes found in the network namespaces and killed once the
+    /// hosts' PID namespaces had ended (processes put there from outside,
+    /// e.g. with `ip netns exec`).
     pub killed: usize,
     /// Namespaces deleted.
     pub namespaces: usize,
@@ -105,11 +107,20 @@ pub fn check_privileges() -> Result<()> {
 struct Shared {
     registry: Registry,
     procs: Vec<Proc>,
+    /// The inits of the hosts' PID namespaces: (namespace, init).
+    inits: Vec<(String, InitEntry)>,
     errors: Vec<Error>,
 }
 
+/// How long the tear-down waits for a PID namespace's init to go once it is
+/// killed (it goes once every process in its namespace has).
+const INIT_GRACE: Duration = Duration::from_secs(5);
+
 /// A request to the launcher thread.
 enum Launch {
+    /// Start the init of a network namespace's PID namespace; answer with
+    /// its record entry.
+    Init(String, Sender<Result<InitEntry>>),
     /// Start a program: (namespace, host, command line, log file).
     Start(String, String, String, PathBuf),
     /// Start nothing more; acknowledge once idle.
@@ -119,10 +130,12 @@ enum Launch {
 /// Everything one run created outside the process.
 ///
 /// Programs are started by a launcher thread of the session's own: starting
-/// one forks (copying a process whose packet rings map megabytes) and
-/// rewrites the run's record, milliseconds the real-time loop must not
-/// spend. The thread lives until the tear-down, because a child's
-/// parent-death signal fires when the *thread* that forked it exits.
+/// one forks and rewrites the run's record, milliseconds the real-time loop
+/// must not spend. The thread lives until the tear-down, because a child's
+/// parent-death signal fires when the *thread* that forked it exits. It
+/// also starts each real host's PID namespace init ([`HostInit`]), and the
+/// programs of a host start in that namespace, so that whatever they start
+/// ends with the init, which ends with the thread.
 pub struct Session {
     shared: Arc<Mutex<Shared>>,
     run_id: String,
@@ -151,6 +164,7 @@ impl Session {
         let shared = Arc::new(Mutex::new(Shared {
             registry,
             procs: Vec::new(),
+            inits: Vec::new(),
             errors: Vec::new(),
         }));
         let (tx, rx) = channel::<Launch>();
@@ -159,6 +173,9 @@ impl Session {
             .name("netloop-launcher".into())
             .spawn(move || {
                 let mut closed = false;
+                // The inits this thread started (their PID namespaces, which
+                // programs start in), by network namespace.
+                let mut inits: HashMap<String, HostInit> = HashMap::new();
                 for req in rx {
                     let (ns, host, cmd, log) = match req {
                         Launch::Quiesce(ack) => {
@@ -166,10 +183,20 @@ impl Session {
                             let _ = ack.send(());
                             continue;
                         }
+                        Launch::Init(ns, reply) => {
+                            let _ = reply.send(start_init(&sh, &mut inits, &ns));
+                            continue;
+                        }
                         Launch::Start(..) if closed => continue,
                         Launch::Start(ns, host, cmd, log) => (ns, host, cmd, log),
                     };
-                    match proc::spawn(&ns, &host, &cmd, &log) {
+                    let Some(init) = inits.get(&ns) else {
+                        lock(&sh).errors.push(Error::msg(format!(
+                            "starting `{cmd}` on real host '{host}': its PID namespace was not started"
+                        )));
+                        continue;
+                    };
+                    match proc::spawn(&ns, init, &host, &cmd, &log) {
                         Ok(p) => {
                             let mut g = lock(&sh);
                             let entry = ProcEntry {
@@ -242,6 +269,17 @@ impl Session {
         netns::add(&ns)?;
         self.namespaces.push(ns.clone());
         self.namespace_of.insert(r.name.clone(), ns.clone());
+        // The host's PID namespace, which its programs will start in.
+        let (tx, _) = self
+            .launcher
+            .as_ref()
+            .ok_or_else(|| Error::msg("the run is being torn down"))?;
+        let (reply_tx, reply_rx) = channel();
+        tx.send(Launch::Init(ns.clone(), reply_tx))
+            .map_err(|_| Error::msg("the program launcher thread has stopped"))?;
+        reply_rx
+            .recv()
+            .map_err(|_| Error::msg("the program launcher thread has stopped"))??;
         // No IPv6: the model does not route it, and a kernel's router
         // solicitations and DAD probes would only be dropped as unsupported.
         if Path::new("/proc/sys/net/ipv6").exists() {
@@ -442,7 +480,14 @@ impl Session {
             .filter(|&running| running)
             .count();
         proc::stop_all(&mut g.procs, STOP_GRACE);
+        let inits = std::mem::take(&mut g.inits);
         drop(g);
+        // Whatever the programs left running (a daemon in a session of its
+        // own, a child that left their process group) ends with its host's
+        // PID namespace.
+        for (_, init) in &inits {
+            proc::kill_init(init.pid, INIT_GRACE);
+        }
         if let Some((tx, handle)) = launcher {
             drop(tx);
             let _ = handle.join();
@@ -474,6 +519,22 @@ impl Session {
         }
         rep
     }
+}
+
+/// Starts the init of network namespace `ns`'s PID namespace (on the
+/// launcher thread, whose end it must not outlive) and records it.
+fn start_init(
+    shared: &Mutex<Shared>,
+    inits: &mut HashMap<String, HostInit>,
+    ns: &str,
+) -> Result<InitEntry> {
+    let init = HostInit::start(ns)?;
+    let entry = init.entry();
+    inits.insert(ns.to_string(), init);
+    let mut g = lock(shared);
+    g.inits.push((ns.to_string(), entry));
+    g.registry.set_init(ns, entry)?;
+    Ok(entry)
 }
 
 impl Drop for Session {

@@ -9,7 +9,7 @@
 //!
 //! Sections: process and clocks; file descriptors and namespaces; interface
 //! ioctls (`ifreq`, ethtool); TUN/TAP ioctls; AF_PACKET sockets; the
-//! memory-mapped TPACKET_V2 ring.
+//! memory-mapped TPACKET_V2 ring; child processes and PID namespaces.
 
 use std::ffi::{c_int, c_short, c_uint, c_ulong, CString};
 use std::io;
@@ -480,7 +480,14 @@ impl PacketRing {
         }
         let base =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
-        Ok(PacketRing { base, len })
+        let ring = PacketRing { base, len };
+        // Children forked without an exec (a real host's PID namespace init,
+        // see `spawn_pid_namespace_init`) must not share the rings: the
+        // mapping stays this value's alone.
+        // SAFETY: `base`/`len` are exactly the mapping just made; the advice
+        // changes only what fork copies, not the mapping's contents.
+        cvt(unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_DONTFORK) })?;
+        Ok(ring)
     }
 
     /// The slot of `size` bytes at `off` exists in the mapping and its
@@ -617,12 +624,12 @@ impl Drop for RxSlot<'_> {
 }
 
 // ---------------------------------------------------------------------------
-// Child processes.
+// Child processes and PID namespaces
+// ---------------------------------------------------------------------------
 
-/// Makes `cmd`'s child get SIGKILL when this thread's process dies, so that
-/// a netloop killed with SIGKILL does not leave the programs it started
-/// running (grandchildren are found through their namespace by `netloop
-/// clean`).
+/// Makes `cmd`'s child get SIGKILL when the thread that starts it ends (the
+/// thread's process dying included). Only the child: what it starts in turn
+/// is taken by its PID namespace's init (see `spawn_pid_namespace_init`).
 pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the child between fork and exec and calls
@@ -639,6 +646,266 @@ pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
             ) != 0
             {
                 return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A descriptor of this process's own PID namespace, to put a thread's
+/// children back into it (see [`children_in_pid_namespace`]).
+pub fn own_pid_namespace() -> io::Result<OwnedFd> {
+    Ok(std::fs::File::open("/proc/self/ns/pid")?.into())
+}
+
+/// Makes the processes the calling thread forks from now on (only this
+/// thread's: the setting is per thread) start in PID namespace `ns`, a
+/// descriptor of `/proc/PID/ns/pid`: a namespace of which this process's
+/// own is an ancestor, or its own (to undo it).
+pub fn children_in_pid_namespace(ns: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns takes an fd we borrow for the call and a flag; with
+    // CLONE_NEWPID it changes only where this thread's later children go.
+    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWPID) }).map(drop)
+}
+
+/// A pipe, both ends close-on-exec: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe2 needs.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded: both are open descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts the init of a new PID namespace: a child of the calling thread
+/// that is PID 1 of a namespace of its own, lives in network namespace
+/// `netns` (a descriptor of `/run/netns/NAME`), and does nothing but reap
+/// the processes the namespace hands it. Returns its pid (in ours).
+///
+/// What it is for: when the init of a PID namespace dies, the kernel kills
+/// every other process in it with SIGKILL, and no process can leave its PID
+/// namespace (not by `setsid`, not by double forking). The init gets SIGKILL
+/// itself when the calling thread ends (PR_SET_PDEATHSIG), so a thread that
+/// lives as long as the run ties every process started in the namespace to
+/// the run, even through a SIGKILL of netloop.
+///
+/// The init is a fork of this process that never calls `exec` (netloop may
+/// be a library inside another program: there is no binary of ours to run).
+/// It closes every descriptor it inherited, and the packet rings are not
+/// copied into it (MADV_DONTFORK), so it holds nothing of the run's. It
+/// ignores every signal but SIGKILL, as PID 1 of a namespace does anyway
+/// for signals without a handler.
+///
+/// `own_pidns` is [`own_pid_namespace`]: the calling thread's children go
+/// back to this process's PID namespace before this returns, whatever
+/// happened.
+pub fn spawn_pid_namespace_init(
+    netns: BorrowedFd<'_>,
+    own_pidns: BorrowedFd<'_>,
+) -> io::Result<i32> {
+    use std::io::{Read, Write};
+    // Child to parent: a 4-byte errno, 0 once it is ready. Parent to child:
+    // one byte, once the parent has seen it ready (see below).
+    let (up_r, up_w) = pipe()?;
+    let (down_r, down_w) = pipe()?;
+    let devnull: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?
+        .into();
+    // Everything the child uses is made here: after fork it may only make
+    // system calls (this process has other threads, whose locks it shares).
+    // SAFETY: sigset_t is plain data; all-zero is a valid value, and
+    // sigemptyset/sigfillset/sigaddset only write the set we pass.
+    let (mut all, mut chld): (libc::sigset_t, libc::sigset_t) = unsafe {
+        (
+            MaybeUninit::zeroed().assume_init(),
+            MaybeUninit::zeroed().assume_init(),
+        )
+    };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+    }
+    let fds = InitFds {
+        netns: netns.as_raw_fd(),
+        devnull: devnull.as_raw_fd(),
+        up_r: up_r.as_raw_fd(),
+        up_w: up_w.as_raw_fd(),
+        down_r: down_r.as_raw_fd(),
+        down_w: down_w.as_raw_fd(),
+    };
+    // SAFETY: unshare with CLONE_NEWPID changes only where this thread's
+    // next child goes (a new PID namespace, of which it is PID 1); it is
+    // undone right after the fork.
+    cvt(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
+    // SAFETY: the child runs only `pid_init_child`, which makes nothing but
+    // async-signal-safe system calls on values prepared above and never
+    // returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: we are the child of that fork.
+        unsafe { pid_init_child(&fds, &all, &chld) }
+    }
+    let fork_error = io::Error::last_os_error();
+    let restored = children_in_pid_namespace(own_pidns);
+    if pid < 0 {
+        restored?;
+        return Err(fork_error);
+    }
+    drop(up_w);
+    drop(down_r);
+    let give_up = |e: io::Error| {
+        // SAFETY: `pid` is our child: kill and waitpid take plain integers.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, ptr::null_mut(), 0);
+        }
+        Err(e)
+    };
+    if let Err(e) = restored {
+        return give_up(e);
+    }
+    // The child arms its parent-death signal, then says it is ready and
+    // waits for our answer. If this thread ended before the signal was
+    // armed, the answer never comes: the pipe reads end-of-file and the
+    // child exits. Either way nothing outlives the thread.
+    let mut word = [0u8; 4];
+    if let Err(e) = std::fs::File::from(up_r).read_exact(&mut word) {
+        return give_up(io::Error::new(
+            e.kind(),
+            format!("the PID namespace's init ended as it started: {e}"),
+        ));
+    }
+    let errno = i32::from_ne_bytes(word);
+    if errno != 0 {
+        return give_up(io::Error::from_raw_os_error(errno));
+    }
+    if let Err(e) = std::fs::File::from(down_w).write_all(&[1]) {
+        return give_up(e);
+    }
+    Ok(pid)
+}
+
+/// The raw descriptors [`pid_init_child`] uses.
+struct InitFds {
+    netns: c_int,
+    devnull: c_int,
+    up_r: c_int,
+    up_w: c_int,
+    down_r: c_int,
+    down_w: c_int,
+}
+
+/// The init of a real host's PID namespace, in the child of
+/// [`spawn_pid_namespace_init`]'s fork.
+///
+/// # Safety
+///
+/// Call only in that child, right after the fork. It makes only
+/// async-signal-safe system calls (no allocation, no lock, no panic) and
+/// never returns.
+unsafe fn pid_init_child(fds: &InitFds, all: &libc::sigset_t, chld: &libc::sigset_t) -> ! {
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    let fail = |e: c_int| -> ! {
+        let word = e.to_ne_bytes();
+        libc::write(fds.up_w, word.as_ptr().cast(), word.len());
+        libc::_exit(127)
+    };
+    if libc::prctl(
+        libc::PR_SET_PDEATHSIG,
+        libc::SIGKILL as libc::c_ulong,
+        0,
+        0,
+        0,
+    ) != 0
+    {
+        fail(errno());
+    }
+    // Our copies of the parent's ends: with them closed, the parent's death
+    // shows as end-of-file.
+    libc::close(fds.up_r);
+    libc::close(fds.down_w);
+    // A session of its own (out of netloop's process group and terminal), in
+    // the real host's network namespace, holding no directory.
+    if libc::setsid() < 0 || libc::setns(fds.netns, libc::CLONE_NEWNET) != 0 {
+        fail(errno());
+    }
+    if libc::chdir(c"/".as_ptr()) != 0 {
+        fail(errno());
+    }
+    for std_fd in 0..3 {
+        if libc::dup2(fds.devnull, std_fd) < 0 {
+            fail(errno());
+        }
+    }
+    // Every signal blocked; SIGCHLD is taken with sigtimedwait below.
+    if libc::sigprocmask(libc::SIG_SETMASK, all, ptr::null_mut()) != 0 {
+        fail(errno());
+    }
+    let ready = 0 as c_int;
+    let word = ready.to_ne_bytes();
+    if libc::write(fds.up_w, word.as_ptr().cast(), word.len()) != word.len() as isize {
+        libc::_exit(127);
+    }
+    let mut go = 0u8;
+    if libc::read(fds.down_r, (&mut go as *mut u8).cast(), 1) != 1 {
+        libc::_exit(0);
+    }
+    // Nothing of the parent's stays open in here.
+    if libc::syscall(libc::SYS_close_range, 3 as c_uint, c_uint::MAX, 0 as c_uint) != 0 {
+        for fd in 3..65536 {
+            libc::close(fd);
+        }
+    }
+    // Reap whatever the namespace hands us (processes whose parent ended),
+    // waking on SIGCHLD and, in case one is missed, every second.
+    let second = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    loop {
+        while libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) > 0 {}
+        libc::sigtimedwait(chld, ptr::null_mut(), &second);
+    }
+}
+
+/// Gives `cmd`'s child a mount namespace of its own in which `/proc` is a
+/// new proc mount of the PID namespace the child is born in, so that inside
+/// a real host `/proc` lists the host's processes under the pids they have
+/// there (`/proc/$$` is the shell itself). Best effort: if the kernel
+/// refuses, the child keeps the machine's `/proc`. Mounts never propagate
+/// back: the new namespace is made a slave of the machine's first.
+pub fn private_proc_for_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only unshare(2) and mount(2), which are system calls without locks or
+    // allocation, on string literals; it touches no memory shared with the
+    // parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(
+                    ptr::null(),
+                    c"/".as_ptr(),
+                    ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    ptr::null(),
+                ) == 0
+            {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    ptr::null(),
+                );
             }
             Ok(())
         });

@@ -136,6 +136,7 @@ fn clean_removes_a_dead_runs_leftovers_and_leaves_a_live_run_alone() {
         namespaces: vec![NsEntry {
             host: "h1".into(),
             name: dead_ns.clone(),
+            init: None,
         }],
         devices: vec![dead_dev.clone()],
         processes: vec![ProcEntry {
@@ -157,6 +158,7 @@ fn clean_removes_a_dead_runs_leftovers_and_leaves_a_live_run_alone() {
         namespaces: vec![NsEntry {
             host: "h1".into(),
             name: live_ns.clone(),
+            init: None,
         }],
         devices: vec![],
         processes: vec![],
@@ -226,6 +228,7 @@ fn clean_does_not_touch_names_without_the_run_id() {
         namespaces: vec![NsEntry {
             host: "h1".into(),
             name: foreign.clone(),
+            init: None,
         }],
         // (A name that does not exist: a test must never risk the machine's
         // own interfaces.)
@@ -270,6 +273,7 @@ fn clean_ignores_a_record_that_is_not_ours() {
         namespaces: vec![NsEntry {
             host: "h1".into(),
             name: ns.clone(),
+            init: None,
         }],
         devices: vec![],
         processes: vec![],

@@ -160,6 +160,16 @@ fn veth_host_is_configured_runs_programs_and_is_removed() {
     let rec = registry::find_running(Some(&run)).expect("our run is running");
     assert_eq!(rec.namespace_of("h1"), Some(ns));
     assert!(rec.devices.contains(&h.root_device));
+    // ... and the init of its PID namespace, which lives in the namespace.
+    let init = rec.namespace_entry("h1").unwrap().init.expect("h1's init");
+    assert_eq!(registry::start_time(init.pid), Some(init.start_time));
+    assert!(netns::pids(ns).expect("pids").contains(&init.pid));
+    let init_pid_ns = std::fs::read_link(format!("/proc/{}/ns/pid", init.pid)).expect("init's ns");
+    assert_ne!(
+        Some(&init_pid_ns),
+        std::fs::read_link("/proc/self/ns/pid").ok().as_ref(),
+        "the init is in our own PID namespace"
+    );
 
     // A program runs inside the namespace; its output lands in its log.
     let log = logs.join("h1.0.log");
@@ -175,6 +185,22 @@ fn veth_host_is_configured_runs_programs_and_is_removed() {
     let out = std::fs::read_to_string(&log).expect("log");
     assert!(out.contains("hello-from-h1"), "{out}");
     assert!(out.contains("198.18.210.2/24"), "{out}");
+
+    // Programs run in the host's PID namespace, with a /proc of it.
+    let log = logs.join("h1.pidns.log");
+    s.start_command(
+        "h1",
+        "readlink /proc/self/ns/pid; echo $$; exec cut -d' ' -f1 /proc/self/stat",
+        &log,
+    )
+    .expect("start");
+    let exits = wait_for_exits(&mut s, 1);
+    assert_eq!(exits[0].2, Some(0));
+    let out = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(Path::new(lines[0]), init_pid_ns, "{out}");
+    assert_eq!(lines[1], lines[2], "/proc inside is not the host's: {out}");
 
     // A program that is not installed: exit 127, and the log says which.
     let log = logs.join("h1.1.log");
@@ -195,14 +221,15 @@ fn veth_host_is_configured_runs_programs_and_is_removed() {
         &logs.join("h1.3.log"),
     )
     .expect("start");
-    let procs = wait_for_processes(&s, 4);
+    let procs = wait_for_processes(&s, 5);
     let sleeps: Vec<_> = procs.iter().filter(|p| p.cmd.contains("sleep")).collect();
     assert_eq!(sleeps.len(), 2);
-    // Wait until the escaped sleep shows up in the namespace.
+    // Wait until the escaped sleep shows up in the namespace (with the init
+    // and the two programs).
     let deadline = Instant::now() + Duration::from_secs(5);
     let in_ns = loop {
         let pids = netns::pids(ns).expect("pids");
-        if pids.len() >= 3 {
+        if pids.len() >= 4 {
             break pids;
         }
         assert!(Instant::now() < deadline, "pids in namespace: {pids:?}");
