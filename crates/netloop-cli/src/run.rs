@@ -24,8 +24,9 @@ pub struct RunArgs {
     /// Write the results as JSON (schema: docs/results-schema.md).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
-    /// Capture to pcap: a link name, `NODE:IFACE` (e.g. `r1:eth0`), or `all`
-    /// for every link. Repeatable.
+    /// Capture to pcap: a link (its name, or its ends as in `r1-r2`),
+    /// `NODE:IFACE` (e.g. `r1:eth0`), or `all` for every link. Repeatable;
+    /// what each contains: docs/capture.md.
     #[arg(long, value_name = "TARGET")]
     pub pcap: Vec<String>,
     /// Directory for pcap files.

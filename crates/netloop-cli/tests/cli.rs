@@ -318,3 +318,80 @@ fn a_run_whose_flows_deliver_nothing_says_so() {
     assert!(!stdout.contains("delivered nothing"), "{stdout}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A link the file names (`bottleneck`, between r1 and r2) is captured by
+/// its name or by its ends in either order, and all three files are the
+/// same; parallel links make the ends ambiguous, and the error names them.
+/// (The README's own example, `--pcap r1-r2` on dumbbell.toml, failed.)
+#[test]
+fn a_named_link_is_captured_by_its_ends_too() {
+    let d = tmpdir("pcap-ends");
+    let pcaps = d.join("p");
+    let out = netloop(&[
+        "run",
+        "examples/dumbbell.toml",
+        "--quiet",
+        "--duration",
+        "6s",
+        "--pcap",
+        "bottleneck",
+        "--pcap",
+        "r1-r2",
+        "--pcap",
+        "r2-r1",
+        "--pcap-dir",
+        pcaps.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_name = std::fs::read(pcaps.join("bottleneck.pcap")).unwrap();
+    assert!(by_name.len() > 10_000, "{} bytes", by_name.len());
+    for ends in ["r1-r2.pcap", "r2-r1.pcap"] {
+        assert!(
+            std::fs::read(pcaps.join(ends)).unwrap() == by_name,
+            "{ends} is not the bottleneck's capture"
+        );
+    }
+
+    let topo = d.join("parallel.toml");
+    std::fs::write(
+        &topo,
+        r#"[run]
+duration = "1s"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "r2"
+kind = "router"
+[[link]]
+name = "upper"
+endpoints = ["r1", "r2"]
+[[link]]
+name = "lower"
+endpoints = ["r2", "r1"]
+"#,
+    )
+    .unwrap();
+    let out = netloop(&[
+        "run",
+        topo.to_str().unwrap(),
+        "--quiet",
+        "--pcap",
+        "r1-r2",
+        "--pcap-dir",
+        pcaps.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "pcap target r1-r2: 2 links join these two nodes; name one of them: upper, lower"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

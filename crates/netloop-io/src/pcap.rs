@@ -236,8 +236,47 @@ impl Tap for PcapTap {
     }
 }
 
+/// The link that capture target `t` names: a link's name, or its two ends
+/// `A-B` (either order), which is how a user names a link the file gave a
+/// name of its own (`bottleneck` between r1 and r2 is also `r1-r2`). A name
+/// wins over ends; ends shared by parallel links are ambiguous and an error
+/// that lists their names.
+fn link_named(sim: &Simulation, t: &str) -> Result<Option<usize>> {
+    if let Some(link) = sim.net.link_id(t) {
+        return Ok(Some(link));
+    }
+    let names = sim.net.node_names();
+    let between: Vec<usize> = sim
+        .net
+        .links()
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            let (a, b) = (&names[l.ends[0].0], &names[l.ends[1].0]);
+            t == format!("{a}-{b}") || t == format!("{b}-{a}")
+        })
+        .map(|(i, _)| i)
+        .collect();
+    match between.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => {
+            let names: Vec<&str> = many
+                .iter()
+                .map(|&i| sim.net.links()[i].name.as_str())
+                .collect();
+            Err(Error::msg(format!(
+                "pcap target {t}: {} links join these two nodes; name one of them: {}",
+                many.len(),
+                names.join(", ")
+            )))
+        }
+    }
+}
+
 /// Captures what `targets` name into files in `dir` (`<link>.pcap`,
-/// `<node>-<iface>.pcap`): each target is a link name, `NODE:IFACE` for one
+/// `<node>-<iface>.pcap`): each target is a link (its name, or its two ends
+/// `A-B`, see [`link_named`]), `NODE:IFACE` for one
 /// interface's view, or `all` for every link.
 pub fn attach(
     sim: &mut Simulation,
@@ -256,7 +295,7 @@ pub fn attach(
             for (i, l) in sim.net.links().iter().enumerate() {
                 wanted.push((i, Filter::Link, l.name.clone()));
             }
-        } else if let Some(link) = sim.net.link_id(t) {
+        } else if let Some(link) = link_named(sim, t)? {
             wanted.push((link, Filter::Link, t.clone()));
         } else if let Some((node, iface)) = t.split_once(':') {
             let id = sim
@@ -291,7 +330,8 @@ pub fn attach(
                 .take(10)
                 .collect();
             return Err(Error::msg(format!(
-                "pcap target {t}: not a link, NODE:IFACE or 'all' (links: {})",
+                "pcap target {t}: not a link (its name or its two ends, as in 'r1-r2'), \
+                 NODE:IFACE or 'all' (links: {})",
                 names.join(", ")
             )));
         }
