@@ -22,6 +22,7 @@ use crate::format;
 use crate::live::{execute_live, print_report};
 use crate::probe::summarize;
 use crate::run::{print_summary, right, table, write_json_atomic, DemoArgs};
+use netloop_io::live::LiveReport;
 
 /// TCP goodput of gigabit Ethernet with a 1500-byte MTU and TCP timestamps:
 /// 1448 payload bytes per 1538 bytes on the wire.
@@ -205,7 +206,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // The throughput experiment steers the hosts' receive work off the
     // real-time loop's CPU (`netloop run --steer`); the delay experiment
     // below does not, for the most exact delays.
-    let (code, logs) = run_one(&text, "demo-sitl", &out, true)?;
+    let (code, logs, report) = run_one(&text, "demo-sitl", &out, true)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -251,12 +252,27 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "INET: 1–22 ms",
     );
     println!("{t}\n");
+    say_what_lateness_affects(
+        &report,
+        &[
+            (
+                "iperf3 -c 198.18.2.2 -t 4 -J",
+                "iperf3 TCP goodput",
+                Sensitivity::Rate,
+            ),
+            (
+                "ping -c 20 -i 0.02 198.18.1.1",
+                "ping h1 → r1",
+                Sensitivity::Delay,
+            ),
+        ],
+    );
 
     // 2. INET.
     println!("== 2. OMNeT++/INET: two real hosts across two simulated routers, 1 Gbit/s, 10 ms ==");
     let probe_json = out.join("demo-inet-probe.json");
     let text = inet_topology(&netloop, &probe_json);
-    let (code, logs) = run_one(&text, "demo-inet", &out, false)?;
+    let (code, logs, report) = run_one(&text, "demo-inet", &out, false)?;
     if let Some(c) = code {
         return Ok(c);
     }
@@ -313,6 +329,26 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             format::ns(s.p50 - expected_remote)
         );
     }
+    let probe_cmd = format!(
+        "{netloop} probe rtt 198.18.3.2 --count 300 --interval 10ms --json {}",
+        probe_json.display()
+    );
+    say_what_lateness_affects(
+        &report,
+        &[
+            (
+                "ping -c 50 -i 0.02 198.18.1.1",
+                "ping local",
+                Sensitivity::Delay,
+            ),
+            (
+                "ping -c 50 -i 0.02 198.18.3.2",
+                "ping remote",
+                Sensitivity::Delay,
+            ),
+            (&probe_cmd, "UDP probe", Sensitivity::Delay),
+        ],
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -322,7 +358,7 @@ fn run_one(
     name: &str,
     out: &Path,
     steer: bool,
-) -> anyhow::Result<(Option<ExitCode>, PathBuf)> {
+) -> anyhow::Result<(Option<ExitCode>, PathBuf, LiveReport)> {
     let loaded = netloop_config::parse_str(text, name)
         .map_err(|e| anyhow!("built-in demo topology is invalid: {e}"))?;
     let mut sim = Simulation::build(&loaded.spec).map_err(|e| {
@@ -352,5 +388,88 @@ fn run_one(
     } else {
         None
     };
-    Ok((code, logs))
+    Ok((code, logs, o.report))
+}
+
+/// For a run that fell behind real time: whether each measurement (a
+/// program's command line and what the figure is) was taken while events
+/// ran late, and so which figures of the tables to doubt. Prints nothing for
+/// a run that kept up.
+fn say_what_lateness_affects(report: &LiveReport, measures: &[(&str, &str, Sensitivity)]) {
+    let rt = &report.realtime;
+    let (Some(first), Some(last)) = (rt.first_late_s, rt.last_late_s) else {
+        return;
+    };
+    let max = format::ns(rt.event_lateness.max_ns as f64);
+    println!(
+        "This run fell behind real time between {first:.3} s and {last:.3} s (events up to {max} late). \
+         Its figures:"
+    );
+    for (cmd, what, sensitivity) in measures {
+        let Some(c) = report.commands.iter().find(|c| c.cmd == *cmd) else {
+            continue;
+        };
+        let (Some(start), end) = (c.started_s, c.exited_s.unwrap_or(rt.sim_seconds)) else {
+            continue;
+        };
+        println!(
+            "  - {}",
+            late_verdict(what, *sensitivity, start, end, first, last, &max)
+        );
+    }
+    println!();
+}
+
+/// How a figure takes lateness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sensitivity {
+    /// A delay or round trip: each sample may be too long by the lateness.
+    Delay,
+    /// A rate averaged over seconds: late frames are not lost, only shifted.
+    Rate,
+}
+
+/// One line: was the measurement `what`, taken from `start` to `end`
+/// (simulated seconds), inside the late span `first`–`last`, and what that
+/// does to it.
+fn late_verdict(
+    what: &str,
+    sensitivity: Sensitivity,
+    start: f64,
+    end: f64,
+    first: f64,
+    last: f64,
+    max: &str,
+) -> String {
+    let when = format!("{what} ({start:.2}–{end:.2} s)");
+    if end < first || start > last {
+        return format!("{when}: measured while every event ran on time — not affected.");
+    }
+    match sensitivity {
+        Sensitivity::Delay => format!(
+            "{when}: measured while events ran late — round trips may be too long by up to {max}; \
+             doubt the max, p99 and std dev."
+        ),
+        Sensitivity::Rate => format!(
+            "{when}: measured while events ran late — frames were delayed, not lost, so an \
+             average over seconds stands (a short dip at most)."
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_is_doubted_only_if_measured_while_events_ran_late() {
+        let v = |s, a, b| late_verdict("ping", s, a, b, 1.02, 5.01, "1.2 ms");
+        assert!(v(Sensitivity::Delay, 0.3, 0.78).ends_with("on time — not affected."));
+        assert!(v(Sensitivity::Delay, 5.2, 6.0).ends_with("on time — not affected."));
+        let d = v(Sensitivity::Delay, 0.3, 1.5);
+        assert!(d.contains("too long by up to 1.2 ms"), "{d}");
+        assert!(d.starts_with("ping (0.30–1.50 s)"), "{d}");
+        let r = v(Sensitivity::Rate, 1.0, 5.03);
+        assert!(r.contains("delayed, not lost"), "{r}");
+    }
 }

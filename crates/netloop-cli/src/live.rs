@@ -214,9 +214,17 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.event_lateness.max_ns as f64)
         );
     } else {
+        let span = match (rt.first_late_s, rt.last_late_s) {
+            (Some(a), Some(b)) => format!(", between {a:.3} s and {b:.3} s of the run"),
+            _ => String::new(),
+        };
         eprintln!(
-            "\n*** FELL BEHIND REAL TIME: {} of {} events ran more than {} late (max {}). \
-             Delays measured in this run are not exact. ***\n",
+            "\n*** FELL BEHIND REAL TIME: {} of {} events ran more than {} late (max {}){span}. ***\n\
+             What it means: netloop's loop could not keep up with the traffic for a while, so \
+             frames crossed the model later than it says they should (none were lost for it).\n\
+             What it affects: a delay or round trip measured in that span may be too long, by up to \
+             the max above; rates averaged over seconds barely change. The cause is the real-time \
+             loop (one thread; see 'Limits today' in docs/realtime.md), not the model.\n",
             format::count(rt.late_events),
             format::count(rt.event_lateness.count),
             format::ns(rt.late_threshold_ns as f64),

@@ -195,6 +195,13 @@ pub struct RtReport {
     pub late_threshold_ns: u64,
     /// Events that ran later than the threshold.
     pub late_events: u64,
+    /// The simulated time (seconds) of the first and of the last event that
+    /// ran later than the threshold, if any did: what was measured outside
+    /// this span ran on time (the demo says which of its figures it puts in
+    /// doubt).
+    pub first_late_s: Option<f64>,
+    /// See `first_late_s`.
+    pub last_late_s: Option<f64>,
     /// Why the run ended.
     pub end: EndReason,
     /// Simulated time reached (seconds).
@@ -270,6 +277,9 @@ struct Tally {
     window: Histogram<u64>,
     input: Histogram<u64>,
     late_events: u64,
+    /// Simulated times of the first and the last late event.
+    first_late: Option<SimTime>,
+    last_late: Option<SimTime>,
     sleeps: u64,
     rests: u64,
     port_faults: Vec<u64>,
@@ -277,12 +287,14 @@ struct Tally {
 }
 
 impl Tally {
-    /// Counts one event that ran `late_ns` after its time.
-    fn record_lateness(&mut self, late_ns: u64, threshold_ns: u64) {
+    /// Counts one event, due at `at`, that ran `late_ns` after its time.
+    fn record_lateness(&mut self, at: SimTime, late_ns: u64, threshold_ns: u64) {
         self.lateness.saturating_record(late_ns.max(1));
         self.window.saturating_record(late_ns.max(1));
         if late_ns > threshold_ns {
             self.late_events += 1;
+            self.first_late.get_or_insert(at);
+            self.last_late = Some(at);
         }
     }
 
@@ -316,6 +328,8 @@ impl Tally {
             kept_up: self.late_events == 0,
             late_threshold_ns,
             late_events: self.late_events,
+            first_late_s: self.first_late.map(|t| t.as_secs_f64()),
+            last_late_s: self.last_late.map(|t| t.as_secs_f64()),
             end,
             sim_seconds: queue.now().as_secs_f64(),
             wall_seconds: wall_s,
@@ -403,6 +417,8 @@ pub fn run_realtime(
         window: histogram(),
         input: histogram(),
         late_events: 0,
+        first_late: None,
+        last_late: None,
         sleeps: 0,
         rests: 0,
         port_faults: vec![0u64; ports.len()],
@@ -451,7 +467,7 @@ pub fn run_realtime(
             }
             let (t, ev) = queue.pop().expect("peeked");
             let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
-            tally.record_lateness(late, opts.late_threshold_ns);
+            tally.record_lateness(t, late, opts.late_threshold_ns);
             net.handle(t, ev, queue);
             for (i, &node) in nodes.iter().enumerate() {
                 if let Node::External(x) = net.node_mut(node) {
