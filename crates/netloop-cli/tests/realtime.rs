@@ -1152,17 +1152,6 @@ fn malformed_frames_from_a_tap_host_are_dropped_and_counted() {
 // 8. clear errors, before anything is created
 // ---------------------------------------------------------------------------
 
-/// Whether a netloop run (of anyone) is running on this machine.
-fn some_run_is_running() -> bool {
-    records().iter().filter(|r| r.ends_with(".json")).any(|r| {
-        std::fs::read_to_string(format!("/run/netloop/{r}"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| v["owner_pid"].as_i64())
-            .is_some_and(|pid| proc_stat(pid).is_some())
-    })
-}
-
 #[test]
 fn errors_are_clear_and_come_before_anything_is_created() {
     let _serial = serial();
@@ -1199,7 +1188,11 @@ fn errors_are_clear_and_come_before_anything_is_created() {
         "{}",
         text(&out.stdout)
     );
-    assert_eq!(snapshot(), before, "a failed start created something");
+    let left = appeared_since(&before);
+    assert!(
+        left.is_empty(),
+        "a failed start created something: {left:?}"
+    );
 
     // An attached interface that does not exist.
     let ifname = format!("nltx{}", std::process::id());
@@ -1234,23 +1227,31 @@ endpoints = ["r1", "h2"]
         err.contains("does not exist") && err.contains(&ifname),
         "the error names the interface: {err}"
     );
-    assert_eq!(snapshot(), before, "a failed start created something");
+    let left = appeared_since(&before);
+    assert!(
+        left.is_empty(),
+        "a failed start created something: {left:?}"
+    );
 
-    // `netloop exec` without a run.
-    if some_run_is_running() {
-        skip("checks `netloop exec` without a run, but another netloop run is running on this machine");
-    } else {
-        let out = netloop(&["exec", "nosuchhost", "--", "true"]);
-        let err = text(&out.stderr);
-        assert!(!out.status.success());
-        assert!(err.contains("no netloop run is running"), "{err}");
-        let out = netloop(&["exec", "--run", "ffffff", "h1", "--", "true"]);
-        let err = text(&out.stderr);
-        assert!(!out.status.success());
-        assert!(
-            err.contains("no netloop run with id 'ffffff' is running"),
-            "{err}"
-        );
-    }
+    // `netloop exec` with a run id that does not exist, whatever else runs
+    // on the machine; and with none, an error whichever it is (no run, or
+    // several, or one without that host: other runs may be running — the
+    // choice itself is tested in registry.rs without the machine's runs).
+    let out = netloop(&["exec", "--run", "ffffff", "h1", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no netloop run with id 'ffffff' is running"),
+        "{err}"
+    );
+    let out = netloop(&["exec", "nosuchhost", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no netloop run is running")
+            || err.contains("several netloop runs are running")
+            || err.contains("has no real host 'nosuchhost'"),
+        "{err}"
+    );
     println!("test took {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -406,20 +406,64 @@ pub fn assert_nothing_left(id: &str) {
     }
 }
 
-/// Everything netloop-looking on the machine: for tests where no run id
-/// exists (a run that failed before it started).
-pub fn snapshot() -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
-    (
-        namespaces()
-            .into_iter()
-            .filter(|n| n.starts_with("nl-"))
-            .collect(),
+/// Everything netloop-looking on the machine (namespaces `nl-…`, devices
+/// `nl…`, entries of /run/netloop): for tests where no run id exists (a run
+/// that failed before it started). Compare with [`appeared_since`], not
+/// with `==`: other netloop runs may start and end meanwhile.
+pub fn snapshot() -> BTreeSet<String> {
+    let mut all: BTreeSet<String> = namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with("nl-"))
+        .map(|n| format!("namespace {n}"))
+        .collect();
+    all.extend(
         devices()
             .into_iter()
             .filter(|d| d.starts_with("nl"))
-            .collect(),
-        records(),
-    )
+            .map(|d| format!("device {d}")),
+    );
+    all.extend(records().into_iter().map(|r| format!("record {r}")));
+    all
+}
+
+/// The ids of the runs whose netloop process is alive (by their records).
+pub fn live_run_ids() -> BTreeSet<String> {
+    records()
+        .iter()
+        .filter_map(|r| r.strip_suffix(".json"))
+        .filter(|id| {
+            std::fs::read_to_string(format!("/run/netloop/{id}.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| v["owner_pid"].as_i64())
+                .is_some_and(|pid| proc_stat(pid).is_some())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The run id in an entry of [`snapshot`], if its name carries one.
+fn run_id_of(entry: &str) -> Option<&str> {
+    let (kind, name) = entry.split_once(' ')?;
+    let id = match kind {
+        "namespace" => name.get(3..9),
+        "device" => name.get(2..8),
+        _ => name.strip_suffix(".json"),
+    }?;
+    Some(id)
+}
+
+/// What appeared on the machine since `before` (a [`snapshot`]) and belongs
+/// to no running netloop: what a netloop that has exited left behind.
+/// Another run that starts meanwhile (its record names a live process) is
+/// not counted, so the tests hold while other runs come and go.
+pub fn appeared_since(before: &BTreeSet<String>) -> Vec<String> {
+    let live = live_run_ids();
+    snapshot()
+        .difference(before)
+        .filter(|e| !run_id_of(e).is_some_and(|id| live.contains(id)))
+        .cloned()
+        .collect()
 }
 
 /// The record of run `id` as it stands.

@@ -1,0 +1,374 @@
+"""Every command shown in README.md and docs/*.md works as written.
+
+The shell blocks (```sh, ```bash) of those files are read line by line; each
+command found there must be in ``HOW`` below, which says how this test runs
+it. A command added to the docs without an entry here fails
+``test_every_command_in_the_docs_is_known``, so none goes unchecked.
+
+How a command runs:
+
+- ``netloop`` is the binary in ``$NETLOOP`` (``target/debug/netloop`` by
+  default), found on ``PATH`` as a reader who built it would have it.
+- ``sudo``: as root (CI), the command runs without it (sudo as root changes
+  nothing but ``PATH``, which sudo's ``secure_path`` would reset); without
+  root it is skipped, saying so, and fails under ``NETLOOP_REQUIRE_REAL=1``.
+- Commands that write ``out/`` run in a scratch directory where ``examples``
+  is the repository's; commands that name the repository's scripts run in
+  the repository.
+- ``netloop exec`` without ``--run`` works while it is the only run; when
+  other netloop runs are active on the machine (the tests must pass then
+  too), ``--run ID`` of the run started for it is added, and the test says
+  so.
+- Commands that can't run in a test as written (hours long, or the test
+  command itself) have an entry saying why, and a check of what can be
+  checked: their options parse, or what they install is there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NETLOOP = Path(os.environ.get("NETLOOP", ROOT / "target" / "debug" / "netloop")).resolve()
+IS_ROOT = os.geteuid() == 0
+
+
+# ---------------------------------------------------------------------------
+# Reading the docs
+# ---------------------------------------------------------------------------
+
+
+def strip_comment(line: str) -> str:
+    """The line without a trailing shell comment (a ``#`` at the start or
+    after white space, outside quotes)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def doc_commands() -> dict[str, list[str]]:
+    """Each command in the docs' shell blocks, with where it is
+    (``file:line``)."""
+    found: dict[str, list[str]] = {}
+    for doc in DOCS:
+        in_block = False
+        pending = ""
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            fence = re.match(r"^\s*```(\w*)", line)
+            if fence:
+                in_block = not in_block and fence.group(1) in ("sh", "bash", "shell")
+                continue
+            if not in_block:
+                continue
+            cmd = strip_comment(line)
+            if cmd.endswith("\\"):
+                pending += cmd[:-1] + " "
+                continue
+            cmd = (pending + cmd).strip()
+            pending = ""
+            if cmd:
+                found.setdefault(cmd, []).append(f"{doc.relative_to(ROOT)}:{n}")
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Running them
+# ---------------------------------------------------------------------------
+
+
+def need_root(what: str) -> None:
+    if IS_ROOT:
+        return
+    message = f"`{what}` needs root (it creates network namespaces)"
+    if os.environ.get("NETLOOP_REQUIRE_REAL") == "1":
+        pytest.fail(f"{message}, and NETLOOP_REQUIRE_REAL=1 requires it to run")
+    pytest.skip(message)
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PATH"] = f"{NETLOOP.parent}{os.pathsep}{e.get('PATH', '')}"
+    return e
+
+
+def as_run(cmd: str) -> str:
+    """The command as this test runs it: see the module's doc on sudo."""
+    if cmd.startswith("sudo "):
+        need_root(cmd)
+        return cmd[len("sudo ") :]
+    return cmd
+
+
+def sh(cmd: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(
+        ["bash", "-c", cmd],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    print(f"$ {cmd}   (in {cwd}, exit {p.returncode})\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    return p
+
+
+def ok(p: subprocess.CompletedProcess[str], cmd: str) -> str:
+    assert p.returncode == 0, f"`{cmd}` exited with {p.returncode}:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    return p.stdout
+
+
+def scratch(tmp_path: Path) -> Path:
+    """A directory where the docs' relative paths mean what they mean in
+    the repository (``examples/``), and ``out/`` is the test's own."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    return tmp_path
+
+
+def pcap_frames(path: Path) -> int:
+    """Records in a nanosecond pcap file (by walking its record headers)."""
+    data = path.read_bytes()
+    assert data[:4] == bytes.fromhex("4d3cb2a1"), f"{path}: not a nanosecond pcap file"
+    n, off = 0, 24
+    while off < len(data):
+        off += 16 + int.from_bytes(data[off + 8 : off + 12], "little")
+        n += 1
+    assert off == len(data), f"{path}: a torn last record"
+    return n
+
+
+# ---------------------------------------------------------------------------
+# How each command is checked
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class How:
+    check: Callable[[str, Path], None]
+    why_not_as_written: str = ""
+
+
+def run_in_scratch(*expect: str, timeout: float = 600) -> Callable[[str, Path], None]:
+    """Runs the command in a scratch directory; each of ``expect`` is a file
+    it must have written there (a pcap file must hold frames, a JSON file
+    must parse)."""
+
+    def check(cmd: str, tmp: Path) -> None:
+        d = scratch(tmp)
+        ok(sh(as_run(cmd), d, timeout), cmd)
+        for f in expect:
+            p = d / f
+            assert p.is_file(), f"`{cmd}` did not write {f}"
+            if f.endswith(".pcap"):
+                assert pcap_frames(p) > 0, f"{f} holds no frame"
+            elif f.endswith(".json"):
+                json.loads(p.read_text())
+            p.unlink()  # captures of busy links are big
+
+    return check
+
+
+def run_in_repo(*expect_out: str, timeout: float = 1800) -> Callable[[str, Path], None]:
+    """Runs the command in the repository; its output must contain each of
+    ``expect_out``."""
+
+    def check(cmd: str, tmp: Path) -> None:
+        out = ok(sh(as_run(cmd), ROOT, timeout), cmd)
+        for e in expect_out:
+            assert e in out, f"`{cmd}` did not print {e!r}"
+
+    return check
+
+
+def check_exec(cmd: str, tmp: Path) -> None:
+    """``netloop exec h1 -- …`` in a running network: real-hosts.toml,
+    whose h1 and h2 are the addresses the docs use, is started for it."""
+    need_root(cmd)
+    d = scratch(tmp)
+    run = subprocess.Popen(
+        [str(NETLOOP), "run", "examples/real-hosts.toml", "--log-dir", str(d / "logs")],
+        cwd=d,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        # The run id is in its namespaces' names: "h1: namespace nl-<id>-h1, …".
+        run_id = None
+        deadline = time.monotonic() + 60
+        assert run.stdout is not None
+        while run_id is None:
+            line = run.stdout.readline()
+            assert line, f"real-hosts.toml ended before its hosts were up (exit {run.wait()})"
+            m = re.search(r"namespace nl-([0-9a-f]{6})-h1", line)
+            run_id = m.group(1) if m else None
+            assert time.monotonic() < deadline, "real-hosts.toml's hosts never came up"
+        others = [
+            r.stem
+            for r in Path("/run/netloop").glob("*.json")
+            if r.stem != run_id and owner_alive(r)
+        ]
+        run_cmd = as_run(cmd)
+        if others:
+            run_cmd = run_cmd.replace("netloop exec ", f"netloop exec --run {run_id} ", 1)
+            print(f"other netloop runs are active ({', '.join(others)}): running `{run_cmd}`")
+        out = ok(sh(run_cmd, d, 60), cmd)
+        assert "3 packets transmitted, 3 received" in out, out
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait()
+
+
+def owner_alive(record: Path) -> bool:
+    try:
+        pid = json.loads(record.read_text())["owner_pid"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return Path(f"/proc/{pid}").exists()
+
+
+def check_bench_speed(cmd: str, tmp: Path) -> None:
+    """A short run of the same command, netloop only."""
+    out = tmp / "speed.json"
+    reduced = f"{cmd} --flows 1,100 --duration 1 --repeats 1 --no-ns3 --json {out}"
+    text = ok(sh(reduced, ROOT, 600), reduced)
+    assert "netloop" in text
+    assert json.loads(out.read_text())
+
+
+def check_fuzz_options(cmd: str, tmp: Path) -> None:
+    """fuzz/run takes the command's options: given them with a target that
+    does not exist, it gets as far as refusing the target (exit 2), which it
+    checks after every option has parsed; and --help describes them."""
+    words = cmd.split()
+    options = [w for w in words[1:] if w.startswith("-")]
+    values = [w for i, w in enumerate(words[1:], 1) if words[i - 1] == "--seconds"]
+    probe = " ".join(["fuzz/run", *sum((["--seconds", v] for v in values), []), *[o for o in options if o != "--seconds"], "no_such_target"])
+    p = sh(probe, ROOT, 60)
+    assert p.returncode == 2 and "no target 'no_such_target'" in p.stderr, (probe, p.stderr)
+    helptext = ok(sh("fuzz/run --help", ROOT, 60), "fuzz/run --help")
+    for o in options:
+        assert o in helptext, f"fuzz/run --help does not describe {o}"
+
+
+def check_pip_install(cmd: str, tmp: Path) -> None:
+    """scripts/test's Python stage runs `pip install "./crates/netloop-py[test,opcua]"`
+    into the environment this test runs in: the package, and the extras the
+    second line names, are there."""
+    import netloop  # noqa: F401  (installed from ./crates/netloop-py)
+
+    if "[test,opcua]" in cmd:
+        import asyncua  # noqa: F401
+        import pytest as _  # noqa: F401
+
+
+DEMO_TIMEOUT = 1800  # builds netloop in release mode on a fresh machine first
+
+HOW: dict[str, How] = {
+    # README.md
+    "sudo scripts/demo": How(run_in_repo("== 1. OPNET SITL", "== 2. OMNeT++/INET", "UDP probe h1 → h2", timeout=DEMO_TIMEOUT)),
+    "scripts/test": How(lambda c, t: None, "it is the command that runs this test (CI runs it)"),
+    "cargo build --release": How(run_in_repo(timeout=DEMO_TIMEOUT)),
+    "netloop check examples/two-routers.toml --verbose": How(run_in_scratch()),
+    "netloop run examples/dumbbell.toml --json out/results.json --pcap r1-r2 --pcap-dir out": How(
+        run_in_scratch("out/results.json", "out/r1-r2.pcap")
+    ),
+    "sudo netloop run examples/real-hosts.toml": How(run_in_scratch()),
+    "sudo netloop exec h1 -- ping -c 3 198.18.2.2": How(check_exec),
+    "sudo netloop clean": How(run_in_scratch()),
+    "netloop bench speed": How(
+        check_bench_speed,
+        "measures 1, 100 and 10 000 flows three times each against ns-3 (minutes); run here for 1 s "
+        "with 1 and 100 flows, netloop only",
+    ),
+    "sudo bench/run": How(
+        lambda c, t: ok(sh("python3 bench/reference.py --help", ROOT, 120), "bench/reference.py --help"),
+        "the quick profile takes about 15 minutes on 2 cores (bench/README.md) and installs ns-3; its "
+        "logic is tested by bench/test_bench.py, and here its options parse",
+    ),
+    # docs/capture.md
+    "netloop run examples/two-routers.toml --pcap r1-r2 --pcap h1:eth0 --pcap-dir out": How(
+        run_in_scratch("out/r1-r2.pcap", "out/h1-eth0.pcap")
+    ),
+    "netloop run examples/dumbbell.toml --duration 6s --pcap bottleneck --pcap h6:eth0 --pcap-dir out": How(
+        run_in_scratch("out/bottleneck.pcap", "out/h6-eth0.pcap")
+    ),
+    # docs/python.md
+    "pip install ./crates/netloop-py": How(
+        check_pip_install, "scripts/test installs the package so into the environment this test runs in"
+    ),
+    'pip install "./crates/netloop-py[test,opcua]"': How(
+        check_pip_install, "scripts/test runs exactly this in the environment this test runs in"
+    ),
+    # docs/realtime.md
+    "sudo netloop run examples/real-hosts.toml --json out/results.json --log-dir out/logs": How(
+        run_in_scratch("out/results.json", "out/logs/h1.0.log")
+    ),
+    # docs/topology.md
+    "netloop run examples/path-mtu.toml": How(run_in_scratch()),
+    # docs/robustness.md
+    "fuzz/run --seconds 3600 --grow": How(
+        check_fuzz_options, "an hour per target, and --grow rewrites the committed corpus; scripts/test runs fuzz/run for 20 s"
+    ),
+    "fuzz/run --seconds 600 frames_host --asan": How(
+        check_fuzz_options, "ten minutes with AddressSanitizer; scripts/test runs fuzz/run for 20 s"
+    ),
+}
+
+
+def test_every_command_in_the_docs_is_known() -> None:
+    found = doc_commands()
+    unknown = {c: w for c, w in found.items() if c not in HOW}
+    assert not unknown, (
+        "commands in the docs that this test does not run (add each to HOW in "
+        f"{Path(__file__).relative_to(ROOT)}): "
+        + "; ".join(f"{', '.join(w)}: `{c}`" for c, w in unknown.items())
+    )
+    stale = [c for c in HOW if c not in found]
+    assert not stale, f"HOW lists commands no doc shows any more: {stale}"
+
+
+def test_the_reader_finds_comments_and_continuations() -> None:
+    assert strip_comment("netloop clean   # after a kill") == "netloop clean"
+    assert strip_comment("echo 'a # b'  # c") == "echo 'a # b'"
+    assert strip_comment("# only a comment") == ""
+    assert strip_comment("x=a#b") == "x=a#b"
+
+
+@pytest.mark.parametrize("cmd", sorted(HOW), ids=lambda c: re.sub(r"\W+", "_", c)[:60])
+def test_command_works_as_written(cmd: str, tmp_path: Path) -> None:
+    how = HOW[cmd]
+    if how.why_not_as_written:
+        print(f"not run as written: {how.why_not_as_written}")
+    if "netloop" in cmd and not NETLOOP.is_file():
+        pytest.fail(f"{NETLOOP} is missing: build it (cargo build -p netloop-cli) or set NETLOOP")
+    how.check(cmd, tmp_path)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-rs"]))
