@@ -41,7 +41,7 @@ def test_every_stage_runs_and_the_failed_ones_are_named(tmp_path: Path) -> None:
     assert calls[:6] == [
         "cargo fmt --all -- --check",
         "cargo clippy --workspace --all-targets --quiet -- -D warnings",
-        "cargo test --workspace",
+        "cargo test --workspace --no-fail-fast",
         "cargo test -q --manifest-path fuzz/Cargo.toml",
         "cargo build -q -p netloop-cli",
         f"python3 -m venv {tmp_path / 'venv'}",

@@ -311,14 +311,18 @@ fn arp(
 // ---------------------------------------------------------------------------
 
 /// The IPv4 packet of a frame the router sent, checked by smoltcp (header
-/// checksum included).
+/// checksum included). A fragment is checked as a packet only: smoltcp's
+/// `Ipv4Repr` refuses fragments when, as here, its own fragmentation is
+/// off (hosts reassemble in netloop's IP layer).
 fn ip_of(frame: &[u8]) -> Ipv4Packet<&[u8]> {
     let e = EthernetFrame::new_checked(frame).expect("an Ethernet frame");
     assert_eq!(e.ethertype(), EthernetProtocol::Ipv4);
     let p = Ipv4Packet::new_checked(&frame[ETH..]).expect("a well-formed IPv4 packet");
     assert!(p.verify_checksum(), "header checksum");
     assert_eq!(p.total_len() as usize, frame.len() - ETH, "no stray bytes");
-    Ipv4Repr::parse(&p, &ChecksumCapabilities::default()).expect("smoltcp parses it");
+    if !p.more_frags() && p.frag_offset() == 0 {
+        Ipv4Repr::parse(&p, &ChecksumCapabilities::default()).expect("smoltcp parses it");
+    }
     p
 }
 
