@@ -490,7 +490,8 @@ def slim(rep):
         return None
     if "event_lateness" in rep:
         return {k: rep.get(k) for k in ("kept_up", "late_events", "boundary_lost", "rx_frames", "tx_frames",
-                                        "cpu_share", "event_lateness", "input_latency", "rests",
+                                        "cpu_share", "event_cpu_share", "io_cpu_share", "event_lateness",
+                                        "input_latency", "output_latency", "demotions", "io_demotions",
                                         "model_dropped")}
     return rep
 

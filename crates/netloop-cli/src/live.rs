@@ -118,6 +118,7 @@ pub fn print_report(r: &LiveReport) {
     for (name, l) in [
         ("event lateness", &rt.event_lateness),
         ("input latency", &rt.input_latency),
+        ("output latency", &rt.output_latency),
     ] {
         t.add_row(vec![
             Cell::new(name),
@@ -194,13 +195,23 @@ pub fn print_report(r: &LiveReport) {
         EndReason::Running => "it has not ended (a report taken mid-run)",
     };
     println!(
-        "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} (CPU {:.0} % of one core)",
+        "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} \
+         (CPU: event thread {:.0} %, I/O thread {:.0} % of one core)",
         rt.sim_seconds,
         rt.wall_seconds,
         format::count(rt.events),
         format::ns(rt.spin_ns as f64),
-        rt.cpu_share * 100.0
+        rt.event_cpu_share * 100.0,
+        rt.io_cpu_share * 100.0
     );
+    if rt.demotions + rt.io_demotions > 0 {
+        println!(
+            "the machine was saturated: for {} of its 10 ms windows the event thread, and for {} the I/O \
+             thread, ran in the normal scheduling class (over 90 % busy in the real-time class)",
+            format::count(rt.demotions),
+            format::count(rt.io_demotions)
+        );
+    }
     if let Some(e) = &rt.priority_error {
         eprintln!(
             "warning: the real-time loop ran in the normal scheduling class ({e}); \

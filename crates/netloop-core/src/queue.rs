@@ -90,11 +90,24 @@ impl<E> EventQueue<E> {
 
     /// Removes the next event and advances the current time to it.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        self.pop_numbered().map(|(t, _, e)| (t, e))
+    }
+
+    /// [`pop`](Self::pop), with the event's number: the count of events
+    /// scheduled before it (see [`scheduled`](Self::scheduled)). The
+    /// real-time scheduler tells by it whether an event was scheduled
+    /// before or after a given moment.
+    pub fn pop_numbered(&mut self) -> Option<(SimTime, u64, E)> {
         let e = self.heap.pop()?;
         debug_assert!(e.time >= self.now, "time ran backwards");
         self.now = e.time;
         self.popped += 1;
-        Some((e.time, e.event))
+        Some((e.time, e.seq, e.event))
+    }
+
+    /// Number of events scheduled so far (the number the next one gets).
+    pub fn scheduled(&self) -> u64 {
+        self.next_seq
     }
 
     /// Advances the current time without an event (the real-time scheduler

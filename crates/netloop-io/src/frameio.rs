@@ -43,8 +43,9 @@ impl BoundaryCounters {
     }
 }
 
-/// A real interface that frames are read from and written to.
-pub trait FrameIo {
+/// A real interface that frames are read from and written to. `Send`: a
+/// real-time run hands it to its I/O thread.
+pub trait FrameIo: Send {
     /// A name for reports, e.g. `tap nl1a2b3c-0` or `packet veth1`.
     fn name(&self) -> &str;
 

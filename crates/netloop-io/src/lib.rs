@@ -10,8 +10,9 @@
 //! - [`netns`], [`proc`]: network namespaces and the programs run in them;
 //! - [`registry`], [`session`]: a record of everything a run creates, so that
 //!   it is removed at the end — or by `netloop clean` after a SIGKILL;
-//! - [`clock`], [`rt`]: the real-time scheduler that ties simulated time to
-//!   CLOCK_MONOTONIC and moves frames between the model and the interfaces;
+//! - [`clock`], [`rt`], [`rtio`], [`notify`]: the real-time scheduler that
+//!   ties simulated time to CLOCK_MONOTONIC (the event thread), and the I/O
+//!   thread that moves frames between the model and the interfaces;
 //! - [`pcap`]: capture to pcap files with simulated timestamps;
 //! - [`live`]: a whole real-time run — set up, programs on schedule, run,
 //!   tear down, report.
@@ -23,11 +24,13 @@ pub mod error;
 pub mod frameio;
 pub mod live;
 pub mod netns;
+pub mod notify;
 pub mod packet;
 pub mod pcap;
 pub mod proc;
 pub mod registry;
 pub mod rt;
+pub mod rtio;
 pub mod session;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -468,6 +468,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             &rt_opts,
             &mut control,
         )
+        .map_err(|e| Error::os("starting the real-time run's I/O thread", e))?
     };
     let run_id = session.as_ref().map(|s| s.run_id().to_string());
     // Programs that exited since the last poll (the loop polls every 20 ms)

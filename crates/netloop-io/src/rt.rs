@@ -2,19 +2,26 @@
 //! scheduler, but each event at its moment on CLOCK_MONOTONIC, and moves
 //! frames between the model's external nodes and real interfaces.
 //!
-//! One loop on one thread:
+//! Two threads. The event thread (the caller's) runs the model and the
+//! clock only:
 //! 1. run every event that is due (its time ≤ now), recording for each how
 //!    late it ran;
-//! 2. after each event, write what reached an external node to its real
-//!    interface, and hand the batch to the kernel once the due events are done;
-//! 3. wait for the next event: sleep in `ppoll` on every interface's file
-//!    descriptor until `spin` before the deadline (never past it: no fixed
-//!    timeouts, timer slack lowered to 1 ns), then spin on the clock, polling
-//!    the interfaces without blocking;
-//! 4. whenever an interface has frames, read them all and inject each at its
-//!    arrival time — the kernel's timestamp where the interface gives one
-//!    (AF_PACKET), else the moment it was read — after running the events due
-//!    before it, so the model sees events in time order.
+//! 2. hand each frame that reached an external node to the I/O thread
+//!    ([`crate::rtio`]) over a lock-free queue, with the moment it was due;
+//! 3. wait for the next event: sleep in `ppoll` on the I/O thread's doorbell
+//!    until `spin` before the deadline (never past it: no fixed timeouts,
+//!    timer slack lowered to 1 ns), then spin on the clock and the queue;
+//! 4. take the frames the I/O thread read, each with its arrival time — the
+//!    kernel's timestamp where the interface gives one (AF_PACKET), else the
+//!    moment it was read — and inject each at that time after running the
+//!    events due before it, so the model sees events in time order.
+//!
+//! The I/O thread reads and writes the interfaces, so that the kernel work a
+//! write causes (the receiving namespace's stack) never delays an event.
+//! Neither thread pauses while work is due: one that uses over 90 % of its
+//! CPU in the real-time class moves to the normal class for a while instead
+//! ([`crate::rtio::Duty`]), which keeps clear of the kernel's real-time
+//! throttling.
 //!
 //! The model is not told that it runs in real time.
 
@@ -22,15 +29,15 @@ use hdrhistogram::Histogram;
 use netloop_core::{EventQueue, Model, SimTime};
 use netloop_model::network::{Event, Network, Node};
 use netloop_model::NodeId;
-use nix::poll::{ppoll, PollFd, PollFlags};
-use nix::sys::time::TimeSpec;
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::clock::{self, RtClock};
 use crate::frameio::{BoundaryCounters, FrameIo};
+use crate::rtio::{self, Arrival, Duty, IoOptions, Outgoing, Shared, SharedPort, QUEUE_FRAMES};
 
 /// A real interface joined to an external node of the model.
 pub struct RealPort {
@@ -62,16 +69,73 @@ pub struct Control<'c> {
     /// Its pending events.
     pub queue: &'c mut EventQueue<Event>,
     tally: &'c mut Tally,
-    ports: &'c mut [RealPort],
+    io: IoView<'c>,
     late_threshold_ns: u64,
     spin_ns: u64,
+}
+
+/// What the event thread knows of the ports while the I/O thread shares
+/// them.
+#[derive(Clone, Copy)]
+struct IoView<'a> {
+    shared: &'a Shared,
+    ports: &'a dyn PortFaults,
+    /// Per port: (node name, interface name).
+    names: &'a [(String, String)],
+    /// Per port: frames dropped because the queue to the I/O thread was full.
+    queue_full: &'a [u64],
+}
+
+/// The ports' counters, for reports (a trait object hides the ports' own
+/// lifetime, which `Control` does not carry).
+trait PortFaults {
+    /// Per port: its counters now, its faults and when the first was.
+    fn now(&self) -> Vec<(BoundaryCounters, u64, Option<f64>)>;
+}
+
+impl PortFaults for &[SharedPort<'_>] {
+    fn now(&self) -> Vec<(BoundaryCounters, u64, Option<f64>)> {
+        self.iter()
+            .map(|p| {
+                let mut p = rtio::lock(p);
+                (p.port.io.counters(), p.faults, p.first_fault_s)
+            })
+            .collect()
+    }
+}
+
+impl IoView<'_> {
+    /// The ports as they are now, between two events (`gone` cannot be
+    /// told while the run goes on). Counters are read from the ports, not
+    /// from a copy: a report must agree with the model's own counters.
+    fn ports(&self) -> Vec<PortReport> {
+        let now = self.ports.now();
+        self.names
+            .iter()
+            .zip(now)
+            .enumerate()
+            .map(|(i, ((host, interface), (mut counters, faults, first)))| {
+                counters.tx_drops += self.queue_full[i];
+                PortReport {
+                    host: host.clone(),
+                    interface: interface.clone(),
+                    counters,
+                    faults,
+                    first_fault_s: first,
+                    gone: None,
+                }
+            })
+            .collect()
+    }
 }
 
 impl Control<'_> {
     /// The self-report so far (`end` is `running`).
     pub fn realtime(&mut self) -> RtReport {
+        let ports = self.io.ports();
         self.tally.report(
-            self.ports,
+            ports,
+            &self.io.shared.published(),
             self.queue,
             self.late_threshold_ns,
             self.spin_ns,
@@ -102,12 +166,13 @@ pub struct RtOptions<'a> {
     /// An event that runs later than this (nanoseconds) means the run fell
     /// behind real time.
     pub late_threshold_ns: u64,
-    /// Most frames read from one interface before running due events again.
+    /// Most frames the I/O thread reads from one interface in a pass.
     pub batch: usize,
     /// Set (e.g. by a signal handler) to end the run early.
     pub stop: &'a AtomicBool,
-    /// Run the scheduler's thread in the SCHED_FIFO class at this priority
-    /// (1–99) for the run; `None` leaves it in the normal class.
+    /// Run the event thread in the SCHED_FIFO class at this priority (1–99)
+    /// for the run, and the I/O thread one below it; `None` leaves both in
+    /// the normal class.
     pub priority: Option<i32>,
     /// Keep the scheduler's thread on this CPU for the run (the namespaces'
     /// receive work is steered to the others; see `session`).
@@ -215,6 +280,12 @@ pub struct RtReport {
     /// How long each frame from a real interface took from its arrival (the
     /// kernel's stamp, where there is one) to entering the model.
     pub input_latency: Lateness,
+    /// How long after the moment it was due (the time of the event that
+    /// sent it) each frame to a real interface was handed to the kernel.
+    pub output_latency: Lateness,
+    /// How late the event thread's timed sleeps ended: the wake-up latency
+    /// that its spin window covers (see `run.spin`).
+    pub wakeup_latency: Lateness,
     /// The spin window (nanoseconds).
     pub spin_ns: u64,
     /// Timer slack in force (nanoseconds).
@@ -223,17 +294,28 @@ pub struct RtReport {
     pub fifo_priority: Option<i32>,
     /// Why it did not run at the priority asked for, if it didn't.
     pub priority_error: Option<String>,
-    /// CPU time this thread used (user + system, seconds) and its share of the
-    /// wall time: what precision cost.
+    /// CPU time netloop's two real-time threads used (user + system,
+    /// seconds), and its share of the wall time: what precision cost.
     pub cpu_seconds: f64,
-    /// `cpu_seconds / wall_seconds`.
+    /// `cpu_seconds / wall_seconds` (up to 2: two threads).
     pub cpu_share: f64,
-    /// Wake-ups from `ppoll` (sleeps ended by a deadline or a frame).
+    /// The event thread's share of the wall time.
+    pub event_cpu_share: f64,
+    /// The I/O thread's share of the wall time (the kernel work of its
+    /// writes included).
+    pub io_cpu_share: f64,
+    /// Times the event thread slept in `ppoll` (ended by a deadline or a
+    /// frame).
     pub sleeps: u64,
-    /// 1 ms rests the loop took because it had used over 90 % of the last
-    /// 10 ms in the real-time class (which the kernel would otherwise
-    /// throttle for 50 ms a second): a sign the machine is saturated.
-    pub rests: u64,
+    /// Times the I/O thread slept.
+    pub io_sleeps: u64,
+    /// 10 ms windows in which the event thread, having used over 90 % of
+    /// the window's CPU, ran in the normal class instead of the real-time
+    /// one (to stay clear of the kernel's real-time throttling, which would
+    /// stop it for 50 ms): a sign that the machine is saturated.
+    pub demotions: u64,
+    /// The same for the I/O thread.
+    pub io_demotions: u64,
     /// Per real interface.
     pub ports: Vec<PortReport>,
     /// Frames read from real interfaces, in total.
@@ -247,24 +329,122 @@ pub struct RtReport {
     pub rx_malformed: u64,
 }
 
-/// The window over which the real-time loop's CPU use is checked.
-pub const DUTY_WINDOW_NS: u64 = 10_000_000;
-/// How long it rests when it used more than 90 % of a window.
-pub const DUTY_REST_NS: u64 = 1_000_000;
-
 /// How long an interface that reported an error with nothing to read is
 /// left out of the poll set before it is tried again.
 pub const FAULT_BACKOFF_NS: u64 = 10_000_000;
 
-/// How long the loop keeps polling without sleeping after frames arrived.
+/// How long the event thread keeps spinning without sleeping after frames
+/// arrived: more are likely on the way.
 pub const BUSY_POLL_NS: u64 = 30_000;
 
+/// Who does the I/O. Under light load the event thread reads the ports
+/// itself and writes them directly: a frame then wakes one thread, not two
+/// (a sleeping vCPU takes tens of microseconds or more to wake, and that
+/// is added to every round trip). Under load the I/O thread reads and
+/// writes, and the kernel work of the writes leaves the event thread.
+/// Decided per 10 ms window, with hysteresis.
+#[derive(Default)]
+struct Mode {
+    split: bool,
+    /// Consecutive light windows while split.
+    light: u32,
+}
+
+/// Frames in a 10 ms window (10 000 a second) or a share of the event
+/// thread's CPU above which the I/O thread takes over the ports.
+const SPLIT_FRAMES: u64 = 100;
+const SPLIT_SHARE: f64 = 0.5;
+/// Below these for [`UNSPLIT_WINDOWS`] windows in a row, the event thread
+/// takes the ports back.
+const UNSPLIT_FRAMES: u64 = 20;
+const UNSPLIT_SHARE: f64 = 0.2;
+const UNSPLIT_WINDOWS: u32 = 20;
+
+impl Mode {
+    /// A window ended with the event thread's CPU `share` and `frames` in
+    /// and out; returns the new mode if it changes.
+    fn window(&mut self, share: f64, frames: u64) -> Option<bool> {
+        if !self.split {
+            if frames > SPLIT_FRAMES || share > SPLIT_SHARE {
+                self.split = true;
+                self.light = 0;
+                return Some(true);
+            }
+            return None;
+        }
+        if frames < UNSPLIT_FRAMES && share < UNSPLIT_SHARE {
+            self.light += 1;
+            if self.light >= UNSPLIT_WINDOWS {
+                self.split = false;
+                return Some(false);
+            }
+        } else {
+            self.light = 0;
+        }
+        None
+    }
+}
+
+/// The spin window: as long as the thread's measured wake-up latency needs,
+/// within `run.spin`. A timed sleep ends a few microseconds late on an idle
+/// machine and more on a busy one; spinning before each deadline for twice
+/// the recent 99th percentile of that (at least [`MIN_SPIN_NS`]) makes the
+/// event run on time without spinning longer than needed.
+struct Wakeups {
+    max_ns: u64,
+    recent: [u64; 128],
+    n: usize,
+    spin_ns: u64,
+}
+
+/// The shortest spin window the adaptation chooses.
+pub const MIN_SPIN_NS: u64 = 10_000;
+
+impl Wakeups {
+    fn new(max_ns: u64) -> Wakeups {
+        Wakeups {
+            max_ns,
+            recent: [0; 128],
+            n: 0,
+            // Until it has measured, the configured window.
+            spin_ns: max_ns,
+        }
+    }
+
+    fn spin_ns(&self) -> u64 {
+        self.spin_ns
+    }
+
+    /// One timed sleep ended `over_ns` after its deadline.
+    fn record(&mut self, over_ns: u64) {
+        self.recent[self.n % self.recent.len()] = over_ns;
+        self.n += 1;
+        if self.n >= 32 && self.n.is_multiple_of(32) {
+            let k = self.n.min(self.recent.len());
+            let mut v = self.recent;
+            let v = &mut v[..k];
+            v.sort_unstable();
+            let p99 = v[(k * 99 / 100).min(k - 1)];
+            self.spin_ns = (2 * p99).clamp(MIN_SPIN_NS.min(self.max_ns), self.max_ns);
+        }
+    }
+}
+
+/// When the next event is this late (ns) while frames wait to enter the
+/// model, the events that are due run first, and the frames enter after
+/// them: overload shows as input latency, not as late events.
+pub const TIMERS_FIRST_NS: u64 = 20_000;
+
+/// While the event thread spins, how often it looks at the control hook's
+/// wake-up descriptor (a system call).
+const WAKE_POLL_NS: u64 = 1_000_000;
+
 /// Histogram of nanoseconds, 1 ns to 100 s, 3 significant digits.
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
-/// What the loop counts as it runs, for its report.
+/// What the event thread counts as it runs, for its report.
 struct Tally {
     slack: u64,
     fifo: Option<i32>,
@@ -276,14 +456,14 @@ struct Tally {
     /// Lateness in the current window (see [`Control::window`]).
     window: Histogram<u64>,
     input: Histogram<u64>,
+    /// How late timed sleeps ended (the wake-up latency).
+    wakeup: Histogram<u64>,
     late_events: u64,
     /// Simulated times of the first and the last late event.
     first_late: Option<SimTime>,
     last_late: Option<SimTime>,
     sleeps: u64,
-    rests: u64,
-    port_faults: Vec<u64>,
-    first_fault_s: Vec<Option<f64>>,
+    demotions: u64,
 }
 
 impl Tally {
@@ -298,10 +478,11 @@ impl Tally {
         }
     }
 
-    /// The report as of now.
+    /// The report as of now, with the ports as given.
     fn report(
         &self,
-        ports: &mut [RealPort],
+        ports: Vec<PortReport>,
+        io: &rtio::Published,
         queue: &EventQueue<Event>,
         late_threshold_ns: u64,
         spin_ns: u64,
@@ -309,21 +490,15 @@ impl Tally {
     ) -> RtReport {
         let wall_ns = clock::mono_ns() - self.wall0;
         let cpu_ns = thread_cpu_ns() - self.cpu0;
-        let port_reports: Vec<PortReport> = ports
-            .iter_mut()
-            .enumerate()
-            .map(|(i, p)| PortReport {
-                host: p.host.clone(),
-                interface: p.io.name().to_string(),
-                counters: p.io.counters(),
-                faults: self.port_faults[i],
-                first_fault_s: self.first_fault_s[i],
-                gone: p.io.exists().map(|e| !e),
-            })
-            .collect();
-        let sum =
-            |f: fn(&BoundaryCounters) -> u64| port_reports.iter().map(|p| f(&p.counters)).sum();
+        let sum = |f: fn(&BoundaryCounters) -> u64| ports.iter().map(|p| f(&p.counters)).sum();
         let wall_s = wall_ns as f64 / 1e9;
+        let share = |ns: u64| {
+            if wall_s > 0.0 {
+                ns as f64 / 1e9 / wall_s
+            } else {
+                0.0
+            }
+        };
         RtReport {
             kept_up: self.late_events == 0,
             late_threshold_ns,
@@ -336,28 +511,34 @@ impl Tally {
             events: queue.events_processed() - self.events0,
             event_lateness: Lateness::of(&self.lateness),
             input_latency: Lateness::of(&self.input),
+            output_latency: Lateness::of(&io.output_latency),
+            wakeup_latency: Lateness::of(&self.wakeup),
             spin_ns,
             timer_slack_ns: self.slack,
             fifo_priority: self.fifo,
-            priority_error: self.priority_error.clone(),
-            cpu_seconds: cpu_ns as f64 / 1e9,
-            cpu_share: if wall_s > 0.0 {
-                cpu_ns as f64 / 1e9 / wall_s
-            } else {
-                0.0
-            },
+            priority_error: self
+                .priority_error
+                .clone()
+                .or_else(|| io.priority_error.clone()),
+            cpu_seconds: (cpu_ns + io.cpu_ns) as f64 / 1e9,
+            cpu_share: share(cpu_ns + io.cpu_ns),
+            event_cpu_share: share(cpu_ns),
+            io_cpu_share: share(io.cpu_ns),
             sleeps: self.sleeps,
-            rests: self.rests,
+            io_sleeps: io.sleeps,
+            demotions: self.demotions,
+            io_demotions: io.demotions,
             rx_frames: sum(|c| c.rx_frames),
             tx_frames: sum(|c| c.tx_frames),
             boundary_lost: sum(|c| c.lost()),
             rx_malformed: sum(|c| c.rx_malformed),
-            ports: port_reports,
+            ports,
         }
     }
 }
 
-fn thread_cpu_ns() -> u64 {
+/// CPU time of the calling thread, nanoseconds.
+pub(crate) fn thread_cpu_ns() -> u64 {
     clock_ns(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
@@ -367,13 +548,177 @@ fn clock_ns(id: nix::time::ClockId) -> u64 {
     })
 }
 
+/// The event thread's state that the helpers below share.
+struct EventSide<'a, 'p> {
+    clock: RtClock,
+    opts: &'a RtOptions<'a>,
+    /// Per port: its external node.
+    nodes: Vec<NodeId>,
+    tx: rtrb::Producer<Outgoing>,
+    shared: &'a Shared,
+    ports: &'a [SharedPort<'p>],
+    /// Ports written directly since the last flush, and the moments those
+    /// frames were due (see [`EventSide::send`]).
+    direct_dirty: Vec<bool>,
+    direct_due: Vec<u64>,
+    /// How late frames written directly were handed to the kernel.
+    direct_latency: Histogram<u64>,
+    /// Frames in and out in the current 10 ms window (see [`Mode`]).
+    window_frames: u64,
+    /// Per port: frames dropped because the queue to the I/O thread was full.
+    queue_full: Vec<u64>,
+    tally: Tally,
+    /// Moments frames were injected: (events scheduled before, CLOCK_MONOTONIC
+    /// ns), oldest first. An event numbered after a checkpoint was not known
+    /// before its moment (see [`EventSide::lateness`]).
+    known: VecDeque<(u64, u64)>,
+}
+
+/// Most injection checkpoints kept (older events that ran late are then
+/// counted from their time: the conservative side).
+const CHECKPOINTS: usize = 4096;
+
+impl EventSide<'_, '_> {
+    /// How late event number `n`, due at `t`, runs now: counted from its
+    /// time, or from the moment it became known if that was later. Events a
+    /// frame from a real host causes are due at the frame's arrival, before
+    /// the frame reached the model; their wait until then is the frame's
+    /// input latency (reported as such), not the scheduler's lateness.
+    #[inline]
+    fn lateness(&self, t: SimTime, n: u64) -> u64 {
+        let now = clock::mono_ns();
+        let mut due = self.clock.mono_of(t);
+        if now > due && self.known.front().is_some_and(|&(first, _)| n >= first) {
+            // The last injection before the event was scheduled.
+            let i = self.known.partition_point(|&(k, _)| k <= n);
+            due = due.max(self.known[i - 1].1);
+        }
+        now.saturating_sub(due)
+    }
+
+    /// Injects `frame`, read from port `port`, into the model now (at the
+    /// queue's current time), remembering when.
+    fn inject(
+        &mut self,
+        net: &mut Network,
+        queue: &mut EventQueue<Event>,
+        port: usize,
+        frame: Vec<u8>,
+    ) {
+        if self.known.len() == CHECKPOINTS {
+            self.known.pop_front();
+        }
+        self.known.push_back((queue.scheduled(), clock::mono_ns()));
+        self.window_frames += 1;
+        net.inject(queue, self.nodes[port], frame);
+    }
+
+    /// Runs every event due at or before `limit`, handing what reaches real
+    /// interfaces to the I/O thread as it goes. False if a stop cut it
+    /// short: events due by `limit` are still queued, so the clock must not
+    /// be moved past them.
+    fn run_due(
+        &mut self,
+        net: &mut Network,
+        queue: &mut EventQueue<Event>,
+        limit: SimTime,
+    ) -> bool {
+        let mut ran = 0u32;
+        while let Some(t) = queue.peek_time() {
+            if t > limit {
+                break;
+            }
+            // A burst of events due at once (a model that falls far behind)
+            // must not keep a Ctrl-C waiting: the loop looks at the flag
+            // between passes, and here every 4096 events.
+            ran = ran.wrapping_add(1);
+            if ran.is_multiple_of(4096) && self.opts.stop.load(Ordering::Relaxed) {
+                self.flush_direct();
+                return false;
+            }
+            let (t, n, ev) = queue.pop_numbered().expect("peeked");
+            let late = self.lateness(t, n);
+            self.tally
+                .record_lateness(t, late, self.opts.late_threshold_ns);
+            net.handle(t, ev, queue);
+            for i in 0..self.nodes.len() {
+                if let Node::External(x) = net.node_mut(self.nodes[i]) {
+                    while let Some(frame) = x.outbox.pop_front() {
+                        self.send(i, self.clock.mono_of(t), frame);
+                    }
+                }
+            }
+        }
+        self.flush_direct();
+        true
+    }
+
+    /// Hands a frame for port `port`, due at `due`, to the I/O thread, or
+    /// writes it here when that thread sleeps with nothing queued: waking
+    /// it would cost more (a sleeping vCPU takes tens to hundreds of
+    /// microseconds to wake) than the write, and under light load this
+    /// thread has the time. Under load the I/O thread is awake and writes.
+    /// The queue is checked first: once it shows that the I/O thread took a
+    /// frame, it also shows that the thread had woken, so no frame of ours
+    /// can be on its way out when we write one here (frames stay in order).
+    fn send(&mut self, port: usize, due: u64, frame: Vec<u8>) {
+        self.window_frames += 1;
+        if self.tx.slots() == QUEUE_FRAMES && self.shared.to_io.is_sleeping() {
+            if let Ok(mut p) = self.ports[port].try_lock() {
+                // A lost frame (full ring, failed write) is counted by the
+                // interface.
+                let _ = p.port.io.send(&frame);
+                self.direct_dirty[port] = true;
+                self.direct_due.push(due);
+                return;
+            }
+        }
+        if self.tx.push(Outgoing { port, due, frame }).is_ok() {
+            self.shared.to_io.notify();
+        } else {
+            // The I/O thread is that far behind: lost at the boundary,
+            // counted in the port's tx_drops.
+            self.queue_full[port] += 1;
+        }
+    }
+
+    /// Hands the frames written directly to the kernel. Never waits for
+    /// the port: if the I/O thread has it, that thread is awake and is
+    /// asked to flush it (a write it makes would flush them anyway).
+    fn flush_direct(&mut self) {
+        if self.direct_due.is_empty() {
+            return;
+        }
+        for (i, d) in self.direct_dirty.iter_mut().enumerate() {
+            if std::mem::take(d) {
+                match self.ports[i].try_lock() {
+                    Ok(mut p) => {
+                        let _ = p.port.io.flush();
+                    }
+                    Err(_) => {
+                        self.shared.flush[i].store(true, Ordering::Release);
+                        self.shared.to_io.ring();
+                    }
+                }
+            }
+        }
+        let now = clock::mono_ns();
+        for due in self.direct_due.drain(..) {
+            self.direct_latency
+                .saturating_record(now.saturating_sub(due).max(1));
+        }
+    }
+}
+
 /// Runs `net` in real time from the queue's current time, with simulated time
 /// zero at `clock.origin`, until `opts.until`, a stop request, or the control
-/// hook's `Stop`.
+/// hook's `Stop`. The ports are the I/O thread's for the run.
 ///
 /// `control` is called at the start and again whenever simulated time reaches
 /// the time it last asked for; it starts programs, notices their exit, and
 /// so on.
+///
+/// Fails only if the I/O thread or its doorbells cannot be created.
 pub fn run_realtime(
     net: &mut Network,
     queue: &mut EventQueue<Event>,
@@ -381,10 +726,11 @@ pub fn run_realtime(
     clock: RtClock,
     opts: &RtOptions<'_>,
     control: &mut dyn FnMut(&mut Control<'_>) -> Step,
-) -> RtReport {
+) -> std::io::Result<RtReport> {
+    let shared = Shared::new(ports.len())?;
     let slack = clock::set_timer_slack_ns(1);
-    // Real-time class for this thread only, restored at the end: the
-    // programs it serves share the cores, and a normal-class scheduler
+    // Real-time class for the two threads only, restored at the end: the
+    // programs they serve share the cores, and a normal-class scheduler
     // waits behind them (input latency p99 of 22 ms against 0.36 ms under
     // 100 000 packets/s, measured).
     let mut priority_error = None;
@@ -406,244 +752,382 @@ pub fn run_realtime(
         },
         None => None,
     };
-    let mut tally = Tally {
-        slack,
-        fifo,
-        priority_error,
-        cpu0: thread_cpu_ns(),
-        wall0: clock::mono_ns(),
-        events0: queue.events_processed(),
-        lateness: histogram(),
-        window: histogram(),
-        input: histogram(),
-        late_events: 0,
-        first_late: None,
-        last_late: None,
-        sleeps: 0,
-        rests: 0,
-        port_faults: vec![0u64; ports.len()],
-        first_fault_s: vec![None; ports.len()],
-    };
-    // Per port: its node; frames read in one pass, with their arrival times.
+    let names: Vec<(String, String)> = ports
+        .iter()
+        .map(|p| (p.host.clone(), p.io.name().to_string()))
+        .collect();
+    let (rx_prod, mut rx) = rtrb::RingBuffer::<Arrival>::new(QUEUE_FRAMES);
+    let (tx, tx_cons) = rtrb::RingBuffer::<Outgoing>::new(QUEUE_FRAMES);
     let nodes: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
-    let mut arrivals: Vec<(u64, usize, Vec<u8>)> = Vec::new();
-    let mut next_control = SimTime::ZERO;
-    // When frames came in a moment ago more are likely on the way: poll
-    // without sleeping for a while (as NAPI does), which saves a wake-up per
-    // frame under load (context switches were a quarter of the loop's time
-    // at 100 000 packets/s) and the wake-up latency of each.
-    let mut last_rx = 0u64;
-    // Per port: after the interface reported an error or hang-up with
-    // nothing to read (deleted, down), the moment until which it is left out
-    // of the poll set — `ppoll` reports such a condition at once, every
-    // time, and would keep the loop spinning.
-    let mut muted_until = vec![0u64; ports.len()];
-    // Ports whose last poll reported an error or hang-up.
-    let mut faulted = vec![false; ports.len()];
-    let end;
-
-    // Runs every event due at or before `limit`, writing what reaches real
-    // interfaces as it goes. False if a stop cut it short: events due by
-    // `limit` are still queued, so the clock must not be moved past them.
-    let run_due = |net: &mut Network,
-                   queue: &mut EventQueue<Event>,
-                   ports: &mut [RealPort],
-                   limit: SimTime,
-                   tally: &mut Tally| {
-        let mut wrote = false;
-        let mut complete = true;
-        let mut ran = 0u32;
-        while let Some(t) = queue.peek_time() {
-            if t > limit {
-                break;
-            }
-            // A burst of events due at once (a model that falls far behind)
-            // must not keep a Ctrl-C waiting: the loop looks at the flag
-            // between passes, and here every 4096 events.
-            ran = ran.wrapping_add(1);
-            if ran.is_multiple_of(4096) && opts.stop.load(Ordering::Relaxed) {
-                complete = false;
-                break;
-            }
-            let (t, ev) = queue.pop().expect("peeked");
-            let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
-            tally.record_lateness(t, late, opts.late_threshold_ns);
-            net.handle(t, ev, queue);
-            for (i, &node) in nodes.iter().enumerate() {
-                if let Node::External(x) = net.node_mut(node) {
-                    while let Some(frame) = x.outbox.pop_front() {
-                        // A lost frame (full queue, failed write) is counted
-                        // by the interface; the run goes on.
-                        let _ = ports[i].io.send(&frame);
-                        wrote = true;
-                    }
-                }
-            }
-        }
-        if wrote {
-            for p in ports.iter_mut() {
-                let _ = p.io.flush();
-            }
-        }
-        complete
+    let n_ports = ports.len();
+    let cells: Vec<SharedPort<'_>> = ports
+        .iter_mut()
+        .map(|p| std::sync::Mutex::new(rtio::PortState::new(p)))
+        .collect();
+    let mut side = EventSide {
+        clock,
+        opts,
+        nodes,
+        tx,
+        shared: &shared,
+        ports: &cells,
+        direct_dirty: vec![false; n_ports],
+        direct_due: Vec::with_capacity(QUEUE_FRAMES),
+        direct_latency: histogram(),
+        window_frames: 0,
+        queue_full: vec![0; n_ports],
+        known: VecDeque::with_capacity(CHECKPOINTS),
+        tally: Tally {
+            slack,
+            fifo,
+            priority_error,
+            cpu0: thread_cpu_ns(),
+            wall0: clock::mono_ns(),
+            events0: queue.events_processed(),
+            lateness: histogram(),
+            window: histogram(),
+            input: histogram(),
+            wakeup: histogram(),
+            late_events: 0,
+            first_late: None,
+            last_late: None,
+            sleeps: 0,
+            demotions: 0,
+        },
+    };
+    let io_opts = IoOptions {
+        batch: opts.batch,
+        // The I/O thread in the real-time class only if the event thread
+        // got there (it runs one below it).
+        priority: fifo,
+        fault_backoff_ns: FAULT_BACKOFF_NS,
+        affinity: opts.cpu.and(old_affinity),
     };
 
-    // A real-time thread that never sleeps is throttled by the kernel for
-    // the rest of each second once it has used 95 % of it (a 50 ms stall,
-    // seen under TCP load). When the loop has kept the CPU for over 90 % of
-    // the last 10 ms, it rests 1 ms instead: a short, regular pause rather
-    // than a long one.
-    let mut duty_wall = clock::mono_ns();
-    let mut duty_cpu = thread_cpu_ns();
-    loop {
-        if tally.fifo.is_some() {
-            let w = clock::mono_ns();
-            if w - duty_wall >= DUTY_WINDOW_NS {
-                let c = thread_cpu_ns();
-                if (c - duty_cpu) * 10 > (w - duty_wall) * 9 {
-                    std::thread::sleep(Duration::from_nanos(DUTY_REST_NS));
-                    tally.rests += 1;
-                }
-                duty_wall = clock::mono_ns();
-                duty_cpu = thread_cpu_ns();
-            }
+    let end = std::thread::scope(|s| -> std::io::Result<EndReason> {
+        let (io_ports, shared_ref, io_opts_ref) = (&cells[..], &shared, &io_opts);
+        let io = std::thread::Builder::new()
+            .name("netloop-io".into())
+            .spawn_scoped(s, move || {
+                rtio::io_thread(io_ports, rx_prod, tx_cons, shared_ref, clock, io_opts_ref)
+            })?;
+        let end = event_loop(net, queue, &mut rx, &mut side, &names, control);
+        shared.stop.store(true, Ordering::Release);
+        shared.to_io.ring();
+        if let Err(panic) = io.join() {
+            std::panic::resume_unwind(panic);
         }
-        if opts.stop.load(Ordering::Relaxed) {
-            end = EndReason::Interrupted;
-            break;
-        }
-        let now = clock.now();
-        if now >= next_control {
-            let mut ctl = Control {
-                now,
-                net,
-                queue,
-                tally: &mut tally,
-                ports,
-                late_threshold_ns: opts.late_threshold_ns,
-                spin_ns: opts.spin_ns,
-            };
-            match control(&mut ctl) {
-                Step::Continue(t) => next_control = t.max(now),
-                Step::Stop => {
-                    end = EndReason::Control;
-                    break;
-                }
-            }
-        }
-        // Frames that are waiting (they arrived while events ran, or woke
-        // the last wait) enter first, each after the events due before its
-        // arrival: the model sees everything in time order.
-        arrivals.clear();
-        let now_ns = clock::mono_ns();
-        for (i, port) in ports.iter_mut().enumerate() {
-            if muted_until[i] > now_ns {
-                continue;
-            }
-            let before = arrivals.len();
-            let read = port.io.recv_batch(opts.batch, &mut |frame, stamp| {
-                let read_at = clock::mono_ns();
-                let at = stamp.map_or(read_at, |s| s.min(read_at));
-                arrivals.push((at, i, frame.to_vec()));
-            });
-            if arrivals.len() == before && (faulted[i] || read.is_err()) {
-                tally.port_faults[i] += 1;
-                tally.first_fault_s[i].get_or_insert(clock.now().as_secs_f64());
-                muted_until[i] = clock::mono_ns() + FAULT_BACKOFF_NS;
-                // Clears a pending socket error (a packet socket whose device
-                // went down), so the port comes back when the device does.
-                let _ = port.io.flush();
-            }
-            faulted[i] = false;
-        }
-        if !arrivals.is_empty() {
-            last_rx = clock::mono_ns();
-        }
-        arrivals.sort_by_key(|a| a.0);
-        for (at, i, frame) in arrivals.drain(..) {
-            let t = clock.sim_of(at).max(queue.now()).min(opts.until);
-            // Cut short by a stop, the frame enters at the last event run
-            // rather than after events still due before its moment.
-            let t = if run_due(net, queue, ports, t, &mut tally) {
-                t
-            } else {
-                queue.now()
-            };
-            queue.advance_to(t.max(queue.now()));
-            tally
-                .input
-                .saturating_record(clock::mono_ns().saturating_sub(at).max(1));
-            net.inject(queue, nodes[i], frame);
-        }
-
-        let limit = clock.now().min(opts.until);
-        run_due(net, queue, ports, limit, &mut tally);
-        if now >= opts.until {
-            end = EndReason::Duration;
-            break;
-        }
-
-        // Wait for the next deadline or a frame, whichever comes first; the
-        // frames are read at the top of the loop.
-        let deadline = queue
-            .peek_time()
-            .unwrap_or(SimTime::MAX)
-            .min(next_control)
-            .min(opts.until);
-        let remaining = clock.mono_of(deadline).saturating_sub(clock::mono_ns());
-        let busy = clock::mono_ns().saturating_sub(last_rx) < BUSY_POLL_NS;
-        let sleep_ns = if busy {
-            0
-        } else {
-            remaining.saturating_sub(opts.spin_ns)
-        };
-        let now_ns = clock::mono_ns();
-        let polled: Vec<usize> = (0..ports.len())
-            .filter(|&i| muted_until[i] <= now_ns)
-            .collect();
-        let mut fds: Vec<PollFd> = polled
-            .iter()
-            .map(|&i| PollFd::new(ports[i].io.fd(), PollFlags::POLLIN))
-            .collect();
-        if let Some(w) = opts.wake {
-            fds.push(PollFd::new(w, PollFlags::POLLIN));
-        }
-        let timeout = TimeSpec::from_duration(Duration::from_nanos(sleep_ns.min(1_000_000_000)));
-        if sleep_ns > 0 {
-            tally.sleeps += 1;
-        }
-        if let Ok(n) = ppoll(&mut fds, Some(timeout), None) {
-            if n > 0 {
-                for (f, &i) in fds.iter().zip(&polled) {
-                    if f.revents().is_some_and(|r| {
-                        r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL)
-                    }) {
-                        faulted[i] = true;
-                    }
-                }
-                if opts.wake.is_some()
-                    && fds
-                        .last()
-                        .and_then(PollFd::revents)
-                        .is_some_and(|r| !r.is_empty())
-                {
-                    next_control = SimTime::ZERO;
-                }
-            }
-        }
-    }
-
-    // Simulated time has reached now (or the end): run what is due and
-    // advance the clock so results cover the whole run.
-    let last = clock.now().min(opts.until);
-    if run_due(net, queue, ports, last, &mut tally) && queue.now() < last {
-        queue.advance_to(last);
-    }
-    if tally.fifo.is_some() {
+        Ok(end)
+    });
+    if fifo.is_some() {
         crate::sys::restore_policy(old_policy);
     }
     if let (Some(_), Some(set)) = (opts.cpu, old_affinity) {
         let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
-    tally.report(ports, queue, opts.late_threshold_ns, opts.spin_ns, end)
+    let end = end?;
+    let EventSide {
+        tally,
+        queue_full,
+        direct_latency,
+        ..
+    } = side;
+
+    // The I/O thread has written what was queued and given the ports back:
+    // the final counters come from them.
+    let port_reports: Vec<PortReport> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut p = rtio::lock(p);
+            let published = shared.published();
+            let _ = &published;
+            let mut counters = p.port.io.counters();
+            counters.tx_drops += queue_full[i];
+            PortReport {
+                host: p.port.host.clone(),
+                interface: p.port.io.name().to_string(),
+                counters,
+                faults: p.faults,
+                first_fault_s: p.first_fault_s,
+                gone: p.port.io.exists().map(|e| !e),
+            }
+        })
+        .collect();
+    let mut published = shared.published();
+    let _ = published.output_latency.add(&direct_latency);
+    let report = tally.report(
+        port_reports,
+        &published,
+        queue,
+        opts.late_threshold_ns,
+        opts.spin_ns,
+        end,
+    );
+    Ok(report)
+}
+
+/// The event thread's loop; returns why the run ended.
+fn event_loop(
+    net: &mut Network,
+    queue: &mut EventQueue<Event>,
+    rx: &mut rtrb::Consumer<Arrival>,
+    side: &mut EventSide<'_, '_>,
+    names: &[(String, String)],
+    control: &mut dyn FnMut(&mut Control<'_>) -> Step,
+) -> EndReason {
+    let (clock, opts, shared, ports) = (side.clock, side.opts, side.shared, side.ports);
+    let mut duty = Duty::new(side.tally.fifo);
+    let mut wake = Wakeups::new(opts.spin_ns);
+    let mut mode = Mode::default();
+    // Frames taken from the I/O thread in one pass, with the order they
+    // came in (so that sorting by time keeps one port's frames in order).
+    let mut arrivals: Vec<(u64, u32, Arrival)> = Vec::with_capacity(QUEUE_FRAMES);
+    let mut next_control = SimTime::ZERO;
+    let mut last_rx = 0u64;
+    let mut last_wake_poll = 0u64;
+    // The doorbell, the control hook's wake-up descriptor if any, and the
+    // ports (waited on by this thread under light load); a negative
+    // descriptor is skipped by ppoll.
+    let none = libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    };
+    let raw: Vec<libc::pollfd> = [
+        crate::sys::pollfd_in(shared.to_event.fd()),
+        opts.wake.map_or(none, crate::sys::pollfd_in),
+    ]
+    .into_iter()
+    .chain(
+        ports
+            .iter()
+            .map(|p| crate::sys::pollfd_in(rtio::lock(p).port.io.fd())),
+    )
+    .collect();
+    let mut fds = raw.clone();
+    let end = loop {
+        if duty.check() {
+            if let Some(split) = mode.window(duty.share, std::mem::take(&mut side.window_frames)) {
+                shared.split.store(split, Ordering::Release);
+                shared.to_io.ring();
+            }
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            break EndReason::Interrupted;
+        }
+        let now = clock.now();
+        if now >= next_control {
+            side.tally.demotions = duty.demotions;
+            let mut ctl = Control {
+                now,
+                net,
+                queue,
+                tally: &mut side.tally,
+                io: IoView {
+                    shared,
+                    ports: &ports,
+                    names,
+                    queue_full: &side.queue_full,
+                },
+                late_threshold_ns: opts.late_threshold_ns,
+                spin_ns: opts.spin_ns,
+            };
+            match control(&mut ctl) {
+                Step::Continue(t) => next_control = t.max(now),
+                Step::Stop => break EndReason::Control,
+            }
+        }
+        // Frames that are waiting enter first, each after the events due
+        // before its arrival: the model sees everything in time order.
+        let mut seq = 0u32;
+        while let Ok(a) = rx.pop() {
+            arrivals.push((a.at, seq, a));
+            seq += 1;
+        }
+        if !mode.split {
+            for (i, p) in ports.iter().enumerate() {
+                // The I/O thread may still be reading it (just after a
+                // switch): what it reads comes through the queue.
+                let Ok(mut p) = p.try_lock() else { continue };
+                let room = QUEUE_FRAMES.saturating_sub(arrivals.len()).min(opts.batch);
+                p.read(room, clock, FAULT_BACKOFF_NS, &mut |at, frame| {
+                    arrivals.push((
+                        at,
+                        seq,
+                        Arrival {
+                            at,
+                            port: i,
+                            frame: frame.to_vec(),
+                        },
+                    ));
+                    seq += 1;
+                });
+            }
+        }
+        if !arrivals.is_empty() {
+            last_rx = clock::mono_ns();
+            arrivals.sort_unstable_by_key(|a| (a.0, a.1));
+        }
+        for (at, _, a) in arrivals.drain(..) {
+            // Events that are running late go first: a backlog of frames
+            // (the thread could not keep up with them) must not delay the
+            // events that are due; those frames then enter later than they
+            // arrived, which shows as input latency.
+            let now = clock.now().min(opts.until);
+            if queue
+                .peek_time()
+                .is_some_and(|t| t.as_nanos() + TIMERS_FIRST_NS < now.as_nanos())
+            {
+                side.run_due(net, queue, now);
+            }
+            let t = clock.sim_of(at).max(queue.now()).min(opts.until);
+            // Cut short by a stop, the frame enters at the last event run
+            // rather than after events still due before its moment.
+            let t = if side.run_due(net, queue, t) {
+                t
+            } else {
+                queue.now()
+            };
+            queue.advance_to(t.max(queue.now()));
+            side.tally
+                .input
+                .saturating_record(clock::mono_ns().saturating_sub(at).max(1));
+            side.inject(net, queue, a.port, a.frame);
+        }
+
+        let limit = clock.now().min(opts.until);
+        side.run_due(net, queue, limit);
+        if now >= opts.until {
+            break EndReason::Duration;
+        }
+
+        // Wait for the next deadline or a frame, whichever comes first.
+        let deadline = queue
+            .peek_time()
+            .unwrap_or(SimTime::MAX)
+            .min(next_control)
+            .min(opts.until);
+        let mono = clock::mono_ns();
+        let remaining = clock.mono_of(deadline).saturating_sub(mono);
+        let busy = mono.saturating_sub(last_rx) < BUSY_POLL_NS;
+        let spin_ns = wake.spin_ns();
+        if !busy && remaining > spin_ns {
+            let mut sleep_ns = (remaining - spin_ns).min(1_000_000_000);
+            // Under light load the ports are this thread's to wait on.
+            for (k, f) in fds.iter_mut().enumerate() {
+                *f = raw[k];
+                if k >= 2 {
+                    let p = rtio::lock(&ports[k - 2]);
+                    if let Some(u) = p.muted_until(mono) {
+                        sleep_ns = sleep_ns.min(u - mono);
+                    }
+                    if mode.split || !p.pollable(mono) {
+                        f.fd = -1;
+                    }
+                }
+            }
+            shared.to_event.prepare_sleep();
+            if rx.is_empty() {
+                side.tally.sleeps += 1;
+                let target = mono + sleep_ns;
+                match crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(sleep_ns)) {
+                    // Woken by the clock: how late, to size the spin window.
+                    Ok(0) => {
+                        let over = clock::mono_ns().saturating_sub(target);
+                        wake.record(over);
+                        side.tally.wakeup.saturating_record(over.max(1));
+                    }
+                    Ok(_) => {
+                        if fds[1].revents != 0 {
+                            next_control = SimTime::ZERO;
+                        }
+                        for (k, f) in fds.iter().enumerate().skip(2) {
+                            if f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                                rtio::lock(&ports[k - 2]).poll_error();
+                            }
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+            shared.to_event.woke();
+            last_wake_poll = clock::mono_ns();
+        } else {
+            if opts.wake.is_some() && mono.saturating_sub(last_wake_poll) >= WAKE_POLL_NS {
+                if crate::sys::ppoll_raw(&mut fds[1..2], Duration::ZERO).is_ok_and(|n| n > 0) {
+                    next_control = SimTime::ZERO;
+                }
+                last_wake_poll = mono;
+            }
+            std::hint::spin_loop();
+        }
+    };
+
+    // Simulated time has reached now (or the end): run what is due and
+    // advance the clock so results cover the whole run.
+    let last = clock.now().min(opts.until);
+    if side.run_due(net, queue, last) && queue.now() < last {
+        queue.advance_to(last);
+    }
+    side.tally.demotions = duty.demotions;
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_io_thread_takes_the_ports_under_load_and_gives_them_back_when_light() {
+        let mut m = Mode::default();
+        assert_eq!(
+            m.window(0.1, 50),
+            None,
+            "light: the event thread keeps them"
+        );
+        assert_eq!(
+            m.window(0.1, 101),
+            Some(true),
+            "10 000 frames a second: split"
+        );
+        assert_eq!(m.window(0.1, 5), None);
+        // 19 light windows are not enough; a busy one starts the count again.
+        for _ in 0..18 {
+            assert_eq!(m.window(0.05, 5), None);
+        }
+        assert_eq!(m.window(0.3, 5), None);
+        for _ in 0..19 {
+            assert_eq!(m.window(0.05, 5), None);
+        }
+        assert_eq!(m.window(0.05, 5), Some(false), "200 ms light: back");
+        assert_eq!(m.window(0.6, 0), Some(true), "a busy event thread: split");
+    }
+
+    #[test]
+    fn the_spin_window_follows_the_wake_up_latency_within_its_bounds() {
+        let mut w = Wakeups::new(200_000);
+        assert_eq!(
+            w.spin_ns(),
+            200_000,
+            "before measuring: the configured window"
+        );
+        for _ in 0..32 {
+            w.record(3_000);
+        }
+        assert_eq!(w.spin_ns(), MIN_SPIN_NS, "punctual wake-ups: the minimum");
+        for _ in 0..64 {
+            w.record(40_000);
+        }
+        assert_eq!(w.spin_ns(), 80_000, "twice the recent p99");
+        for _ in 0..128 {
+            w.record(5_000_000);
+        }
+        assert_eq!(w.spin_ns(), 200_000, "never beyond run.spin");
+        let mut z = Wakeups::new(0);
+        for _ in 0..32 {
+            z.record(3_000);
+        }
+        assert_eq!(z.spin_ns(), 0, "spin = 0s never spins");
+    }
 }

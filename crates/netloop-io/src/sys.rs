@@ -951,3 +951,47 @@ pub fn restore_policy((policy, priority): (i32, i32)) {
     // for a library caller that goes on computing; nothing to do about it.
     unsafe { libc::sched_setscheduler(0, policy, &param) };
 }
+
+// ---------------------------------------------------------------------------
+// Waiting on descriptors
+// ---------------------------------------------------------------------------
+
+/// A `pollfd` waiting for input on `fd`. Raw descriptors, so that a thread
+/// can keep its poll set from one wait to the next (no allocation per
+/// wait) while it uses the objects that own them; a descriptor closed
+/// meanwhile shows as POLLNVAL, never as undefined behaviour.
+pub fn pollfd_in(fd: BorrowedFd<'_>) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `ppoll` on `fds` for at most `timeout` (no signal mask change); returns
+/// how many have events (`revents` is set). EINTR counts as none.
+pub fn ppoll_raw(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid, writable array of `fds.len()` pollfds and
+    // `ts` a valid timespec, both for the duration of the call; a null
+    // signal mask leaves the mask alone.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}

@@ -1,0 +1,471 @@
+//! The I/O thread of a real-time run: under load it reads and writes the
+//! real interfaces, so that the event thread ([`crate::rt`]) runs the model
+//! and the clock only. Under light load the event thread does its own I/O
+//! (one thread woken per frame instead of two; see `rt::Mode`), and this
+//! thread only writes what the event thread could not write itself.
+//!
+//! Why a thread of its own: a write into a veth or TAP device runs the
+//! receiving namespace's whole TCP/IP stack inside the writing thread (84 %
+//! of the single loop's time under TCP load was kernel work of that kind),
+//! and while it ran, events that were due waited. Now the event thread hands
+//! each frame that leaves the model to this thread over a lock-free queue,
+//! stamped with the moment it was due, and goes on; this thread writes it
+//! and records how long after that moment it did (`output_latency`). Frames
+//! read from the interfaces go the other way, each with its arrival stamp
+//! (the kernel's, where the interface gives one), and the event thread
+//! injects them at that time.
+//!
+//! Overload shows at the edges, never in the timing of events: when the
+//! event thread does not keep up with arrivals, the queue to it fills, this
+//! thread stops reading, and the kernel's ring drops what does not fit
+//! (`rx_kernel_drops`); when this thread does not keep up with writes, the
+//! queue from the event thread fills and frames are dropped there, counted
+//! in the port's `tx_drops`; either way `input_latency`/`output_latency`
+//! grow.
+
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::clock::{self, RtClock};
+use crate::notify::Notifier;
+use crate::rt::{histogram, RealPort};
+
+/// A frame read from a real interface, on its way to the event thread.
+pub struct Arrival {
+    /// When it arrived (CLOCK_MONOTONIC ns): the kernel's stamp where there
+    /// is one, else when it was read.
+    pub at: u64,
+    /// The port (index into the run's ports).
+    pub port: usize,
+    /// The frame.
+    pub frame: Vec<u8>,
+}
+
+/// A frame that left the model for a real interface.
+pub struct Outgoing {
+    /// The port.
+    pub port: usize,
+    /// The moment it was due (CLOCK_MONOTONIC ns of the event that sent it).
+    pub due: u64,
+    /// The frame.
+    pub frame: Vec<u8>,
+}
+
+/// How many frames each queue between the threads holds: at 1 Gbit/s of
+/// full frames about 100 ms, of 64-byte frames about 20 ms.
+pub const QUEUE_FRAMES: usize = 8192;
+
+/// How long the I/O thread keeps polling without sleeping after it had
+/// work, as NAPI does: under load more frames are on their way, and a
+/// wake-up per frame would cost more than the polling.
+pub const IO_BUSY_POLL_NS: u64 = 30_000;
+
+/// How long the I/O thread waits before reading again when the queue to the
+/// event thread was full.
+const FULL_RETRY_NS: u64 = 50_000;
+
+/// How often the I/O thread publishes its counters while idle.
+const PUBLISH_EVERY_NS: u64 = 1_000_000;
+
+/// What the I/O thread has seen so far, published for reports taken while
+/// the run goes on (the event thread reads it under the lock).
+pub struct Published {
+    /// How late each frame was written after the moment it was due.
+    pub output_latency: Histogram<u64>,
+    /// CPU time of the I/O thread (ns).
+    pub cpu_ns: u64,
+    /// Times it slept in `ppoll`.
+    pub sleeps: u64,
+    /// Windows in which it was moved out of the real-time class (see
+    /// [`Duty`]).
+    pub demotions: u64,
+    /// Why it did not run at the priority asked for, if it didn't.
+    pub priority_error: Option<String>,
+}
+
+/// What the two threads share besides their queues.
+pub struct Shared {
+    /// Set by the event thread when the run ends: the I/O thread writes
+    /// what is queued and returns.
+    pub stop: AtomicBool,
+    /// Rings the event thread when frames were read.
+    pub to_event: Notifier,
+    /// Rings the I/O thread when frames are to be written.
+    pub to_io: Notifier,
+    /// The I/O thread's counters.
+    pub published: Mutex<Published>,
+    /// Whether the I/O thread reads the ports (under load), or the event
+    /// thread does (light load: one wake-up per frame instead of two; see
+    /// `rt::Mode`). The event thread sets it and rings the I/O thread.
+    pub split: AtomicBool,
+    /// Per port: frames the event thread wrote are waiting in the port for
+    /// a flush, which it could not make (the I/O thread had the port).
+    pub flush: Vec<AtomicBool>,
+}
+
+impl Shared {
+    /// For a run with `ports` interfaces.
+    pub fn new(ports: usize) -> std::io::Result<Shared> {
+        Ok(Shared {
+            stop: AtomicBool::new(false),
+            to_event: Notifier::new()?,
+            to_io: Notifier::new()?,
+            flush: (0..ports).map(|_| AtomicBool::new(false)).collect(),
+            split: AtomicBool::new(false),
+            published: Mutex::new(Published {
+                output_latency: histogram(),
+                cpu_ns: 0,
+                sleeps: 0,
+                demotions: 0,
+                priority_error: None,
+            }),
+        })
+    }
+
+    /// The published state (a poisoned lock still holds valid counters).
+    pub fn published(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.published.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Settings of the I/O thread.
+pub struct IoOptions {
+    /// Most frames read from one interface in a pass.
+    pub batch: usize,
+    /// Real-time priority (SCHED_FIFO), if the run asked for one; the I/O
+    /// thread runs one below the event thread.
+    pub priority: Option<i32>,
+    /// After an interface reported an error with nothing to read, how long
+    /// it is left out of polling.
+    pub fault_backoff_ns: u64,
+    /// The CPUs it may run on, when the event thread was pinned to one (a
+    /// thread inherits its creator's affinity).
+    pub affinity: Option<nix::sched::CpuSet>,
+}
+
+/// Keeps a real-time thread clear of the kernel's real-time throttling
+/// (a thread of the real-time class that uses over 95 % of a second is
+/// stopped for the rest of it: a 50 ms stall) without pausing: when the
+/// thread used over 90 % of the last 10 ms it is moved to the normal class,
+/// where it goes on running, sharing the CPU fairly with the programs it
+/// serves, and back to the real-time class once a window uses under half.
+/// (Measured: at nice -20 instead of 0 there, iperf3 through the demo's
+/// router lost 3 % of its goodput and more events ran late.)
+pub struct Duty {
+    priority: Option<i32>,
+    demoted: bool,
+    wall0: u64,
+    cpu0: u64,
+    /// The CPU share of the last window.
+    pub share: f64,
+    /// Windows in which the thread was moved out of the real-time class.
+    pub demotions: u64,
+}
+
+/// The window over which a real-time thread's CPU use is checked.
+pub const DUTY_WINDOW_NS: u64 = 10_000_000;
+
+impl Duty {
+    /// For the calling thread, running at `priority` (None: not in the
+    /// real-time class, nothing to watch).
+    pub fn new(priority: Option<i32>) -> Duty {
+        Duty {
+            priority,
+            demoted: false,
+            wall0: clock::mono_ns(),
+            cpu0: crate::rt::thread_cpu_ns(),
+            share: 0.0,
+            demotions: 0,
+        }
+    }
+
+    /// Looks at the window that ends now, if it is over; true if it was.
+    #[inline]
+    pub fn check(&mut self) -> bool {
+        let wall = clock::mono_ns();
+        if wall - self.wall0 < DUTY_WINDOW_NS {
+            return false;
+        }
+        let cpu = crate::rt::thread_cpu_ns();
+        let (used, span) = (cpu - self.cpu0, wall - self.wall0);
+        self.share = used as f64 / span as f64;
+        let Some(p) = self.priority else {
+            self.wall0 = wall;
+            self.cpu0 = cpu;
+            return true;
+        };
+        if !self.demoted && used * 10 > span * 9 {
+            crate::sys::restore_policy((libc::SCHED_OTHER, 0));
+            self.demoted = true;
+            self.demotions += 1;
+        } else if self.demoted && used * 2 < span {
+            if crate::sys::set_fifo_priority(p).is_ok() {
+                self.demoted = false;
+            }
+        } else if self.demoted {
+            self.demotions += 1;
+        }
+        self.wall0 = wall;
+        self.cpu0 = cpu;
+        true
+    }
+}
+
+/// A real port and what either thread that reads it must know of it.
+pub struct PortState<'a> {
+    /// The port.
+    pub port: &'a mut RealPort,
+    /// Until when it is left out of polling (it reported an error with
+    /// nothing to read).
+    muted_until: u64,
+    /// Its last poll reported an error or hang-up.
+    faulted: bool,
+    /// Times it reported an error with nothing to read.
+    pub faults: u64,
+    /// When it first did (simulated seconds).
+    pub first_fault_s: Option<f64>,
+}
+
+impl<'a> PortState<'a> {
+    /// A port no thread has read yet.
+    pub fn new(port: &'a mut RealPort) -> Self {
+        PortState {
+            port,
+            muted_until: 0,
+            faulted: false,
+            faults: 0,
+            first_fault_s: None,
+        }
+    }
+
+    /// Whether to wait on it now (not muted).
+    pub fn pollable(&self, now_ns: u64) -> bool {
+        self.muted_until <= now_ns
+    }
+
+    /// Until when it is muted, if it is.
+    pub fn muted_until(&self, now_ns: u64) -> Option<u64> {
+        (self.muted_until > now_ns).then_some(self.muted_until)
+    }
+
+    /// Its last poll reported POLLERR, POLLHUP or POLLNVAL.
+    pub fn poll_error(&mut self) {
+        self.faulted = true;
+    }
+
+    /// Reads up to `room` frames, unless it is muted, calling `push(at,
+    /// frame)` for each (`at`: its arrival, the kernel's stamp where there
+    /// is one, else when it was read). An interface that reports an error
+    /// with nothing to read (deleted, down) is counted and muted for
+    /// `backoff_ns`: `ppoll` reports such a condition at once, every time,
+    /// and would keep the reader spinning. Returns the frames read.
+    pub fn read(
+        &mut self,
+        room: usize,
+        clock: RtClock,
+        backoff_ns: u64,
+        push: &mut dyn FnMut(u64, &[u8]),
+    ) -> usize {
+        if room == 0 || self.muted_until > clock::mono_ns() {
+            return 0;
+        }
+        let mut got = 0usize;
+        let read = self.port.io.recv_batch(room, &mut |frame, stamp| {
+            let read_at = clock::mono_ns();
+            push(stamp.map_or(read_at, |s| s.min(read_at)), frame);
+            got += 1;
+        });
+        if got == 0 && (self.faulted || read.is_err()) {
+            self.faults += 1;
+            self.first_fault_s.get_or_insert(clock.now().as_secs_f64());
+            self.muted_until = clock::mono_ns() + backoff_ns;
+            // Clears a pending socket error (a packet socket whose device
+            // went down), so the port comes back when the device does.
+            let _ = self.port.io.flush();
+        }
+        self.faulted = false;
+        got
+    }
+}
+
+/// A port shared by the two threads: the I/O thread reads and writes it
+/// under load; the event thread reads it under light load and writes it
+/// directly while the I/O thread sleeps (see `rt::EventSide::send`).
+pub type SharedPort<'a> = Mutex<PortState<'a>>;
+
+/// Locks a port (a poisoned lock still holds a usable port: a panic there
+/// ends the run anyway).
+pub fn lock<'a, 'b>(p: &'a SharedPort<'b>) -> std::sync::MutexGuard<'a, PortState<'b>> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The I/O thread's body: runs until `shared.stop`, then writes what is
+/// still queued and returns.
+pub fn io_thread(
+    ports: &[SharedPort<'_>],
+    mut rx: rtrb::Producer<Arrival>,
+    mut tx: rtrb::Consumer<Outgoing>,
+    shared: &Shared,
+    clock: RtClock,
+    opts: &IoOptions,
+) {
+    let _ = clock::set_timer_slack_ns(1);
+    if let Some(set) = &opts.affinity {
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set);
+    }
+    let old_policy = crate::sys::current_policy();
+    let priority = opts.priority.map(|p| (p - 1).max(1));
+    let fifo = match priority {
+        Some(p) => match crate::sys::set_fifo_priority(p) {
+            Ok(()) => Some(p),
+            Err(e) => {
+                shared.published().priority_error = Some(e.to_string());
+                None
+            }
+        },
+        None => None,
+    };
+    let mut duty = Duty::new(fifo);
+    let cpu0 = crate::rt::thread_cpu_ns();
+    let n = ports.len();
+    let mut dirty = vec![false; n];
+    let mut latencies: Vec<u64> = Vec::with_capacity(QUEUE_FRAMES);
+    // The poll set: every port, then the doorbell; a port not waited on
+    // gets a negative descriptor, which ppoll skips.
+    let raw: Vec<libc::pollfd> = ports
+        .iter()
+        .map(|p| crate::sys::pollfd_in(lock(p).port.io.fd()))
+        .chain(std::iter::once(crate::sys::pollfd_in(shared.to_io.fd())))
+        .collect();
+    let mut fds = raw.clone();
+    let mut last_work = 0u64;
+    let mut last_publish = 0u64;
+    let mut sleeps = 0u64;
+    loop {
+        duty.check();
+        let stopping = shared.stop.load(Ordering::Acquire);
+        let split = shared.split.load(Ordering::Acquire);
+
+        // Writes first: they are due now. (At most a queue's worth, so that
+        // a steady stream of them cannot keep the reads waiting.)
+        let mut worked = false;
+        for _ in 0..QUEUE_FRAMES {
+            let Ok(o) = tx.pop() else { break };
+            // A lost frame (full ring, failed write) is counted by the
+            // interface; the run goes on.
+            let _ = lock(&ports[o.port]).port.io.send(&o.frame);
+            dirty[o.port] = true;
+            latencies.push(clock::mono_ns().saturating_sub(o.due));
+            worked = true;
+        }
+        for (i, d) in dirty.iter_mut().enumerate() {
+            if std::mem::take(d) | shared.flush[i].swap(false, Ordering::Acquire) {
+                let _ = lock(&ports[i]).port.io.flush();
+            }
+        }
+        if stopping && tx.is_empty() {
+            break;
+        }
+
+        // Reads, under load: no more than the queue to the event thread can
+        // take, so that what does not fit stays in the kernel (and is
+        // counted there if it overflows).
+        let mut read_any = false;
+        if split {
+            for (i, port) in ports.iter().enumerate() {
+                let room = rx.slots().min(opts.batch);
+                let got = lock(port).read(room, clock, opts.fault_backoff_ns, &mut |at, frame| {
+                    // Room was checked: the push cannot fail.
+                    let _ = rx.push(Arrival {
+                        at,
+                        port: i,
+                        frame: frame.to_vec(),
+                    });
+                });
+                read_any |= got > 0;
+            }
+            if read_any {
+                shared.to_event.notify();
+            }
+        }
+        worked |= read_any;
+
+        let now_ns = clock::mono_ns();
+        if worked {
+            last_work = now_ns;
+        }
+        if !latencies.is_empty() || now_ns - last_publish >= PUBLISH_EVERY_NS {
+            let mut p = shared.published();
+            for l in latencies.drain(..) {
+                p.output_latency.saturating_record(l.max(1));
+            }
+            if now_ns - last_publish >= PUBLISH_EVERY_NS {
+                p.cpu_ns = crate::rt::thread_cpu_ns() - cpu0;
+                p.sleeps = sleeps;
+                p.demotions = duty.demotions;
+                last_publish = now_ns;
+            }
+        }
+        if worked || now_ns - last_work < IO_BUSY_POLL_NS || stopping {
+            std::hint::spin_loop();
+            continue;
+        }
+
+        // Nothing to do: sleep until the event thread has frames to write
+        // or a frame arrives (under load), a muted port is due back, or it
+        // is time to publish. With the queue to the event thread full, the
+        // ports are not waited on (they would wake us at once, with nothing
+        // we may read): the event thread is busy and will have taken frames
+        // shortly.
+        let full = rx.slots() == 0;
+        let mut unmute = u64::MAX;
+        for (i, f) in fds.iter_mut().enumerate() {
+            *f = raw[i];
+            if i < n {
+                let p = lock(&ports[i]);
+                if let Some(u) = p.muted_until(now_ns) {
+                    unmute = unmute.min(u - now_ns);
+                }
+                if !split || full || !p.pollable(now_ns) {
+                    f.fd = -1;
+                }
+            }
+        }
+        let timeout_ns = unmute.min(10 * PUBLISH_EVERY_NS).min(if full && split {
+            FULL_RETRY_NS
+        } else {
+            u64::MAX
+        });
+        shared.to_io.prepare_sleep();
+        if tx.is_empty()
+            && !shared.stop.load(Ordering::Acquire)
+            && shared.split.load(Ordering::Acquire) == split
+        {
+            sleeps += 1;
+            if let Ok(k) = crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(timeout_ns)) {
+                if k > 0 {
+                    for (i, f) in fds[..n].iter().enumerate() {
+                        if f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                            lock(&ports[i]).poll_error();
+                        }
+                    }
+                }
+            }
+        }
+        shared.to_io.woke();
+    }
+
+    let mut p = shared.published();
+    for l in latencies.drain(..) {
+        p.output_latency.saturating_record(l.max(1));
+    }
+    p.cpu_ns = crate::rt::thread_cpu_ns() - cpu0;
+    p.sleeps = sleeps;
+    p.demotions = duty.demotions;
+    drop(p);
+    if fifo.is_some() {
+        crate::sys::restore_policy(old_policy);
+    }
+}
