@@ -231,11 +231,12 @@ pub fn print_report(r: &LiveReport) {
         };
         eprintln!(
             "\n*** FELL BEHIND REAL TIME: {} of {} events ran more than {} late (max {}){span}. ***\n\
-             What it means: netloop's loop could not keep up with the traffic for a while, so \
-             frames crossed the model later than it says they should (none were lost for it).\n\
+             What it means: netloop's event thread did not get to run every event on time for a \
+             while (the CPU was saturated, or the thread was kept off it), so frames crossed the \
+             model later than it says they should (none were lost for it).\n\
              What it affects: a delay or round trip measured in that span may be too long, by up to \
              the max above; rates averaged over seconds barely change. The cause is the real-time \
-             loop (one thread; see 'Limits today' in docs/realtime.md), not the model.\n",
+             scheduling (see 'Limits today' in docs/realtime.md), not the model.\n",
             format::count(rt.late_events),
             format::count(rt.event_lateness.count),
             format::ns(rt.late_threshold_ns as f64),
