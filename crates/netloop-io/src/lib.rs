@@ -5,6 +5,7 @@
 //! - [`frameio`]: the one trait every real interface implements, and the
 //!   counters of what crossed the boundary (or was lost at it);
 //! - [`tap`]: TAP devices (a real host's interface is the far side of one);
+//! - [`gso`]: cutting GSO super-frames into wire frames as the kernel does;
 //! - [`packet`]: AF_PACKET sockets with memory-mapped rings on an existing
 //!   interface (a physical NIC, or the root end of a veth pair);
 //! - [`netns`], [`proc`]: network namespaces and the programs run in them;
@@ -22,6 +23,7 @@
 pub mod clock;
 pub mod error;
 pub mod frameio;
+pub mod gso;
 pub mod live;
 pub mod netns;
 pub mod notify;

@@ -1,0 +1,448 @@
+//! Software segmentation of GSO super-frames, as Linux's own software GSO
+//! does it, at the boundary between a real host and the model.
+//!
+//! A real host whose interface keeps its offloads on (TSO/GSO, as Linux
+//! users have them) hands its stack's large TCP and UDP sends to the device
+//! as one "super-frame" of up to 64 KiB, with a `virtio_net_hdr` that says
+//! how to cut it: the segment size (`gso_size`, the MSS) and the kind of
+//! segmentation. A packet socket with `PACKET_VNET_HDR` (or a TAP device
+//! with `IFF_VNET_HDR`) reads it whole, with that header. The model carries
+//! wire frames, so the super-frame is cut here into exactly the frames the
+//! kernel would have put on the wire (`tcp_gso_segment`, `inet_gso_segment`
+//! and `__udp_gso_segment` in the kernel's net/ipv4):
+//!
+//! - TCP over IPv4: each segment carries `gso_size` bytes of payload (the
+//!   last one the rest) behind copies of the headers; its sequence number
+//!   advances by the payload before it; FIN and PSH stay only on the last
+//!   segment and CWR only on the first; the IPv4 identification increments
+//!   by one per segment; total length, header checksum and TCP checksum are
+//!   computed anew.
+//! - UDP over IPv4 (`UDP_L4`, UDP_SEGMENT): each segment is a datagram of
+//!   its own with `gso_size` bytes of payload, its UDP length and checksum
+//!   computed anew, and the identification incrementing as for TCP.
+//!
+//! Anything else — another GSO kind (IPv6, the legacy UDP fragmentation
+//! offload), a super-frame whose headers do not say what the GSO kind does —
+//! is refused with the reason, and the caller drops and counts it.
+
+use crate::packet::complete_l4_checksum;
+
+/// `virtio_net_hdr.gso_type` values (include/uapi/linux/virtio_net.h).
+pub mod gso_type {
+    /// Not a super-frame.
+    pub const NONE: u8 = 0;
+    /// TCP over IPv4.
+    pub const TCPV4: u8 = 1;
+    /// UDP fragmentation offload (legacy; not produced by Linux stacks).
+    pub const UDP: u8 = 3;
+    /// TCP over IPv6.
+    pub const TCPV6: u8 = 4;
+    /// UDP segmentation (UDP_SEGMENT / USO).
+    pub const UDP_L4: u8 = 5;
+    /// Set with TCPV4/TCPV6 when the sender used ECN (CWR on the first
+    /// segment only, which [`super::segment`] does anyway).
+    pub const ECN: u8 = 0x80;
+}
+
+/// `virtio_net_hdr.flags`: the checksum is partial (`csum_start`,
+/// `csum_offset` say where), to be completed by the device.
+pub const F_NEEDS_CSUM: u8 = 1;
+
+/// Length of a `virtio_net_hdr`.
+pub const VNET_HDR_LEN: usize = 10;
+
+/// A `virtio_net_hdr`, as a packet socket or TAP device gives it (in the
+/// host's byte order: `vio_le()`, little-endian on every host netloop runs
+/// on, is what both use for a legacy header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    /// [`F_NEEDS_CSUM`] and others.
+    pub flags: u8,
+    /// One of [`gso_type`], possibly with [`gso_type::ECN`].
+    pub gso_type: u8,
+    /// Length of the headers (Ethernet to L4) as the sender saw them.
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Where the partial checksum's coverage starts.
+    pub csum_start: u16,
+    /// Where, from `csum_start`, the checksum goes.
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Reads one from its 10 bytes.
+    pub fn parse(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u16_at(2),
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        }
+    }
+
+    /// Its 10 bytes.
+    pub fn bytes(&self) -> [u8; VNET_HDR_LEN] {
+        let mut b = [0u8; VNET_HDR_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_le_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_le_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_le_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
+        b
+    }
+
+    /// Whether the frame it came with is a super-frame to cut.
+    pub fn is_gso(&self) -> bool {
+        self.gso_type & !gso_type::ECN != gso_type::NONE
+    }
+}
+
+/// Why a super-frame was not cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoError {
+    /// A GSO kind netloop does not cut (its `gso_type`).
+    Unsupported(u8),
+    /// The headers do not fit the GSO kind (what is wrong).
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for GsoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GsoError::Unsupported(t) => write!(f, "GSO type {t} is not supported"),
+            GsoError::Malformed(why) => write!(f, "malformed GSO super-frame: {why}"),
+        }
+    }
+}
+
+/// Cuts `frame` (Ethernet header first, possibly one VLAN tag), read with
+/// `hdr`, into the frames the kernel's software GSO would send, calling
+/// `out` with each in order; `buf` is scratch space (kept between calls so
+/// that cutting allocates nothing once it has grown). Returns how many.
+pub fn segment(
+    frame: &[u8],
+    hdr: &VnetHdr,
+    buf: &mut Vec<u8>,
+    out: &mut dyn FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    use GsoError::Malformed;
+    let kind = hdr.gso_type & !gso_type::ECN;
+    let proto = match kind {
+        gso_type::TCPV4 => 6,
+        gso_type::UDP_L4 => 17,
+        other => return Err(GsoError::Unsupported(other)),
+    };
+    let mss = usize::from(hdr.gso_size);
+    if mss == 0 {
+        return Err(Malformed("gso_size is 0"));
+    }
+    if frame.len() < 14 {
+        return Err(Malformed("shorter than an Ethernet header"));
+    }
+    let mut l3 = 14;
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    if ethertype == 0x8100 || ethertype == 0x88a8 {
+        if frame.len() < 18 {
+            return Err(Malformed("truncated VLAN tag"));
+        }
+        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
+        l3 = 18;
+    }
+    if ethertype != 0x0800 {
+        return Err(Malformed("not IPv4"));
+    }
+    let ip = &frame[l3..];
+    if ip.len() < 20 || ip[0] >> 4 != 4 {
+        return Err(Malformed("not an IPv4 header"));
+    }
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if ihl < 20 || total < ihl || total > ip.len() {
+        return Err(Malformed("IPv4 lengths do not fit the frame"));
+    }
+    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return Err(Malformed("a fragment"));
+    }
+    if ip[9] != proto {
+        return Err(Malformed("the IPv4 protocol is not the GSO type's"));
+    }
+    let l4 = l3 + ihl;
+    let l4_len = if proto == 6 {
+        if total < ihl + 20 {
+            return Err(Malformed("truncated TCP header"));
+        }
+        let thl = usize::from(frame[l4 + 12] >> 4) * 4;
+        if thl < 20 || total < ihl + thl {
+            return Err(Malformed("TCP header length does not fit"));
+        }
+        thl
+    } else {
+        if total < ihl + 8 {
+            return Err(Malformed("truncated UDP header"));
+        }
+        8
+    };
+    let headers = l4 + l4_len;
+    let end = l3 + total;
+    let payload = &frame[headers..end];
+    let id0 = u16::from_be_bytes([ip[4], ip[5]]);
+    let seq0 = if proto == 6 {
+        u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]])
+    } else {
+        0
+    };
+    let n = payload.len().div_ceil(mss).max(1);
+    for (i, chunk) in payload
+        .chunks(mss)
+        .chain(std::iter::once(&[][..]).take(usize::from(payload.is_empty())))
+        .enumerate()
+    {
+        buf.clear();
+        buf.extend_from_slice(&frame[..headers]);
+        buf.extend_from_slice(chunk);
+        // IPv4: total length, identification, header checksum.
+        let ip_total = (ihl + l4_len + chunk.len()) as u16;
+        buf[l3 + 2..l3 + 4].copy_from_slice(&ip_total.to_be_bytes());
+        buf[l3 + 4..l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+        buf[l3 + 10] = 0;
+        buf[l3 + 11] = 0;
+        let c = ipv4_header_checksum(&buf[l3..l3 + ihl]);
+        buf[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        if proto == 6 {
+            let seq = seq0.wrapping_add((i * mss) as u32);
+            buf[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+            let last = i + 1 == n;
+            let mut flags = buf[l4 + 13];
+            if !last {
+                flags &= !(0x01 | 0x08); // FIN, PSH
+            }
+            if i > 0 {
+                flags &= !0x80; // CWR
+            }
+            buf[l4 + 13] = flags;
+        } else {
+            let udp_len = (8 + chunk.len()) as u16;
+            buf[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        }
+        complete_l4_checksum(buf);
+        out(buf);
+    }
+    Ok(n)
+}
+
+/// The RFC 1071 checksum of an IPv4 header whose checksum field is zero.
+fn ipv4_header_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks_exact(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 4] = [198, 18, 0, 1];
+    const B: [u8; 4] = [198, 18, 0, 2];
+
+    /// An Ethernet + IPv4 + TCP super-frame: `payload` bytes, flags `flags`.
+    fn tcp_super(payload: &[u8], flags: u8, id: u16, seq: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 32];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[1] = 0x02; // ECT(0)
+        ip[2..4].copy_from_slice(&((20 + 32 + payload.len()) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&id.to_be_bytes());
+        ip[6] = 0x40; // DF
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&A);
+        ip[16..20].copy_from_slice(&B);
+        let tcp = &mut f[34..66];
+        tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&77u32.to_be_bytes());
+        tcp[12] = 8 << 4; // 32-byte header: timestamps
+        tcp[13] = flags;
+        tcp[14..16].copy_from_slice(&502u16.to_be_bytes());
+        tcp[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7]);
+        f.extend_from_slice(payload);
+        // Partial checksums as the sender leaves them: anything.
+        f
+    }
+
+    fn ones_sum_ok(bytes: &[u8]) -> bool {
+        ipv4_header_checksum(bytes) == 0
+    }
+
+    fn cut(frame: &[u8], hdr: VnetHdr) -> Result<Vec<Vec<u8>>, GsoError> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        let n = segment(frame, &hdr, &mut buf, &mut |f| out.push(f.to_vec()))?;
+        assert_eq!(n, out.len());
+        Ok(out)
+    }
+
+    fn tcp_hdr(mss: u16) -> VnetHdr {
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: gso_type::TCPV4 | gso_type::ECN,
+            hdr_len: 66,
+            gso_size: mss,
+            csum_start: 34,
+            csum_offset: 16,
+        }
+    }
+
+    /// Every rule of tcp_gso_segment/inet_gso_segment, on a super-frame of
+    /// three full segments and a short one with PSH, FIN and CWR set.
+    #[test]
+    fn tcp_is_cut_as_the_kernel_cuts_it() {
+        let payload: Vec<u8> = (0..3 * 1448 + 100).map(|i| (i * 7) as u8).collect();
+        let sup = tcp_super(&payload, 0x80 | 0x10 | 0x08 | 0x01, 0xfffe, 0xffff_f000);
+        let segs = cut(&sup, tcp_hdr(1448)).unwrap();
+        assert_eq!(segs.len(), 4);
+        let mut joined = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            let len = if i < 3 { 1448 } else { 100 };
+            assert_eq!(s.len(), 66 + len);
+            assert_eq!(s[..14], sup[..14], "Ethernet header copied");
+            let ip = &s[14..34];
+            assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), 52 + len);
+            assert_eq!(
+                u16::from_be_bytes([ip[4], ip[5]]),
+                0xfffeu16.wrapping_add(i as u16),
+                "IP ID increments (and wraps)"
+            );
+            assert_eq!((ip[1], ip[6], ip[8]), (0x02, 0x40, 64), "TOS, DF, TTL kept");
+            assert!(ones_sum_ok(ip), "IPv4 header checksum");
+            let tcp = &s[34..];
+            let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
+            assert_eq!(seq, 0xffff_f000u32.wrapping_add(1448 * i as u32));
+            let flags = tcp[13];
+            assert_eq!(flags & 0x10, 0x10, "ACK on every segment");
+            assert_eq!(flags & 0x80 != 0, i == 0, "CWR only on the first");
+            assert_eq!(flags & 0x09 != 0, i == 3, "PSH and FIN only on the last");
+            assert_eq!(flags & 0x09, if i == 3 { 0x09 } else { 0 });
+            assert_eq!(tcp[20..32], sup[54..66], "options copied");
+            // The checksum is right: computing it again changes nothing.
+            let mut again = s.clone();
+            assert!(complete_l4_checksum(&mut again));
+            assert_eq!(&again, s, "TCP checksum of segment {i}");
+            joined.extend_from_slice(&s[66..]);
+        }
+        assert_eq!(joined, payload, "the payload, in order, nothing lost");
+    }
+
+    #[test]
+    fn udp_segments_are_datagrams_of_their_own() {
+        let mut f = tcp_super(&[], 0, 9, 0);
+        f.truncate(34);
+        f[23] = 17;
+        let payload: Vec<u8> = (0..2500).map(|i| i as u8).collect();
+        let mut udp = vec![0u8; 8];
+        udp[0..2].copy_from_slice(&1000u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&2000u16.to_be_bytes());
+        udp[4..6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&udp);
+        f.extend_from_slice(&payload);
+        f[16..18].copy_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
+        let hdr = VnetHdr {
+            gso_type: gso_type::UDP_L4,
+            gso_size: 1200,
+            ..VnetHdr::default()
+        };
+        let segs = cut(&f, hdr).unwrap();
+        assert_eq!(
+            segs.iter().map(Vec::len).collect::<Vec<_>>(),
+            [42 + 1200, 42 + 1200, 42 + 100]
+        );
+        for (i, s) in segs.iter().enumerate() {
+            let ulen = usize::from(u16::from_be_bytes([s[38], s[39]]));
+            assert_eq!(ulen, s.len() - 34);
+            assert_eq!(u16::from_be_bytes([s[18], s[19]]), 9 + i as u16);
+            assert!(ones_sum_ok(&s[14..34]));
+            let mut again = s.clone();
+            assert!(complete_l4_checksum(&mut again));
+            assert_eq!(&again, s);
+            assert_eq!(&s[42..], &payload[i * 1200..(i * 1200 + 1200).min(2500)]);
+        }
+    }
+
+    #[test]
+    fn a_super_frame_that_fits_one_segment_is_passed_whole_with_checksums() {
+        let sup = tcp_super(&[5; 1000], 0x18, 1, 1);
+        let segs = cut(&sup, tcp_hdr(1448)).unwrap();
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].len(), sup.len());
+        assert_eq!(segs[0][47], 0x18, "PSH kept on the only segment");
+    }
+
+    #[test]
+    fn what_cannot_be_cut_is_refused_with_the_reason() {
+        let sup = tcp_super(&[1; 3000], 0x10, 1, 1);
+        let err = |f: &[u8], h: VnetHdr| cut(f, h).unwrap_err();
+        assert_eq!(
+            err(
+                &sup,
+                VnetHdr {
+                    gso_type: gso_type::TCPV6,
+                    ..tcp_hdr(1448)
+                }
+            ),
+            GsoError::Unsupported(gso_type::TCPV6)
+        );
+        assert_eq!(
+            err(
+                &sup,
+                VnetHdr {
+                    gso_type: gso_type::UDP,
+                    ..tcp_hdr(1448)
+                }
+            ),
+            GsoError::Unsupported(gso_type::UDP)
+        );
+        assert_eq!(err(&sup, tcp_hdr(0)), GsoError::Malformed("gso_size is 0"));
+        assert!(matches!(
+            err(&sup[..40], tcp_hdr(1448)),
+            GsoError::Malformed(_)
+        ));
+        let mut frag = sup.clone();
+        frag[20] |= 0x20; // MF
+        assert_eq!(err(&frag, tcp_hdr(1448)), GsoError::Malformed("a fragment"));
+        let mut udp = sup.clone();
+        udp[23] = 17;
+        assert_eq!(
+            err(&udp, tcp_hdr(1448)),
+            GsoError::Malformed("the IPv4 protocol is not the GSO type's")
+        );
+        let mut long = sup.clone();
+        long[16..18].copy_from_slice(&60000u16.to_be_bytes());
+        assert_eq!(
+            err(&long, tcp_hdr(1448)),
+            GsoError::Malformed("IPv4 lengths do not fit the frame")
+        );
+    }
+
+    #[test]
+    fn the_header_reads_and_writes_its_ten_bytes() {
+        let h = tcp_hdr(1448);
+        assert_eq!(VnetHdr::parse(&h.bytes()), h);
+        assert_eq!(h.bytes()[4..6], 1448u16.to_le_bytes());
+        assert!(h.is_gso());
+        assert!(!VnetHdr::default().is_gso());
+    }
+}
