@@ -108,7 +108,21 @@ fn ping_and_tcp_between_two_real_hosts_through_two_simulated_routers() {
         assert!(u(&p["rx_frames"]) > 0 && u(&p["tx_frames"]) > 0, "{p}");
         assert_eq!(u(&p["rx_malformed"]), 0, "{p}");
         assert_eq!(u(&p["rx_truncated"]), 0, "{p}");
+        assert_eq!(u(&p["rx_gso_refused"]), 0, "{p}");
     }
+    // The hosts keep their offloads: iperf3's sender hands over TSO
+    // super-frames, read whole and cut into the frames the model carried
+    // (each at most the link's MTU: none was dropped for it).
+    let sender = port(&r, "h1");
+    assert!(
+        u(&sender["rx_gso_frames"]) > 10,
+        "h1's TCP sends came as no super-frames: {sender}"
+    );
+    assert!(
+        r["conservation"]["dropped"]["mtu_exceeded"].is_null(),
+        "{}",
+        r["conservation"]["dropped"]
+    );
     let hosts = rt["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 2);
     assert_eq!(hosts[0]["namespace"], format!("nl-{id}-h1"));

@@ -34,12 +34,22 @@ pub struct BoundaryCounters {
     /// Frames whose TCP/UDP checksum the sender left to offload hardware
     /// and netloop completed (AF_PACKET only).
     pub rx_checksums_completed: u64,
+    /// GSO super-frames read whole and cut into wire frames (each of which
+    /// counts in `rx_frames`).
+    pub rx_gso_frames: u64,
+    /// GSO super-frames that could not be cut (a kind netloop does not cut,
+    /// or headers that do not fit it): dropped.
+    pub rx_gso_refused: u64,
 }
 
 impl BoundaryCounters {
     /// Frames lost at this boundary, in either direction.
     pub fn lost(&self) -> u64 {
-        self.rx_kernel_drops + self.tx_drops + self.tx_unsent + self.rx_truncated
+        self.rx_kernel_drops
+            + self.tx_drops
+            + self.tx_unsent
+            + self.rx_truncated
+            + self.rx_gso_refused
     }
 }
 

@@ -319,8 +319,14 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 HostLink::Veth => {
                     let h = s.add_namespace_host(r)?;
                     let dev = h.root_device.clone();
-                    packet::disable_offloads(&dev)?;
-                    let sock = PacketSocket::open(&dev, &PacketOptions::default())?;
+                    // (add_namespace_host left the host's offloads on.)
+                    let sock = PacketSocket::open(
+                        &dev,
+                        &PacketOptions {
+                            gso: true,
+                            ..PacketOptions::default()
+                        },
+                    )?;
                     (
                         Box::new(sock),
                         HostReport {

@@ -348,8 +348,13 @@ impl Session {
 
     /// Creates a namespace host joined by a veth pair: the namespace holds
     /// one end (named and configured as the node's port), netloop reads and
-    /// writes the other (returned) through a packet socket. Offloads are off
-    /// on both ends so frames are at most MTU-sized and carry full checksums.
+    /// writes the other (returned) through a packet socket. The namespace's
+    /// end keeps the offloads a Linux user has (TSO, GSO, checksum offload):
+    /// netloop reads its super-frames whole and cuts them
+    /// ([`packet::PacketOptions::gso`]), which saves the host's stack a pass
+    /// per segment; their size is capped at what a ring slot holds
+    /// ([`packet::GSO_MAX_SIZE`]). Netloop's end has its offloads off (it
+    /// sends complete frames, and must not merge what it receives).
     pub fn add_namespace_host(&mut self, r: &RealNode) -> Result<NamespaceHost> {
         if !matches!(r.kind, NodeKind::Namespace(_)) {
             return Err(Error::msg(format!("'{}' is not a namespace host", r.name)));
@@ -363,7 +368,14 @@ impl Session {
         netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
         self.devices.push(dev.clone());
         packet::disable_offloads(&dev)?;
-        packet::disable_offloads(&peer)?;
+        netns::ip(&[
+            "link",
+            "set",
+            "dev",
+            &peer,
+            "gso_max_size",
+            &packet::GSO_MAX_SIZE.to_string(),
+        ])?;
         // The root end carries no address; keep the root kernel from sending
         // IPv6 router solicitations into the model through it.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1");

@@ -398,6 +398,13 @@ pub fn packet_tx_kick(fd: BorrowedFd<'_>) -> io::Result<usize> {
 /// `tpacket2_hdr` (the kernel's default without PACKET_TX_HAS_OFF).
 pub const TX_DATA_OFFSET: usize = libc::TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>();
 
+/// Length of a `virtio_net_hdr` (PACKET_VNET_HDR).
+pub const VNET_LEN: usize = 10;
+
+/// `PACKET_VNET_HDR` (linux/if_packet.h): frames on the socket carry a
+/// `virtio_net_hdr`, so GSO super-frames are read and written whole.
+pub const PACKET_VNET_HDR: c_int = 15;
+
 /// The fields of an RX slot's `tpacket2_hdr`, copied out once the slot is
 /// ours.
 #[derive(Clone, Copy, Debug)]
@@ -513,8 +520,10 @@ impl PacketRing {
 
     /// Takes the RX slot at `off` (of `size` bytes) if the kernel has handed
     /// it to us (TP_STATUS_USER); the slot goes back to the kernel when the
-    /// returned [`RxSlot`] is dropped.
-    pub fn rx_slot(&mut self, off: usize, size: usize) -> Option<RxSlot<'_>> {
+    /// returned [`RxSlot`] is dropped. With `vnet`, the socket has
+    /// PACKET_VNET_HDR and the slot's `virtio_net_hdr` (the 10 bytes before
+    /// the frame) is read too.
+    pub fn rx_slot(&mut self, off: usize, size: usize, vnet: bool) -> Option<RxSlot<'_>> {
         self.check_slot(off, size);
         let status = self.status(off).load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
@@ -537,6 +546,19 @@ impl PacketRing {
         // Never trust offsets to point outside the slot: clamp the data.
         let start = (h.tp_mac as usize).min(size);
         let end = start.saturating_add(h.tp_snaplen as usize).min(size);
+        let vnet = (vnet && start >= libc::TPACKET2_HDRLEN + VNET_LEN).then(|| {
+            let mut b = [0u8; VNET_LEN];
+            // SAFETY: `off + start - VNET_LEN .. off + start` lies inside
+            // this slot (after its header), which is ours as above.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    self.base.as_ptr().add(off + start - VNET_LEN),
+                    b.as_mut_ptr(),
+                    VNET_LEN,
+                );
+            }
+            b
+        });
         // SAFETY: `off + start .. off + end` lies inside this slot, which is
         // ours until the RxSlot (which borrows `self` mutably, so no other
         // slot access can happen meanwhile) is dropped.
@@ -545,6 +567,7 @@ impl PacketRing {
         Some(RxSlot {
             status: self.status(off),
             header,
+            vnet,
             data,
         })
     }
@@ -555,14 +578,17 @@ impl PacketRing {
         self.status(off).load(Ordering::Acquire)
     }
 
-    /// Fills the TX slot at `off` (of `size` bytes) with `frame` and marks it
-    /// TP_STATUS_SEND_REQUEST — if the slot is free (neither waiting to be
-    /// sent nor being sent); returns whether it was. The frame must fit:
-    /// `frame.len() <= size - TX_DATA_OFFSET`.
-    pub fn tx_fill(&mut self, off: usize, size: usize, frame: &[u8]) -> bool {
+    /// Fills the TX slot at `off` (of `size` bytes) with `prefix` (a
+    /// `virtio_net_hdr` on a socket with PACKET_VNET_HDR, else nothing)
+    /// and `frame`, and marks it TP_STATUS_SEND_REQUEST — if the slot is
+    /// free (neither waiting to be sent nor being sent); returns whether it
+    /// was. They must fit: `prefix.len() + frame.len() <= size -
+    /// TX_DATA_OFFSET`.
+    pub fn tx_fill(&mut self, off: usize, size: usize, prefix: &[u8], frame: &[u8]) -> bool {
         self.check_slot(off, size);
+        let len = prefix.len() + frame.len();
         assert!(
-            frame.len() <= size - TX_DATA_OFFSET,
+            len <= size - TX_DATA_OFFSET,
             "frame larger than its TX slot"
         );
         let status = self.status(off);
@@ -580,9 +606,11 @@ impl PacketRing {
         unsafe {
             let slot = self.base.as_ptr().add(off);
             let h = slot.cast::<libc::tpacket2_hdr>();
-            ptr::addr_of_mut!((*h).tp_len).write(frame.len() as u32);
-            ptr::addr_of_mut!((*h).tp_snaplen).write(frame.len() as u32);
-            ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(TX_DATA_OFFSET), frame.len());
+            ptr::addr_of_mut!((*h).tp_len).write(len as u32);
+            ptr::addr_of_mut!((*h).tp_snaplen).write(len as u32);
+            let data = slot.add(TX_DATA_OFFSET);
+            ptr::copy_nonoverlapping(prefix.as_ptr(), data, prefix.len());
+            ptr::copy_nonoverlapping(frame.as_ptr(), data.add(prefix.len()), frame.len());
         }
         status.store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
         true
@@ -604,6 +632,8 @@ pub(crate) struct RxSlot<'a> {
     status: &'a AtomicU32,
     /// The slot's header.
     pub header: RxHeader,
+    /// The `virtio_net_hdr` before the frame (PACKET_VNET_HDR).
+    pub vnet: Option<[u8; VNET_LEN]>,
     data: &'a [u8],
 }
 

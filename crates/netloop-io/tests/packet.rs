@@ -199,6 +199,7 @@ fn frames_larger_than_a_slot_are_counted_as_truncated() {
         ring_frames: 64,
         frame_size: 9216,
         promisc: false,
+        gso: false,
     };
     let mut sc = PacketSocket::open(&c, &big).expect("jumbo socket on C");
     let mut sd = PacketSocket::open(&d, &PacketOptions::default()).expect("socket on D");
@@ -292,6 +293,7 @@ fn full_rings_flush_or_count_their_losses() {
         ring_frames: 32,
         frame_size: 2048,
         promisc: false,
+        gso: false,
     };
     let mut sg = PacketSocket::open(&g, &small).unwrap();
     let mut sh = PacketSocket::open(&h, &small).unwrap();
