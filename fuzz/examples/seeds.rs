@@ -6,7 +6,8 @@
 //!
 //! For the boundary target, ring slots: frames whose TCP/UDP checksum was
 //! left to offload, with and without a stripped VLAN tag, a fragment, a
-//! runt.
+//! runt. For the gso target, TCP and UDP super-frames with their
+//! virtio_net_hdr, and one of a kind netloop refuses.
 //!
 //! `cargo run --release --example seeds` (from `fuzz/`) rewrites `seeds/*/`;
 //! the fuzzer's own finds go to `corpus/*/` (`fuzz/run --grow`), which
@@ -182,6 +183,40 @@ fn boundary_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// For the gso target: super-frames as a packet socket with PACKET_VNET_HDR
+/// hands them over (virtio_net_hdr, then the frame).
+fn gso_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use netloop_io::gso::{gso_type, VnetHdr, F_NEEDS_CSUM};
+    let (a, b) = ([198, 18, 0, 2], [198, 18, 1, 2]);
+    let input = |ty: u8, mss: u16, frame: Vec<u8>| {
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: ty,
+            hdr_len: 54,
+            gso_size: mss,
+            csum_start: 34,
+            csum_offset: if ty == gso_type::UDP_L4 { 6 } else { 16 },
+        };
+        let mut v = h.bytes().to_vec();
+        v.extend_from_slice(&frame);
+        v
+    };
+    let mut tcp = tcp_syn(a, b, 5201);
+    tcp[13] = 0x18 | 0x80 | 0x01; // PSH ACK CWR FIN
+    tcp.extend((0..3000u32).map(|i| (i * 13) as u8));
+    let tcp_frame = eth(ETH_IPV4, &Ip::new(a, b, 6).packet(&tcp));
+    let udp_frame = eth(ETH_IPV4, &Ip::new(a, b, 17).packet(&udp(9, &[7; 2500])));
+    vec![
+        ("tcp", input(gso_type::TCPV4, 1448, tcp_frame.clone())),
+        (
+            "tcp-ecn-small-mss",
+            input(gso_type::TCPV4 | gso_type::ECN, 536, tcp_frame.clone()),
+        ),
+        ("udp-l4", input(gso_type::UDP_L4, 1200, udp_frame)),
+        ("tcpv6-refused", input(gso_type::TCPV6, 1448, tcp_frame)),
+    ]
+}
+
 fn write(dir: &Path, name: &str, data: &[u8]) {
     std::fs::create_dir_all(dir).expect("create corpus directory");
     std::fs::write(dir.join(name), data).expect("write seed");
@@ -201,6 +236,10 @@ fn main() {
     for (name, data) in boundary_seeds() {
         netloop_fuzz::boundary(&data);
         write(&root.join("boundary"), name, &data);
+    }
+    for (name, data) in gso_seeds() {
+        netloop_fuzz::gso(&data);
+        write(&root.join("gso"), name, &data);
     }
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let dir = root.join("topology");

@@ -431,6 +431,63 @@ pub fn boundary(data: &[u8]) {
     }
 }
 
+/// Runs one input of the gso target: a GSO super-frame as a packet socket
+/// with PACKET_VNET_HDR hands it over, cut into wire frames
+/// ([`netloop_io::gso::segment`]). Bytes 0-9: the `virtio_net_hdr`. The
+/// rest: the super-frame, Ethernet header first. A refusal is fine; a cut
+/// must give segments whose payloads, in order, are the super-frame's, each
+/// at most `gso_size` long, each with IPv4 and TCP/UDP checksums that
+/// verify (checked by code of the harness's own).
+pub fn gso(data: &[u8]) {
+    use netloop_io::gso::{segment, VnetHdr, VNET_HDR_LEN};
+    let Some((h, frame)) = data.split_first_chunk::<VNET_HDR_LEN>() else {
+        return;
+    };
+    let hdr = VnetHdr::parse(h);
+    let mut segs: Vec<Vec<u8>> = Vec::new();
+    let mut buf = Vec::new();
+    let Ok(n) = segment(frame, &hdr, &mut buf, &mut |s| segs.push(s.to_vec())) else {
+        return;
+    };
+    assert_eq!(n, segs.len());
+    // A cut frame is IPv4 with a TCP or UDP header behind it (the cutter
+    // checked that much): find where the payload starts.
+    let l3 = if u16::from_be_bytes([frame[12], frame[13]]) == 0x0800 {
+        14
+    } else {
+        18
+    };
+    let ihl = usize::from(frame[l3] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]));
+    let l4 = l3 + ihl;
+    let l4_len = if frame[l3 + 9] == 6 {
+        usize::from(frame[l4 + 12] >> 4) * 4
+    } else {
+        8
+    };
+    let headers = l4 + l4_len;
+    let mut payload = Vec::new();
+    for s in &segs {
+        assert!(s.len() >= headers && s.len() - headers <= usize::from(hdr.gso_size).max(1));
+        assert_eq!(s[..12], frame[..12], "MAC addresses copied");
+        let ip = &s[l3..l3 + ihl];
+        let sum = ip
+            .chunks_exact(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum::<u32>();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        assert_eq!(
+            (folded & 0xffff) + (folded >> 16),
+            0xffff,
+            "IPv4 header checksum"
+        );
+        let (_, l4sum) = l4_checksum_at(s).expect("a TCP/UDP segment");
+        assert_eq!(l4sum, 0xffff, "TCP/UDP checksum of a segment");
+        payload.extend_from_slice(&s[headers..]);
+    }
+    assert_eq!(payload, frame[headers..l3 + total], "the payload, in order");
+}
+
 /// Where the TCP/UDP checksum field of an IPv4 frame is, and the folded
 /// one's-complement sum over its pseudo-header and segment (0xffff when the
 /// checksum is right), written apart from netloop's to check it.

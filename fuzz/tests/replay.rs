@@ -53,6 +53,35 @@ fn every_boundary_input_replays() {
     }
 }
 
+#[test]
+fn every_gso_input_replays() {
+    let files = inputs("gso");
+    assert!(files.len() >= 4, "only {} inputs", files.len());
+    for f in files {
+        println!("{}", f.display());
+        netloop_fuzz::gso(&std::fs::read(&f).unwrap());
+    }
+}
+
+/// The gso seeds are cut (the harness checks the segments only then): all
+/// but the one of a kind netloop refuses.
+#[test]
+fn gso_seeds_are_cut() {
+    use netloop_io::gso::{segment, VnetHdr};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/gso");
+    for (name, cut) in [
+        ("tcp", 3),
+        ("tcp-ecn-small-mss", 6),
+        ("udp-l4", 3),
+        ("tcpv6-refused", 0),
+    ] {
+        let data = std::fs::read(dir.join(name)).unwrap();
+        let (h, frame) = data.split_first_chunk::<10>().unwrap();
+        let n = segment(frame, &VnetHdr::parse(h), &mut Vec::new(), &mut |_| {}).unwrap_or(0);
+        assert_eq!(n, cut, "{name}");
+    }
+}
+
 /// The boundary seeds reach the checksum completion (the harness verifies
 /// a completed checksum, but only if one is completed).
 #[test]
