@@ -255,16 +255,8 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     say_what_lateness_affects(
         &report,
         &[
-            (
-                "iperf3 -c 198.18.2.2 -t 4 -J",
-                "iperf3 TCP goodput",
-                Sensitivity::Rate,
-            ),
-            (
-                "ping -c 20 -i 0.02 198.18.1.1",
-                "ping h1 → r1",
-                Sensitivity::Delay,
-            ),
+            ("h1.1.log", "iperf3 TCP goodput", Sensitivity::Rate),
+            ("h1.0.log", "ping h1 → r1", Sensitivity::Delay),
         ],
     );
 
@@ -329,24 +321,12 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             format::ns(s.p50 - expected_remote)
         );
     }
-    let probe_cmd = format!(
-        "{netloop} probe rtt 198.18.3.2 --count 300 --interval 10ms --json {}",
-        probe_json.display()
-    );
     say_what_lateness_affects(
         &report,
         &[
-            (
-                "ping -c 50 -i 0.02 198.18.1.1",
-                "ping local",
-                Sensitivity::Delay,
-            ),
-            (
-                "ping -c 50 -i 0.02 198.18.3.2",
-                "ping remote",
-                Sensitivity::Delay,
-            ),
-            (&probe_cmd, "UDP probe", Sensitivity::Delay),
+            ("h1.0.log", "ping local", Sensitivity::Delay),
+            ("h1.1.log", "ping remote", Sensitivity::Delay),
+            ("h1.2.log", "UDP probe", Sensitivity::Delay),
         ],
     );
     Ok(ExitCode::SUCCESS)
@@ -391,8 +371,8 @@ fn run_one(
     Ok((code, logs, o.report))
 }
 
-/// For a run that fell behind real time: whether each measurement (a
-/// program's command line and what the figure is) was taken while events
+/// For a run that fell behind real time: whether each measurement (the log
+/// file of the program it was read from, and what the figure is) was taken while events
 /// ran late, and so which figures of the tables to doubt. Prints nothing for
 /// a run that kept up.
 fn say_what_lateness_affects(report: &LiveReport, measures: &[(&str, &str, Sensitivity)]) {
@@ -405,8 +385,13 @@ fn say_what_lateness_affects(report: &LiveReport, measures: &[(&str, &str, Sensi
         "This run fell behind real time between {first:.3} s and {last:.3} s (events up to {max} late). \
          Its figures:"
     );
-    for (cmd, what, sensitivity) in measures {
-        let Some(c) = report.commands.iter().find(|c| c.cmd == *cmd) else {
+    for (log, what, sensitivity) in measures {
+        // The program whose output the figure was read from.
+        let Some(c) = report
+            .commands
+            .iter()
+            .find(|c| c.log.file_name().is_some_and(|f| f == *log))
+        else {
             continue;
         };
         let (Some(start), end) = (c.started_s, c.exited_s.unwrap_or(rt.sim_seconds)) else {

@@ -196,12 +196,10 @@ pub fn segment(
     } else {
         0
     };
+    // An empty payload (a bare ACK or FIN said to be GSO) is one segment.
     let n = payload.len().div_ceil(mss).max(1);
-    for (i, chunk) in payload
-        .chunks(mss)
-        .chain(std::iter::once(&[][..]).take(usize::from(payload.is_empty())))
-        .enumerate()
-    {
+    for i in 0..n {
+        let chunk = &payload[i * mss..((i + 1) * mss).min(payload.len())];
         buf.clear();
         buf.extend_from_slice(&frame[..headers]);
         buf.extend_from_slice(chunk);
@@ -389,6 +387,10 @@ mod tests {
         assert_eq!(segs.len(), 1);
         assert_eq!(segs[0].len(), sup.len());
         assert_eq!(segs[0][47], 0x18, "PSH kept on the only segment");
+        let bare = tcp_super(&[], 0x11, 1, 1);
+        let segs = cut(&bare, tcp_hdr(1448)).unwrap();
+        assert_eq!(segs.len(), 1, "no payload: one segment, the headers");
+        assert_eq!(segs[0].len(), bare.len());
     }
 
     #[test]

@@ -79,60 +79,56 @@ pub struct Control<'c> {
 #[derive(Clone, Copy)]
 struct IoView<'a> {
     shared: &'a Shared,
-    ports: &'a dyn PortFaults,
-    /// Per port: (node name, interface name).
-    names: &'a [(String, String)],
+    ports: &'a dyn PortReports,
     /// Per port: frames dropped because the queue to the I/O thread was full.
     queue_full: &'a [u64],
 }
 
-/// The ports' counters, for reports (a trait object hides the ports' own
-/// lifetime, which `Control` does not carry).
-trait PortFaults {
-    /// Per port: its counters now, its faults and when the first was.
-    fn now(&self) -> Vec<(BoundaryCounters, u64, Option<f64>)>;
+/// The ports' reports (a trait object hides the ports' own lifetime, which
+/// `Control` does not carry).
+trait PortReports {
+    /// See [`port_reports`].
+    fn reports(&self, queue_full: &[u64], gone: bool) -> Vec<PortReport>;
 }
 
-impl PortFaults for &[SharedPort<'_>] {
-    fn now(&self) -> Vec<(BoundaryCounters, u64, Option<f64>)> {
-        self.iter()
-            .map(|p| {
-                let mut p = rtio::lock(p);
-                (p.port.io.counters(), p.faults, p.first_fault_s)
-            })
-            .collect()
+impl PortReports for &[SharedPort<'_>] {
+    fn reports(&self, queue_full: &[u64], gone: bool) -> Vec<PortReport> {
+        port_reports(self, queue_full, gone)
     }
 }
 
-impl IoView<'_> {
-    /// The ports as they are now, between two events (`gone` cannot be
-    /// told while the run goes on). Counters are read from the ports, not
-    /// from a copy: a report must agree with the model's own counters.
-    fn ports(&self) -> Vec<PortReport> {
-        let now = self.ports.now();
-        self.names
-            .iter()
-            .zip(now)
-            .enumerate()
-            .map(|(i, ((host, interface), (mut counters, faults, first)))| {
-                counters.tx_drops += self.queue_full[i];
-                PortReport {
-                    host: host.clone(),
-                    interface: interface.clone(),
-                    counters,
-                    faults,
-                    first_fault_s: first,
-                    gone: None,
-                }
-            })
-            .collect()
-    }
+/// The ports as they are now, read from the ports themselves (a report must
+/// agree with the model's own counters), with the frames the queue to the
+/// I/O thread dropped counted in each one's `tx_drops`. `gone` asks whether
+/// each interface still exists (a system call: at the end of a run).
+fn port_reports(ports: &[SharedPort<'_>], queue_full: &[u64], gone: bool) -> Vec<PortReport> {
+    ports
+        .iter()
+        .zip(queue_full)
+        .map(|(p, &full)| {
+            let mut p = rtio::lock(p);
+            let mut counters = p.port.io.counters();
+            counters.tx_drops += full;
+            PortReport {
+                host: p.port.host.clone(),
+                interface: p.port.io.name().to_string(),
+                counters,
+                faults: p.faults,
+                first_fault_s: p.first_fault_s,
+                gone: if gone {
+                    p.port.io.exists().map(|e| !e)
+                } else {
+                    None
+                },
+            }
+        })
+        .collect()
 }
 
 impl Control<'_> {
     /// The self-report so far (`end` is `running`).
     pub fn realtime(&mut self) -> RtReport {
-        let ports = self.io.ports();
+        let ports = self.io.ports.reports(self.io.queue_full, false);
         self.tally.report(
             ports,
             &self.io.shared.published(),
@@ -752,10 +748,6 @@ pub fn run_realtime(
         },
         None => None,
     };
-    let names: Vec<(String, String)> = ports
-        .iter()
-        .map(|p| (p.host.clone(), p.io.name().to_string()))
-        .collect();
     let (rx_prod, mut rx) = rtrb::RingBuffer::<Arrival>::new(QUEUE_FRAMES);
     let (tx, tx_cons) = rtrb::RingBuffer::<Outgoing>::new(QUEUE_FRAMES);
     let nodes: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
@@ -800,7 +792,6 @@ pub fn run_realtime(
         // The I/O thread in the real-time class only if the event thread
         // got there (it runs one below it).
         priority: fifo,
-        fault_backoff_ns: FAULT_BACKOFF_NS,
         affinity: opts.cpu.and(old_affinity),
     };
 
@@ -811,7 +802,7 @@ pub fn run_realtime(
             .spawn_scoped(s, move || {
                 rtio::io_thread(io_ports, rx_prod, tx_cons, shared_ref, clock, io_opts_ref)
             })?;
-        let end = event_loop(net, queue, &mut rx, &mut side, &names, control);
+        let end = event_loop(net, queue, &mut rx, &mut side, control);
         shared.stop.store(true, Ordering::Release);
         shared.to_io.ring();
         if let Err(panic) = io.join() {
@@ -835,25 +826,7 @@ pub fn run_realtime(
 
     // The I/O thread has written what was queued and given the ports back:
     // the final counters come from them.
-    let port_reports: Vec<PortReport> = cells
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let mut p = rtio::lock(p);
-            let published = shared.published();
-            let _ = &published;
-            let mut counters = p.port.io.counters();
-            counters.tx_drops += queue_full[i];
-            PortReport {
-                host: p.port.host.clone(),
-                interface: p.port.io.name().to_string(),
-                counters,
-                faults: p.faults,
-                first_fault_s: p.first_fault_s,
-                gone: p.port.io.exists().map(|e| !e),
-            }
-        })
-        .collect();
+    let port_reports = port_reports(&cells, &queue_full, true);
     let mut published = shared.published();
     let _ = published.output_latency.add(&direct_latency);
     let report = tally.report(
@@ -873,7 +846,6 @@ fn event_loop(
     queue: &mut EventQueue<Event>,
     rx: &mut rtrb::Consumer<Arrival>,
     side: &mut EventSide<'_, '_>,
-    names: &[(String, String)],
     control: &mut dyn FnMut(&mut Control<'_>) -> Step,
 ) -> EndReason {
     let (clock, opts, shared, ports) = (side.clock, side.opts, side.shared, side.ports);
@@ -927,7 +899,6 @@ fn event_loop(
                 io: IoView {
                     shared,
                     ports: &ports,
-                    names,
                     queue_full: &side.queue_full,
                 },
                 late_threshold_ns: opts.late_threshold_ns,
@@ -951,7 +922,7 @@ fn event_loop(
                 // switch): what it reads comes through the queue.
                 let Ok(mut p) = p.try_lock() else { continue };
                 let room = QUEUE_FRAMES.saturating_sub(arrivals.len()).min(opts.batch);
-                p.read(room, clock, FAULT_BACKOFF_NS, &mut |at, frame| {
+                p.read(room, clock, &mut |at, frame| {
                     arrivals.push((
                         at,
                         seq,
@@ -1018,12 +989,19 @@ fn event_loop(
             for (k, f) in fds.iter_mut().enumerate() {
                 *f = raw[k];
                 if k >= 2 {
-                    let p = rtio::lock(&ports[k - 2]);
-                    if let Some(u) = p.muted_until(mono) {
-                        sleep_ns = sleep_ns.min(u - mono);
-                    }
-                    if mode.split || !p.pollable(mono) {
-                        f.fd = -1;
+                    // Never wait for a port here: under load the ports are
+                    // the I/O thread's; a port it holds now is busy, and
+                    // this pass does without it.
+                    match (mode.split, ports[k - 2].try_lock()) {
+                        (false, Ok(p)) => {
+                            if let Some(u) = p.muted_until(mono) {
+                                sleep_ns = sleep_ns.min(u - mono);
+                            }
+                            if !p.pollable(mono) {
+                                f.fd = -1;
+                            }
+                        }
+                        _ => f.fd = -1,
                     }
                 }
             }
@@ -1044,7 +1022,9 @@ fn event_loop(
                         }
                         for (k, f) in fds.iter().enumerate().skip(2) {
                             if f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                                rtio::lock(&ports[k - 2]).poll_error();
+                                if let Ok(mut p) = ports[k - 2].try_lock() {
+                                    p.poll_error();
+                                }
                             }
                         }
                     }

@@ -141,9 +141,6 @@ pub struct IoOptions {
     /// Real-time priority (SCHED_FIFO), if the run asked for one; the I/O
     /// thread runs one below the event thread.
     pub priority: Option<i32>,
-    /// After an interface reported an error with nothing to read, how long
-    /// it is left out of polling.
-    pub fault_backoff_ns: u64,
     /// The CPUs it may run on, when the event thread was pinned to one (a
     /// thread inherits its creator's affinity).
     pub affinity: Option<nix::sched::CpuSet>,
@@ -263,15 +260,10 @@ impl<'a> PortState<'a> {
     /// frame)` for each (`at`: its arrival, the kernel's stamp where there
     /// is one, else when it was read). An interface that reports an error
     /// with nothing to read (deleted, down) is counted and muted for
-    /// `backoff_ns`: `ppoll` reports such a condition at once, every time,
-    /// and would keep the reader spinning. Returns the frames read.
-    pub fn read(
-        &mut self,
-        room: usize,
-        clock: RtClock,
-        backoff_ns: u64,
-        push: &mut dyn FnMut(u64, &[u8]),
-    ) -> usize {
+    /// [`crate::rt::FAULT_BACKOFF_NS`]: `ppoll` reports such a condition at
+    /// once, every time, and would keep the reader spinning. Returns the
+    /// frames read.
+    pub fn read(&mut self, room: usize, clock: RtClock, push: &mut dyn FnMut(u64, &[u8])) -> usize {
         if room == 0 || self.muted_until > clock::mono_ns() {
             return 0;
         }
@@ -284,7 +276,7 @@ impl<'a> PortState<'a> {
         if got == 0 && (self.faulted || read.is_err()) {
             self.faults += 1;
             self.first_fault_s.get_or_insert(clock.now().as_secs_f64());
-            self.muted_until = clock::mono_ns() + backoff_ns;
+            self.muted_until = clock::mono_ns() + crate::rt::FAULT_BACKOFF_NS;
             // Clears a pending socket error (a packet socket whose device
             // went down), so the port comes back when the device does.
             let _ = self.port.io.flush();
@@ -380,7 +372,7 @@ pub fn io_thread(
         if split {
             for (i, port) in ports.iter().enumerate() {
                 let room = rx.slots().min(opts.batch);
-                let got = lock(port).read(room, clock, opts.fault_backoff_ns, &mut |at, frame| {
+                let got = lock(port).read(room, clock, &mut |at, frame| {
                     // Room was checked: the push cannot fail.
                     let _ = rx.push(Arrival {
                         at,
@@ -439,7 +431,7 @@ pub fn io_thread(
         }
         // Under light load this thread only writes what the event thread
         // hands it, and sleeps until it is rung: waking on a timer (to
-        // publish) made the round trip of a ping to a router 40-120 us
+        // publish) made the round trip of a ping to a router 35-130 us
         // longer on this VM (the I/O thread's wake-ups at SCHED_FIFO cost
         // the other vCPU its idle state).
         let timeout_ns = match (split, full) {

@@ -120,28 +120,37 @@ fn pair_with(dir: DirectionSpec) -> (Simulation, Vec<RealPort>, UnixDatagram, Un
     };
     let sim = Simulation::build(&spec).expect("valid spec");
     assert_eq!(sim.real.len(), 2);
+    let (ports, a, b) = two_ports(&sim, false, Duration::from_secs(3));
+    (sim, ports, a, b)
+}
+
+/// A socket pair for each of `sim`'s two real nodes: the ports (model side;
+/// `stamped`: see [`Dgram`]) and the two outer ends, reading with `timeout`.
+fn two_ports(
+    sim: &Simulation,
+    stamped: bool,
+    timeout: Duration,
+) -> (Vec<RealPort>, UnixDatagram, UnixDatagram) {
     let mut ports = Vec::new();
     let mut outside = Vec::new();
     for r in &sim.real {
         let (inner, outer) = UnixDatagram::pair().unwrap();
         inner.set_nonblocking(true).unwrap();
-        outer
-            .set_read_timeout(Some(Duration::from_secs(3)))
-            .unwrap();
+        outer.set_read_timeout(Some(timeout)).unwrap();
         ports.push(RealPort {
             node: r.node,
             host: r.name.clone(),
             io: Box::new(Dgram {
                 sock: inner,
                 c: BoundaryCounters::default(),
-                stamped: false,
+                stamped,
             }),
         });
         outside.push(outer);
     }
     let b = outside.pop().unwrap();
     let a = outside.pop().unwrap();
-    (sim, ports, a, b)
+    (ports, a, b)
 }
 
 fn frame(seq: u8) -> Vec<u8> {
@@ -375,27 +384,7 @@ size = "1000B"
 "#;
     let loaded = netloop_config::parse_str(topo, "flood.toml").expect("valid topology");
     let mut sim = Simulation::build(&loaded.spec).expect("builds");
-    let mut ports = Vec::new();
-    let mut outside = Vec::new();
-    for r in &sim.real {
-        let (inner, outer) = UnixDatagram::pair().unwrap();
-        inner.set_nonblocking(true).unwrap();
-        outer
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        ports.push(RealPort {
-            node: r.node,
-            host: r.name.clone(),
-            io: Box::new(Dgram {
-                sock: inner,
-                c: BoundaryCounters::default(),
-                stamped: true,
-            }),
-        });
-        outside.push(outer);
-    }
-    let b = outside.pop().unwrap();
-    let a = outside.pop().unwrap();
+    let (mut ports, a, b) = two_ports(&sim, true, Duration::from_millis(200));
     let done = std::sync::Arc::new(AtomicBool::new(false));
     // Whatever comes out of b is read and thrown away; a is written as fast
     // as the socket takes it, for 1.5 s.
