@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 
-from report import fmt_rate, med, summarize
+from report import fmt_rate, med, rt_cells, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETLOOP = os.path.join(ROOT, "target", "release", "netloop")
@@ -484,12 +484,20 @@ def iperf_tcp(system, path, streams, secs, timeout=60):
     return {"bps": j["end"]["sum_received"]["bits_per_second"], "report": slim(rep)}
 
 
+def kept(system, runs):
+    """netloop's verdict per repeat, for the progress lines."""
+    return f" kept up {rt_cells(runs)[0]}" if system.startswith("netloop") else ""
+
+
 def slim(rep):
     """The parts of a self-report the benchmark keeps."""
     if not rep:
         return None
     if "event_lateness" in rep:
-        return {k: rep.get(k) for k in ("kept_up", "late_events", "boundary_lost", "rx_frames", "tx_frames",
+        # The report's keeping-up columns need kept_up, event_lateness,
+        # input_latency and boundary_lost.
+        return {k: rep.get(k) for k in ("kept_up", "late_threshold_ns", "late_events", "first_late_s",
+                                        "last_late_s", "boundary_lost", "rx_frames", "tx_frames",
                                         "cpu_share", "event_cpu_share", "io_cpu_share", "event_lateness",
                                         "input_latency", "output_latency", "demotions", "io_demotions",
                                         "model_dropped")}
@@ -518,7 +526,8 @@ def exp_sitl(p, reps):
                 rows.append(row)
                 bps = med([r.get("bps") for r in runs])
                 print(f"sitl {name:<22} P{streams} {system:<16} "
-                      f"{fmt_rate(bps) if bps else runs[0].get('na', runs[0].get('error', '?'))[:60]}", flush=True)
+                      f"{fmt_rate(bps) if bps else runs[0].get('na', runs[0].get('error', '?'))[:60]}"
+                      f"{kept(system, runs)}", flush=True)
     return {"rows": rows, "theoretical_1g_bps": GIGABIT_TCP, "opnet_default_mbps": 79.5, "opnet_tuned_mbps": 94.4}
 
 
@@ -543,6 +552,8 @@ def udp_point(system, size, pps, secs):
         r["boundary_lost"] = rep["boundary_lost"]
         r["kept_up"] = rep["kept_up"]
         r["model_dropped"] = rep["model_dropped"]
+        # Lateness and input latency: whether netloop kept time at this rate.
+        r["report"] = slim(rep)
     elif rep and "socket_drops" in rep:
         # The raw socket's drops, the FdNetDevice's receive-queue drops and
         # failed writes: ns-3's counterparts of netloop's boundary counters.
@@ -561,7 +572,8 @@ def exp_capture(p, reps):
                 loss = med([r["lost"] / max(r["sent"], 1) for r in ok])
                 bl = med([r.get("boundary_lost") for r in ok])
                 print(f"capture {size}B {pps:>7} pps {system:<8} loss "
-                      f"{'n/a' if loss is None else f'{loss * 100:.3f} %'} boundary {bl}", flush=True)
+                      f"{'n/a' if loss is None else f'{loss * 100:.3f} %'} boundary {bl}{kept(system, runs)}",
+                      flush=True)
     return {"rows": rows}
 
 
@@ -641,7 +653,8 @@ def exp_mixed(p, reps):
             base = base if n else bps
             if not bps or not base or bps < 0.5 * base:
                 gave_out = n
-            print(f"mixed {system:<8} {n:>5} pairs: live TCP {fmt_rate(bps) if bps else runs[0]}", flush=True)
+            print(f"mixed {system:<8} {n:>5} pairs: live TCP {fmt_rate(bps) if bps else runs[0]}{kept(system, runs)}",
+                  flush=True)
     return {"rows": rows, "link": "2 Mbit/s, 50 ms", "bg_rate": "1.8 Mbit/s of 1000-byte UDP payloads per pair",
             "nse": {"links": 150, "nodes": 300}}
 
@@ -691,8 +704,8 @@ def exp_opcua(p, reps):
             rows.append({"rate": rate, "rate_bps": rate_bps(rate), "system": system, "runs": runs})
             rps = med([r.get("rps") for r in runs])
             print(f"opcua {rate:<8} {system:<8} "
-                  f"{f'{rps:.1f} requests/s' if rps else runs[0].get('na', runs[0].get('error', '?'))[:60]}",
-                  flush=True)
+                  f"{f'{rps:.1f} requests/s' if rps else runs[0].get('na', runs[0].get('error', '?'))[:60]}"
+                  f"{kept(system, runs)}", flush=True)
     return {"rows": rows, "concurrency": 8, "value_bytes": 1000, "overhead": ETH_OVERHEAD}
 
 

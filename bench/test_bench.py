@@ -6,6 +6,7 @@ and marks targets from the measurements, not from anything fixed.
 """
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,34 @@ def section(name, e):
 def udp_row(system, pps, lost, sent=1000):
     return {"size": 64, "offered_pps": pps, "system": system,
             "runs": [{"sent": sent, "lost": lost, "seconds": 1.0, "boundary_lost": 0}]}
+
+
+def rt(kept, p99=10e3, top=None, lost=0):
+    """A netloop self-report as `slim` keeps it."""
+    return {"kept_up": kept, "boundary_lost": lost, "input_latency": {"p99_ns": 7e3},
+            "event_lateness": {"p50_ns": 2e3, "p99_ns": p99, "max_ns": top or 2 * p99}}
+
+
+def udp_point(pps, kept, size=64):
+    """A netloop capture point: one repeat per verdict in `kept`."""
+    return {"size": size, "offered_pps": pps, "system": "netloop",
+            "runs": [{"sent": pps, "lost": 0, "seconds": 1.0, "boundary_lost": 0, "kept_up": k, "report": rt(k)}
+                     for k in kept]}
+
+
+def mixed_point(pairs, bps, kept):
+    return {"system": "netloop", "pairs": pairs, "runs": [{"bps": bps, "report": rt(k)} for k in kept]}
+
+
+def mixed(rows):
+    return section("mixed", {"link": "2 Mbit/s, 50 ms", "bg_rate": "b", "nse": {"links": 150, "nodes": 300},
+                             "rows": rows})
+
+
+def table_row(text, first):
+    """The cells of the Markdown table row that starts with `first`."""
+    row = next(line for line in text.splitlines() if line.startswith(first))
+    return [c.strip() for c in row.strip("|").split("|")]
 
 
 class Capacity(unittest.TestCase):
@@ -148,6 +177,156 @@ class Opcua(unittest.TestCase):
         self.assertEqual(cells[1:7], ["1,250", "100.0", "50.0", "50 %", "90.0", "90 %"])
         self.assertIn("fell behind", cells[7])
 
+    def test_kept_up_capacity_and_marks(self):
+        def row(rate, bps, kept):
+            return {"rate": rate, "rate_bps": bps, "system": "netloop",
+                    "runs": [{"rps": 90.0, "wire_bytes_per_request": 1250.0, "report": rt(kept)}]}
+        e = {"concurrency": 8, "value_bytes": 1000, "overhead": 24,
+             "rows": [row("1Mbps", 1e6, True), row("10Mbps", 1e7, False), row("100Mbps", 1e8, True)]}
+        _, text = section("opcua", e)
+        self.assertEqual(table_row(text, "| 1 Mbit/s")[5], "90.0")
+        self.assertEqual(table_row(text, "| 10 Mbit/s")[5], "90.0†")
+        self.assertIn("kept up at the highest rate tried): 1.0 Mbit/s.", text)
+
+
+class KeptUpCapacity(unittest.TestCase):
+    def test_ladder_ends_at_the_first_point_that_fails(self):
+        self.assertEqual(report.ladder([(400, True), (100, True), (200, True)]), (400, True))
+        # A point that held above one that failed does not count.
+        self.assertEqual(report.ladder([(100, True), (200, True), (400, False), (800, True)]), (200, False))
+        self.assertEqual(report.ladder([(100, False), (200, True)]), (None, False))
+
+    def test_capture_needs_every_repeat_at_every_rate(self):
+        # 2 of 3 repeats kept up at 400: a majority is not enough, and the
+        # clean 800 above it does not count either.
+        rows = [udp_point(100, [True] * 3), udp_point(200, [True] * 3), udp_point(400, [True, False, True]),
+                udp_point(800, [True] * 3)]
+        _, text = section("capture", {"rows": rows})
+        self.assertIn("kept up; ≥: it never fell behind within the ladder): 200 pps.", text)
+        rows[2] = udp_point(400, [True] * 3)
+        _, text = section("capture", {"rows": rows})
+        self.assertIn("kept up; ≥: it never fell behind within the ladder): ≥ 800 pps.", text)
+        rows[0] = udp_point(100, [False, True, True])
+        _, text = section("capture", {"rows": rows})
+        self.assertIn("): none (it fell behind at the lowest rate).", text)
+
+    def test_capture_capacity_is_per_frame_size(self):
+        rows = [udp_point(100, [True]), udp_point(200, [False]),
+                udp_point(100, [True], 1400), udp_point(200, [True], 1400)]
+        r = report.Report({}, tempfile.mkdtemp())
+        r.plot_capture = lambda *a: None
+        r.capture({"rows": rows})
+        self.assertEqual(dict(r.capacity), {"Capture, 64-byte frames: the highest offered rate": "100 pps",
+                                            "Capture, 1400-byte frames: the highest offered rate": "≥ 200 pps"})
+
+    def test_a_failed_repeat_counts_as_fallen_behind(self):
+        rows = [udp_point(100, [True]), udp_point(200, [True])]
+        rows[1]["runs"].append({"error": "netloop run did not finish (it fell behind real time)"})
+        _, text = section("capture", {"rows": rows})
+        self.assertIn("the ladder): 100 pps.", text)
+
+    def test_mixed_needs_the_live_flow_and_keeping_up(self):
+        base = [mixed_point(0, 1.9e6, [True, True]), mixed_point(100, 1.85e6, [True, True])]
+        # 200 pairs: the flow is whole but one repeat fell behind.
+        t, text = mixed(base + [mixed_point(200, 1.9e6, [True, False]), mixed_point(300, 1.9e6, [True, True])])
+        self.assertIn("*and* every repeat kept up; ≥: it held to the ladder's top): 100 pairs.", text)
+        # 200 pairs: on time, but the flow is at 89 %.
+        _, text = mixed(base + [mixed_point(200, 1.7e6, [True, True]), mixed_point(300, 1.9e6, [True, True])])
+        self.assertIn("ladder's top): 100 pairs.", text)
+        # The flow-only knee is unchanged by keeping up.
+        self.assertIn("up to its first drop below: netloop 100,", text)
+        self.assertEqual(t["Mixed: the live flow ≥ 95 % and kept up with ≥ 2 000 simulated pairs (netloop)"],
+                         ("kept-up capacity 100 pairs", "**not met**"))
+        t, text = mixed([mixed_point(n, 1.9e6, [True]) for n in (0, 1000, 2000)])
+        self.assertIn("ladder's top): ≥ 2,000 pairs.", text)
+        self.assertEqual(t["Mixed: the live flow ≥ 95 % and kept up with ≥ 2 000 simulated pairs (netloop)"][1],
+                         "**met**")
+        t, text = mixed([mixed_point(0, 1.9e6, [False]), mixed_point(50, 1.9e6, [True])])
+        self.assertIn("ladder's top): none (not even with the fewest pairs).", text)
+
+    def test_sitl_says_per_scenario_whether_every_repeat_kept_up(self):
+        _, text = sitl([{"scenario": "unlimited", "streams": 1, "system": "netloop",
+                         "runs": [{"bps": 1e9, "report": rt(True)}, {"bps": 1e9, "report": rt(False)}]},
+                        {"scenario": "1 Gbit/s links", "streams": 1, "system": "netloop",
+                         "runs": [{"bps": 9.4e8, "report": rt(True)}, {"bps": 9.4e8, "report": rt(True)}]}])
+        self.assertIn("Kept up in every repeat, per scenario (1 stream): netloop: unlimited no, 1 Gbit/s links yes.",
+                      text)
+
+
+class FellBehind(unittest.TestCase):
+    def test_a_throughput_from_a_run_that_fell_behind_is_marked(self):
+        def row(system, verdicts):
+            return {"scenario": "unlimited", "streams": 1, "system": system,
+                    "runs": [{"bps": 1e9, "report": rt(k)} for k in verdicts]}
+        t, text = sitl([row("kernel", []), row("netloop", [True, False, True]), row("netloop-steer", [True, True])])
+        self.assertTrue(table_row(text, "| unlimited | 1 | netloop |")[3].endswith("†"))
+        self.assertNotIn("†", table_row(text, "| unlimited | 1 | netloop --steer |")[3])
+        self.assertIn(report.BEHIND_NOTE, text)
+        self.assertIn("1.00 Gbit/s†", t["TCP, one router, unlimited: ≥ 10× ns-3 (netloop)"][0])
+        self.assertNotIn("†", t["TCP, one router, unlimited: ≥ 10× ns-3 (netloop --steer)"][0])
+
+    def test_no_mark_without_a_run_that_fell_behind(self):
+        # A failed repeat gave no figure, and a report of an older build or
+        # of another system says nothing: neither marks the figure.
+        _, text = sitl([{"scenario": "unlimited", "streams": 1, "system": "netloop",
+                         "runs": [{"bps": 1e9, "report": rt(True)}, {"error": "x"}, {"bps": 1e9, "report": None}]},
+                        {"scenario": "unlimited", "streams": 1, "system": "ns-3",
+                         "runs": [{"bps": 1e8, "report": {"lag_us": {"p99": 300}}}]}])
+        self.assertNotIn("†", text)
+
+    def test_capture_and_mixed_mark_their_figures(self):
+        rows = [udp_point(100, [True]), udp_point(200, [True, False])]
+        _, text = section("capture", {"rows": rows})
+        self.assertEqual(table_row(text, "| 100 |")[0:2], ["100", "100"])
+        self.assertEqual(table_row(text, "| 200 |")[1], "200†")
+        # The loss capacity came from the point that fell behind.
+        self.assertIn("netloop ≥ 200 pps†", text)
+        _, text = mixed([mixed_point(0, 1.9e6, [True]), mixed_point(50, 1.9e6, [False])])
+        self.assertEqual(table_row(text, "| 0 / 0 |")[2], "1.9 Mbit/s")
+        self.assertEqual(table_row(text, "| 50 / 100 |")[2], "1.9 Mbit/s†")
+
+
+class KeepingUpColumns(unittest.TestCase):
+    def test_columns_from_the_self_reports(self):
+        runs = [{"bps": 1, "report": rt(True, 10e3, 300e3, lost=0)}, {"bps": 1, "report": rt(False, 30e3, 2e6, 5)},
+                {"bps": 1, "report": rt(True, 20e3, 100e3)}]
+        # Medians of p50 and p99, the largest max, per-repeat verdicts and losses.
+        self.assertEqual(report.rt_cells(runs), ["yes/no/yes", "2.0 µs / 20.0 µs / 2.000 ms", "7.0 µs", "0/5/0"])
+
+    def test_older_results_show_dashes(self):
+        # Capture points kept only kept_up and boundary_lost; failed runs
+        # keep nothing.
+        old = [{"sent": 1, "lost": 0, "seconds": 1.0, "boundary_lost": 3, "kept_up": True}, {"error": "x"}]
+        self.assertEqual(report.rt_cells(old), ["yes/—", "—", "—", "3/—"])
+        self.assertEqual(report.rt_cells([{"bps": 1, "report": {"kept_up": False}}]), ["no", "—", "—", "—"])
+        self.assertEqual(report.rt_cells([{"na": "not run"}]), ["—"] * 4)
+
+    def test_keep_up_targets(self):
+        ok = {"bps": 1, "report": rt(True, 20e3)}
+        self.assertEqual(report.keep_verdict([ok, ok])[1], True)
+        self.assertEqual(report.keep_verdict([ok, {"bps": 1, "report": rt(True, 60e3)}])[1], False)
+        self.assertEqual(report.keep_verdict([ok, {"bps": 1, "report": rt(False, 20e3)}])[1], False)
+        self.assertEqual(report.keep_verdict([ok, {"error": "did not finish"}])[1], False)
+        # Late by verdict, but only the p99 counts for a saturated run.
+        self.assertEqual(report.keep_verdict([{"bps": 1, "report": rt(False, 90e3)}], 100e3, kept=False)[1], True)
+        # An older build's report has no lateness, or there is no report:
+        # nothing says either way.
+        self.assertIsNone(report.keep_verdict([{"sent": 1, "kept_up": True}])[1])
+        self.assertIsNone(report.keep_verdict([ok, {"bps": 1}])[1])
+        self.assertIsNone(report.keep_verdict([])[1])
+
+    def test_the_committed_results_still_render(self):
+        # Written before the keeping-up columns: every field they lack shows
+        # as a dash.
+        with open(os.path.join(ROOT, "bench", "results", "results.json")) as f:
+            res = json.load(f)
+        for name, e in res["experiments"].items():
+            if name == "speed":  # draws its plot inline; needs matplotlib
+                continue
+            _, text = section(name, e)
+            if name != "delay" or "netloop" in e["runs"]:
+                self.assertIn("netloop kept up", text, name)
+
 
 class WholeReport(unittest.TestCase):
     def test_report_and_plots_from_a_results_file(self):
@@ -173,6 +352,8 @@ class WholeReport(unittest.TestCase):
         self.assertIn("| Round trip over 10 ms: median within 30 µs of 20 ms + the kernel's RTT | 29.0 µs", text)
         # 97 % at 100 pairs, 53 % at 200: the knee is 100.
         self.assertIn("Most pairs with the live flow at ≥ 95 %, up to its first drop below: netloop 100,", text)
+        # The synthetic runs carry no self-report: no verdict, no capacity.
+        self.assertIn("| Mixed: the most simulated pairs with the live flow ≥ 95 % and kept up | none", text)
         for png in ("rtt_boxplots.png", "mixed_traffic.png"):
             self.assertGreater(os.path.getsize(os.path.join(d, png)), 1000)
 
