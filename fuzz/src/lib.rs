@@ -305,7 +305,10 @@ impl Harness {
                     _ => {}
                 }
             }
-            let injected = self.sim.net.inject(&mut self.sim.queue, self.x, frame);
+            let injected = self
+                .sim
+                .net
+                .inject(&mut self.sim.queue, self.x, frame.into());
             assert!(injected, "the real host's node takes frames");
         }
         let end = self.sim.queue.now() + SETTLE;
@@ -347,7 +350,7 @@ impl Harness {
             // Kept (bounded) so that tests can check the seeds reach deep.
             for f in e.outbox.drain(..) {
                 if self.returned.len() < 1024 {
-                    self.returned.push(f);
+                    self.returned.push(f.into_vec());
                 }
             }
         }

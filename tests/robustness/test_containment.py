@@ -6,7 +6,8 @@ router runs (ping and a broadcast ARP storm going through it), these tests
 read the kernel's own tables about this process and the namespaces:
 
 - every packet socket netloop holds is bound to one interface (never to all,
-  ifindex 0), and each is a device of this run, not the machine's own;
+  ifindex 0), and each is a device of this run, not the machine's own; of a
+  veth host's two, only one reads (the other only writes super-frames);
 - it holds no TCP, UDP or raw IP socket, and no Unix socket with a name: it
   listens on nothing (the Python API talks to the run over a socket pair);
 - a canary veth pair in the root namespace, not in the topology, sees no frame
@@ -145,12 +146,16 @@ def test_netloop_touches_only_what_the_topology_names(canary):
         namespaces = {n["name"] for n in rec["namespaces"]}
         assert {h1.namespace, h2.namespace} <= namespaces, rec
 
-        # The veth host's packet socket is bound to its device of this run;
-        # the TAP host's file descriptor is attached to its TAP device.
+        # The veth host's packet sockets are bound to its device of this run:
+        # one reads it (ETH_P_ALL), one only writes the super-frames that no
+        # ring slot holds (protocol 0: the kernel hands it no frame); the
+        # TAP host's file descriptor is attached to its TAP device.
         new = socket_inodes() - before_sockets
         packet = proc_table("packet", 8)
         bound = [packet[i] for i in new if i in packet]
-        assert len(bound) == 1, f"one packet socket (h1's veth) expected: {bound}"
+        protos = sorted(int(row[3], 16) for row in bound)
+        assert protos == [0, 0x0003], f"h1's veth: a reading and a writing-only packet socket expected: {bound}"
+        assert len({row[4] for row in bound}) == 1, f"both on h1's veth: {bound}"
         for row in bound:
             index = int(row[4])
             assert index != 0, f"a packet socket bound to every interface: {row}"

@@ -21,12 +21,14 @@
 //! model it owns; partitions exchange events over links whose propagation delay
 //! is the lookahead. Nothing here assumes a single queue per process.
 
+pub mod frame;
 pub mod queue;
 pub mod rng;
 pub mod sched;
 pub mod time;
 pub mod units;
 
+pub use frame::Frame;
 pub use queue::EventQueue;
 pub use rng::RngStream;
 pub use sched::{run_afap, Model, RunStats};

@@ -1,6 +1,7 @@
 //! The boundary between the model and a real interface: one trait for every
 //! kind of real interface, and the counters of what crossed it.
 
+use netloop_model::{gso, Frame, Gso};
 use serde::Serialize;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -40,6 +41,10 @@ pub struct BoundaryCounters {
     /// GSO super-frames that could not be cut (a kind netloop does not cut,
     /// or headers that do not fit it): dropped.
     pub rx_gso_refused: u64,
+    /// GSO super-frames written whole, for the kernel to cut (or for the
+    /// receiving stack to take whole); each of their segments counts in
+    /// `tx_frames`, and their wire bytes in `tx_bytes`.
+    pub tx_gso_frames: u64,
 }
 
 impl BoundaryCounters {
@@ -52,6 +57,11 @@ impl BoundaryCounters {
             + self.rx_gso_refused
     }
 }
+
+/// What [`FrameIo::recv_batch_gso`] calls for each frame: its bytes, its
+/// arrival stamp (CLOCK_MONOTONIC ns) where the interface gives one, and for
+/// a super-frame passed on whole, its [`Gso`].
+pub type RecvGso<'a> = dyn FnMut(&[u8], Option<u64>, Option<Gso>) + 'a;
 
 /// A real interface that frames are read from and written to. `Send`: a
 /// real-time run hands it to its I/O thread.
@@ -80,6 +90,32 @@ pub trait FrameIo: Send {
     /// frame handed to `send` ends up in `tx_frames`, `tx_drops` or
     /// `tx_unsent`.
     fn send(&mut self, frame: &[u8]) -> io::Result<bool>;
+
+    /// [`FrameIo::recv_batch`] that passes GSO super-frames on whole, with
+    /// what the model needs to carry them ([`Gso`]), where the interface
+    /// reads them so; `f(frame, stamp, gso)`. By default every frame is a
+    /// wire frame.
+    fn recv_batch_gso(&mut self, max: usize, f: &mut RecvGso<'_>) -> io::Result<usize> {
+        self.recv_batch(max, &mut |frame, stamp| f(frame, stamp, None))
+    }
+
+    /// Writes `frame`, which may be a super-frame: whole where the
+    /// interface takes super-frames, otherwise (the default) cut into the
+    /// wire frames it stands for, each written with [`FrameIo::send`].
+    /// `Ok(false)` if any of them was dropped.
+    fn send_frame(&mut self, frame: &Frame) -> io::Result<bool> {
+        if !frame.is_super() {
+            return self.send(frame);
+        }
+        let mut result = Ok(true);
+        gso::cut(frame.clone(), &mut |seg| {
+            let r = self.send(&seg);
+            if matches!(result, Ok(true)) {
+                result = r;
+            }
+        });
+        result
+    }
 
     /// Hands queued frames to the kernel (a no-op where `send` writes at
     /// once).

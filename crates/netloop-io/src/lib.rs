@@ -23,7 +23,7 @@
 pub mod clock;
 pub mod error;
 pub mod frameio;
-pub mod gso;
+pub use netloop_model::gso;
 pub mod live;
 pub mod netns;
 pub mod notify;
@@ -39,4 +39,4 @@ pub mod sys;
 pub mod tap;
 
 pub use error::{Error, Result};
-pub use frameio::{BoundaryCounters, FrameIo};
+pub use frameio::{BoundaryCounters, FrameIo, RecvGso};

@@ -28,10 +28,10 @@
 
 use crate::clock;
 use crate::error::{Context, Error, Result};
-use crate::frameio::{BoundaryCounters, FrameIo};
-use crate::gso;
+use crate::frameio::{BoundaryCounters, FrameIo, RecvGso};
 use crate::sys;
 use crate::tap::{check_name, ETH_HLEN};
+use netloop_model::{gso, Frame};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -194,6 +194,11 @@ pub struct PacketSocket {
     vnet: bool,
     /// One segment of a super-frame being cut.
     segment: Vec<u8>,
+    /// With [`PacketOptions::gso`]: a second socket on the interface that
+    /// only writes (bound to protocol 0, it is handed no frame), without a
+    /// ring, for super-frames, which no TX slot holds: each goes out with
+    /// one `writev` behind its `virtio_net_hdr`.
+    gso_tx: Option<OwnedFd>,
     counters: BoundaryCounters,
 }
 
@@ -298,6 +303,18 @@ impl PacketSocket {
                 .ctx(|| ctx("turning on promiscuous mode"))?;
         }
         let mtu = sys::if_mtu(sock, ifname).ctx(|| ctx("reading the MTU"))?;
+        let gso_tx = if opts.gso {
+            let w = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
+                .ctx(|| ctx("creating the socket for super-frames"))?;
+            sys::setsockopt_int(w.as_fd(), libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)
+                .ctx(|| ctx("setting PACKET_VNET_HDR on the socket for super-frames"))?;
+            let _ = sys::setsockopt_int(w.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 4 << 20);
+            sys::packet_bind(w.as_fd(), ifindex, 0)
+                .ctx(|| ctx("binding the socket for super-frames"))?;
+            Some(w)
+        } else {
+            None
+        };
 
         Ok(PacketSocket {
             ring,
@@ -316,6 +333,7 @@ impl PacketSocket {
             scratch: Vec::new(),
             vnet: opts.gso,
             segment: Vec::new(),
+            gso_tx,
             counters: BoundaryCounters::default(),
         })
     }
@@ -409,28 +427,10 @@ impl PacketSocket {
     }
 }
 
-impl FrameIo for PacketSocket {
-    fn name(&self) -> &str {
-        &self.label
-    }
-
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-
-    /// Walks the RX ring from the current slot while the kernel has handed
-    /// slots to us. Frames cut short by the slot size are counted in
-    /// `rx_truncated`, runts in `rx_malformed`; neither is passed on. A
-    /// VLAN tag the NIC stripped is put back, so the frame is as it was on
-    /// the wire. The stamp is the kernel's arrival time converted to
-    /// CLOCK_MONOTONIC with the clocks' offset measured at open: an
-    /// approximation that a later step of CLOCK_REALTIME (NTP, `date -s`)
-    /// shifts by the step.
-    fn recv_batch(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&[u8], Option<u64>),
-    ) -> io::Result<usize> {
+impl PacketSocket {
+    /// The body of [`FrameIo::recv_batch`] and [`FrameIo::recv_batch_gso`]
+    /// (`whole`: super-frames passed on whole).
+    fn recv(&mut self, max: usize, whole: bool, f: &mut RecvGso<'_>) -> io::Result<usize> {
         let mut passed = 0;
         let mut losing = false;
         for _ in 0..max {
@@ -464,20 +464,34 @@ impl FrameIo for PacketSocket {
                 if completed {
                     self.counters.rx_checksums_completed += 1;
                 }
-                match gso {
-                    None => {
+                // Whole, a super-frame is checked as cutting would check it;
+                // one of a single segment is cut (its checksum completed).
+                let carried = match (whole, gso) {
+                    (true, Some(g)) => Some(gso::describe(frame, &g)),
+                    _ => None,
+                };
+                match (gso, carried) {
+                    (None, _) => {
                         self.counters.rx_frames += 1;
                         self.counters.rx_bytes += frame.len() as u64;
                         passed += 1;
-                        f(frame, Some(stamp));
+                        f(frame, Some(stamp), None);
                     }
-                    Some(g) => {
+                    (Some(_), Some(Ok(Some(meta)))) => {
+                        self.counters.rx_frames += u64::from(meta.segs);
+                        self.counters.rx_bytes += meta.wire_len(frame.len());
+                        self.counters.rx_gso_frames += 1;
+                        passed += 1;
+                        f(frame, Some(stamp), Some(meta));
+                    }
+                    (Some(_), Some(Err(_))) => self.counters.rx_gso_refused += 1,
+                    (Some(g), _) => {
                         let counters = &mut self.counters;
                         let cut = gso::segment(frame, &g, &mut self.segment, &mut |seg| {
                             counters.rx_frames += 1;
                             counters.rx_bytes += seg.len() as u64;
                             passed += 1;
-                            f(seg, Some(stamp));
+                            f(seg, Some(stamp), None);
                         });
                         match cut {
                             Ok(_) => self.counters.rx_gso_frames += 1,
@@ -495,6 +509,95 @@ impl FrameIo for PacketSocket {
             self.read_kernel_drops();
         }
         Ok(passed)
+    }
+}
+
+impl FrameIo for PacketSocket {
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Walks the RX ring from the current slot while the kernel has handed
+    /// slots to us. Frames cut short by the slot size are counted in
+    /// `rx_truncated`, runts in `rx_malformed`; neither is passed on. A
+    /// VLAN tag the NIC stripped is put back, so the frame is as it was on
+    /// the wire. The stamp is the kernel's arrival time converted to
+    /// CLOCK_MONOTONIC with the clocks' offset measured at open: an
+    /// approximation that a later step of CLOCK_REALTIME (NTP, `date -s`)
+    /// shifts by the step.
+    fn recv_batch(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> io::Result<usize> {
+        self.recv(max, false, &mut |frame, stamp, _| f(frame, stamp))
+    }
+
+    /// As [`FrameIo::recv_batch`], but a super-frame of more than one
+    /// segment is passed on whole, its checksum left partial, with its
+    /// [`netloop_model::Gso`] (checked as cutting it would check it).
+    fn recv_batch_gso(&mut self, max: usize, f: &mut RecvGso<'_>) -> io::Result<usize> {
+        self.recv(max, true, f)
+    }
+
+    /// Writes a super-frame whole behind its `virtio_net_hdr` through the
+    /// socket for super-frames, after the frames queued in the TX ring (so
+    /// that frames leave in order): the kernel hands it on as one packet
+    /// (a veth delivers it whole to the namespace's stack, which takes it
+    /// as the GRO of its segments) or cuts it where the device cannot.
+    /// Without that socket, it is cut here.
+    fn send_frame(&mut self, frame: &Frame) -> io::Result<bool> {
+        let Some(g) = frame.meta.gso else {
+            return self.send(frame);
+        };
+        if self.gso_tx.is_none() {
+            let mut result = Ok(true);
+            gso::cut(frame.clone(), &mut |seg| {
+                let r = self.send(&seg);
+                if matches!(result, Ok(true)) {
+                    result = r;
+                }
+            });
+            return result;
+        }
+        let segs = u64::from(g.segs);
+        let longest = usize::from(g.hdr_len) + usize::from(g.size);
+        if frame.len() < ETH_HLEN || longest > self.max_tx_len(frame) {
+            self.counters.tx_drops += segs;
+            return Ok(false);
+        }
+        self.flush()?;
+        let hdr = gso::vnet_for_frame(frame, &g).bytes();
+        let w = self.gso_tx.as_ref().expect("checked above").as_fd();
+        match sys::write2(w, &hdr, frame) {
+            Ok(_) => {
+                self.counters.tx_frames += segs;
+                self.counters.tx_bytes += frame.wire_len();
+                self.counters.tx_gso_frames += 1;
+                Ok(true)
+            }
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN)
+                        | Some(libc::ENOBUFS)
+                        | Some(libc::EINTR)
+                        | Some(libc::ENETDOWN)
+                        | Some(libc::ENXIO)
+                ) =>
+            {
+                self.counters.tx_drops += segs;
+                Ok(false)
+            }
+            Err(e) => {
+                self.counters.tx_drops += segs;
+                Err(e)
+            }
+        }
     }
 
     /// Puts the frame in the next TX slot; it leaves with the next
@@ -719,6 +822,7 @@ pub fn check_attachable(ifname: &str, force: bool) -> Result<()> {
 // ethtool_value.
 const ETHTOOL_SRXCSUM: u32 = 0x15;
 const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_SSG: u32 = 0x19;
 const ETHTOOL_STSO: u32 = 0x1f;
 const ETHTOOL_SUFO: u32 = 0x22;
 const ETHTOOL_SGSO: u32 = 0x24;
@@ -748,6 +852,27 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
     )
 }
 
+/// Readies netloop's end of a veth pair whose far end keeps its offloads
+/// (a [`PacketOptions::gso`] socket reads and writes it): receive
+/// coalescing (GRO) and RX checksum offload off, so that netloop reads what
+/// the host sent as it sent it, and the transmit offloads (TSO, GSO, TX
+/// checksum, a veth's defaults) on, so that a super-frame netloop writes
+/// reaches the host's stack whole instead of being cut by the kernel first.
+pub fn offloads_for_super_frames(ifname: &str) -> Result<()> {
+    set_features(
+        ifname,
+        &[
+            (ETHTOOL_SGRO, "GRO", false),
+            (ETHTOOL_SRXCSUM, "RX checksum offload", false),
+            // TSO needs scatter-gather and checksum offload under it.
+            (ETHTOOL_STXCSUM, "TX checksum offload", true),
+            (ETHTOOL_SSG, "scatter-gather", true),
+            (ETHTOOL_STSO, "TSO", true),
+            (ETHTOOL_SGSO, "GSO", true),
+        ],
+    )
+}
+
 /// Turns off receive coalescing (GRO and LRO) on an attached interface, so
 /// that what netloop reads from it are the frames that were on the wire, not
 /// super-frames merged by the kernel or the NIC. Its transmit offloads stay:
@@ -773,6 +898,13 @@ pub fn set_gro(ifname: &str, on: bool) -> Result<()> {
 }
 
 fn turn_off(ifname: &str, features: &[(u32, &str)]) -> Result<()> {
+    let off: Vec<(u32, &str, bool)> = features.iter().map(|&(c, f)| (c, f, false)).collect();
+    set_features(ifname, &off)
+}
+
+/// Sets each `(command, feature, on)` in order (a feature the interface
+/// cannot change is left as it is), then turns LRO off.
+fn set_features(ifname: &str, features: &[(u32, &str, bool)]) -> Result<()> {
     check_name(ifname)
         .map_err(|m| Error::msg(format!("interface name '{ifname}' is invalid: {m}")))?;
     let sock = ioctl_socket()?;
@@ -783,21 +915,24 @@ fn turn_off(ifname: &str, features: &[(u32, &str)]) -> Result<()> {
             Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
         )
     };
-    let fail = |feature: &str, e: io::Error| -> Error {
+    let fail = |feature: &str, on: bool, e: io::Error| -> Error {
+        let what = format!(
+            "turning {} {feature} on interface '{ifname}'",
+            if on { "on" } else { "off" }
+        );
         match e.raw_os_error() {
             Some(libc::ENODEV) => does_not_exist(ifname),
             Some(libc::EPERM) | Some(libc::EACCES) => {
-                Error::os(format!("turning off {feature} on interface '{ifname}'"), e)
-                    .hint("run netloop as root or with CAP_NET_ADMIN")
+                Error::os(what, e).hint("run netloop as root or with CAP_NET_ADMIN")
             }
-            _ => Error::os(format!("turning off {feature} on interface '{ifname}'"), e),
+            _ => Error::os(what, e),
         }
     };
-    for &(cmd, feature) in features {
-        match sys::ethtool_value(sock, ifname, cmd, 0) {
+    for &(cmd, feature, on) in features {
+        match sys::ethtool_value(sock, ifname, cmd, u32::from(on)) {
             Ok(_) => {}
             Err(e) if unsupported(&e) => {}
-            Err(e) => return Err(fail(feature, e)),
+            Err(e) => return Err(fail(feature, on, e)),
         }
     }
     match sys::ethtool_value(sock, ifname, ETHTOOL_GFLAGS, 0) {
@@ -805,12 +940,12 @@ fn turn_off(ifname: &str, features: &[(u32, &str)]) -> Result<()> {
             match sys::ethtool_value(sock, ifname, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO) {
                 Ok(_) => {}
                 Err(e) if unsupported(&e) => {}
-                Err(e) => return Err(fail("LRO", e)),
+                Err(e) => return Err(fail("LRO", false, e)),
             }
         }
         Ok(_) => {}
         Err(e) if unsupported(&e) => {}
-        Err(e) => return Err(fail("LRO", e)),
+        Err(e) => return Err(fail("LRO", false, e)),
     }
     Ok(())
 }
@@ -896,71 +1031,7 @@ pub fn wire_frame<'a>(
     (scratch, completed)
 }
 
-/// Computes the TCP or UDP checksum of an IPv4 frame in place (pseudo-header
-/// and segment), for frames whose sender left it to checksum offload.
-/// Returns whether it did (not for other protocols, fragments, or frames too
-/// short for their headers).
-pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
-    if frame.len() < ETH_HLEN {
-        return false;
-    }
-    let mut l3 = ETH_HLEN;
-    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    if ethertype == 0x8100 || ethertype == 0x88a8 {
-        if frame.len() < ETH_HLEN + 4 {
-            return false;
-        }
-        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
-        l3 += 4;
-    }
-    if ethertype != 0x0800 || frame.len() < l3 + 20 {
-        return false;
-    }
-    let ip = &frame[l3..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let fragmented = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
-    if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
-        return false;
-    }
-    let proto = ip[9];
-    let csum_at = match proto {
-        6 => 16,
-        17 => 6,
-        _ => return false,
-    };
-    let l4 = l3 + ihl;
-    let len = total - ihl;
-    if len < csum_at + 2 {
-        return false;
-    }
-    let mut sum: u32 = 0;
-    let mut add = |bytes: &[u8]| {
-        let mut chunks = bytes.chunks_exact(2);
-        for c in &mut chunks {
-            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        if let [last] = chunks.remainder() {
-            sum += u32::from(*last) << 8;
-        }
-    };
-    add(&frame[l3 + 12..l3 + 20]);
-    add(&[0, proto]);
-    add(&(len as u16).to_be_bytes());
-    frame[l4 + csum_at] = 0;
-    frame[l4 + csum_at + 1] = 0;
-    add(&frame[l4..l4 + len]);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let mut c = !(sum as u16);
-    if c == 0 && proto == 17 {
-        // UDP sends a computed zero as all ones (zero means "no checksum").
-        c = 0xffff;
-    }
-    frame[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&c.to_be_bytes());
-    true
-}
+pub use netloop_model::gso::complete_l4_checksum;
 
 #[cfg(test)]
 mod csum_tests {

@@ -28,7 +28,7 @@
 use hdrhistogram::Histogram;
 use netloop_core::{EventQueue, Model, SimTime};
 use netloop_model::network::{Event, Network, Node};
-use netloop_model::NodeId;
+use netloop_model::{Frame, NodeId};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::os::fd::BorrowedFd;
@@ -599,7 +599,7 @@ impl EventSide<'_, '_> {
         net: &mut Network,
         queue: &mut EventQueue<Event>,
         port: usize,
-        frame: Vec<u8>,
+        frame: Frame,
     ) {
         if self.known.len() == CHECKPOINTS {
             self.known.pop_front();
@@ -657,13 +657,13 @@ impl EventSide<'_, '_> {
     /// The queue is checked first: once it shows that the I/O thread took a
     /// frame, it also shows that the thread had woken, so no frame of ours
     /// can be on its way out when we write one here (frames stay in order).
-    fn send(&mut self, port: usize, due: u64, frame: Vec<u8>) {
+    fn send(&mut self, port: usize, due: u64, frame: Frame) {
         self.window_frames += 1;
         if self.tx.slots() == QUEUE_FRAMES && self.shared.to_io.is_sleeping() {
             if let Ok(mut p) = self.ports[port].try_lock() {
                 // A lost frame (full ring, failed write) is counted by the
                 // interface.
-                let _ = p.port.io.send(&frame);
+                let _ = p.port.io.send_frame(&frame);
                 self.direct_dirty[port] = true;
                 self.direct_due.push(due);
                 return;
@@ -923,15 +923,7 @@ fn event_loop(
                 let Ok(mut p) = p.try_lock() else { continue };
                 let room = QUEUE_FRAMES.saturating_sub(arrivals.len()).min(opts.batch);
                 p.read(room, clock, &mut |at, frame| {
-                    arrivals.push((
-                        at,
-                        seq,
-                        Arrival {
-                            at,
-                            port: i,
-                            frame: frame.to_vec(),
-                        },
-                    ));
+                    arrivals.push((at, seq, Arrival { at, port: i, frame }));
                     seq += 1;
                 });
             }

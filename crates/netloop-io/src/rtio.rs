@@ -31,6 +31,8 @@ use std::time::Duration;
 use crate::clock::{self, RtClock};
 use crate::notify::Notifier;
 use crate::rt::{histogram, RealPort};
+use netloop_core::frame::Checksum;
+use netloop_model::Frame;
 
 /// A frame read from a real interface, on its way to the event thread.
 pub struct Arrival {
@@ -39,8 +41,8 @@ pub struct Arrival {
     pub at: u64,
     /// The port (index into the run's ports).
     pub port: usize,
-    /// The frame.
-    pub frame: Vec<u8>,
+    /// The frame (its stamp and GSO in its metadata).
+    pub frame: Frame,
 }
 
 /// A frame that left the model for a real interface.
@@ -50,7 +52,7 @@ pub struct Outgoing {
     /// The moment it was due (CLOCK_MONOTONIC ns of the event that sent it).
     pub due: u64,
     /// The frame.
-    pub frame: Vec<u8>,
+    pub frame: Frame,
 }
 
 /// How many frames each queue between the threads holds: at 1 Gbit/s of
@@ -263,14 +265,23 @@ impl<'a> PortState<'a> {
     /// [`crate::rt::FAULT_BACKOFF_NS`]: `ppoll` reports such a condition at
     /// once, every time, and would keep the reader spinning. Returns the
     /// frames read.
-    pub fn read(&mut self, room: usize, clock: RtClock, push: &mut dyn FnMut(u64, &[u8])) -> usize {
+    pub fn read(&mut self, room: usize, clock: RtClock, push: &mut dyn FnMut(u64, Frame)) -> usize {
         if room == 0 || self.muted_until > clock::mono_ns() {
             return 0;
         }
         let mut got = 0usize;
-        let read = self.port.io.recv_batch(room, &mut |frame, stamp| {
+        let read = self.port.io.recv_batch_gso(room, &mut |bytes, stamp, gso| {
             let read_at = clock::mono_ns();
-            push(stamp.map_or(read_at, |s| s.min(read_at)), frame);
+            let at = stamp.map_or(read_at, |s| s.min(read_at));
+            // A buffer from this thread's pool: the frames this thread
+            // writes out give theirs back.
+            let mut frame = Frame::copy_from(bytes);
+            frame.meta.stamp = at;
+            frame.meta.gso = gso;
+            if gso.is_some() {
+                frame.meta.csum = Checksum::Partial;
+            }
+            push(at, frame);
             got += 1;
         });
         if got == 0 && (self.faulted || read.is_err()) {
@@ -351,7 +362,7 @@ pub fn io_thread(
             let Ok(o) = tx.pop() else { break };
             // A lost frame (full ring, failed write) is counted by the
             // interface; the run goes on.
-            let _ = lock(&ports[o.port]).port.io.send(&o.frame);
+            let _ = lock(&ports[o.port]).port.io.send_frame(&o.frame);
             dirty[o.port] = true;
             latencies.push(clock::mono_ns().saturating_sub(o.due));
             worked = true;
@@ -374,11 +385,7 @@ pub fn io_thread(
                 let room = rx.slots().min(opts.batch);
                 let got = lock(port).read(room, clock, &mut |at, frame| {
                     // Room was checked: the push cannot fail.
-                    let _ = rx.push(Arrival {
-                        at,
-                        port: i,
-                        frame: frame.to_vec(),
-                    });
+                    let _ = rx.push(Arrival { at, port: i, frame });
                 });
                 read_any |= got > 0;
             }

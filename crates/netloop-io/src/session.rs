@@ -353,8 +353,10 @@ impl Session {
     /// netloop reads its super-frames whole and cuts them
     /// ([`packet::PacketOptions::gso`]), which saves the host's stack a pass
     /// per segment; their size is capped at what a ring slot holds
-    /// ([`packet::GSO_MAX_SIZE`]). Netloop's end has its offloads off (it
-    /// sends complete frames, and must not merge what it receives).
+    /// ([`packet::GSO_MAX_SIZE`]). Netloop's end must not merge what it
+    /// receives, and keeps its transmit offloads so that super-frames the
+    /// model hands on whole reach the host whole
+    /// ([`packet::offloads_for_super_frames`]).
     pub fn add_namespace_host(&mut self, r: &RealNode) -> Result<NamespaceHost> {
         if !matches!(r.kind, NodeKind::Namespace(_)) {
             return Err(Error::msg(format!("'{}' is not a namespace host", r.name)));
@@ -367,7 +369,7 @@ impl Session {
         lock(&self.shared).registry.add_device(&dev)?;
         netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
         self.devices.push(dev.clone());
-        packet::disable_offloads(&dev)?;
+        packet::offloads_for_super_frames(&dev)?;
         netns::ip(&[
             "link",
             "set",

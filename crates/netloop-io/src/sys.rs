@@ -389,6 +389,30 @@ pub fn packet_tx_kick(fd: BorrowedFd<'_>) -> io::Result<usize> {
     }
 }
 
+/// `writev(fd, [head, body])`: one frame behind its header (a
+/// `virtio_net_hdr`) without copying them together. Returns the bytes
+/// written.
+pub fn write2(fd: BorrowedFd<'_>, head: &[u8], body: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: head.as_ptr() as *mut libc::c_void,
+            iov_len: head.len(),
+        },
+        libc::iovec {
+            iov_base: body.as_ptr() as *mut libc::c_void,
+            iov_len: body.len(),
+        },
+    ];
+    // SAFETY: both iovecs point into live slices of the given lengths, which
+    // the kernel only reads.
+    let r = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), 2) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The memory-mapped TPACKET_V2 ring
 // ---------------------------------------------------------------------------

@@ -299,7 +299,9 @@ fn a_stop_in_the_middle_of_a_backlog_ends_the_run_in_order() {
     });
     let node_a = sim.real[0].node;
     for i in 0..200_000u32 {
-        assert!(sim.net.inject(&mut sim.queue, node_a, frame(i as u8)));
+        assert!(sim
+            .net
+            .inject(&mut sim.queue, node_a, frame(i as u8).into()));
     }
     // The clock started 300 ms ago: all of that is due at once, and a frame
     // from outside waits to be read with it.

@@ -133,7 +133,7 @@ fn arp_frame(
         },
         ethertype: EthernetProtocol::Arp,
     };
-    let mut buf = vec![0u8; eth.buffer_len() + arp.buffer_len()];
+    let mut buf = Frame::zeroed(eth.buffer_len() + arp.buffer_len());
     let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
     eth.emit(&mut f);
     arp.emit(&mut ArpPacket::new_unchecked(f.payload_mut()));
@@ -214,6 +214,12 @@ impl Arp {
         if let Some(mac) = self.use_entry(port, info, ip, ctx) {
             frame[0..6].copy_from_slice(mac.as_bytes());
             ctx.send(port, frame);
+            return;
+        }
+        if frame.is_super() {
+            // Frames wait for resolution one by one, within the queue's
+            // bound per neighbour.
+            crate::gso::cut(frame, &mut |seg| self.send(port, info, ip, seg, ctx));
             return;
         }
         let now = ctx.now;

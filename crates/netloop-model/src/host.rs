@@ -76,13 +76,14 @@ const TRACEROUTE_BASE_PORT: u16 = 33434;
 
 /// smoltcp's view of the host's network: IP packets in, IP packets out.
 struct StackDevice {
-    rx: VecDeque<Vec<u8>>,
-    tx: Vec<Vec<u8>>,
+    rx: VecDeque<Frame>,
+    /// Packets smoltcp sent, each behind room for the Ethernet header.
+    tx: Vec<Frame>,
     mtu: usize,
 }
 
-struct RxTok(Vec<u8>);
-struct TxTok<'a>(&'a mut Vec<Vec<u8>>);
+struct RxTok(Frame);
+struct TxTok<'a>(&'a mut Vec<Frame>);
 
 impl phy::RxToken for RxTok {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
@@ -92,8 +93,10 @@ impl phy::RxToken for RxTok {
 
 impl phy::TxToken for TxTok<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut buf = vec![0u8; len];
-        let r = f(&mut buf);
+        // Room for the Ethernet header in front, so that framing the
+        // packet copies nothing.
+        let mut buf = Frame::zeroed(ETH_HEADER + len);
+        let r = f(&mut buf[ETH_HEADER..]);
         self.0.push(buf);
         r
     }
@@ -309,6 +312,11 @@ impl Host {
 
     /// Handles a frame arriving on `port`.
     pub fn receive(&mut self, port: PortId, frame: Frame, ctx: &mut NodeCtx) {
+        if frame.is_super() {
+            // smoltcp takes wire frames.
+            crate::gso::cut(frame, &mut |seg| self.receive(port, seg, ctx));
+            return;
+        }
         self.stats.frames_received += 1;
         let Ok(eth) = EthernetFrame::new_checked(&frame[..]) else {
             ctx.drop_frame(DropReason::Malformed);
@@ -369,7 +377,7 @@ impl Host {
             Outcome::Held => self.arm_reassembly_timer(ctx),
             Outcome::Complete { packet, frames } => {
                 self.stats.reassembled += 1;
-                self.datagram_in(packet, 0, frames, ctx);
+                self.datagram_in(packet.into(), 0, frames, ctx);
             }
             Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
         }
@@ -377,7 +385,7 @@ impl Host {
 
     /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
     /// the fast path or to smoltcp.
-    fn datagram_in(&mut self, mut buf: Vec<u8>, start: usize, frames: u64, ctx: &mut NodeCtx) {
+    fn datagram_in(&mut self, mut buf: Frame, start: usize, frames: u64, ctx: &mut NodeCtx) {
         if self.fast_path(&buf[start..], ctx) {
             ctx.deliver_n(Sink::Host, frames);
             return;
@@ -484,7 +492,7 @@ impl Host {
     /// address, with its identifier, sequence number and data.
     fn echo_reply(&mut self, ip: &Ipv4Packet<&[u8]>, icmp: &[u8], ctx: &mut NodeCtx) {
         let (src, dst) = (ip.dst_addr(), ip.src_addr());
-        let mut frame = vec![0u8; ETH_HEADER + IP_HEADER + icmp.len()];
+        let mut frame = Frame::zeroed(ETH_HEADER + IP_HEADER + icmp.len());
         self.ip_header(
             &mut frame,
             src,
@@ -518,7 +526,7 @@ impl Host {
             return;
         };
         let len = 8 + quote.len();
-        let mut frame = vec![0u8; ETH_HEADER + IP_HEADER + len];
+        let mut frame = Frame::zeroed(ETH_HEADER + IP_HEADER + len);
         self.ip_header(&mut frame, src, dst, IpProtocol::Icmp, len, DEFAULT_TTL);
         let msg = &mut frame[ETH_HEADER + IP_HEADER..];
         msg[0] = icmp_type;
@@ -848,7 +856,7 @@ impl Host {
             ttl,
         } = to;
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
-        let mut frame = vec![0u8; ETH_HEADER + 20 + 8 + len];
+        let mut frame = Frame::zeroed(ETH_HEADER + 20 + 8 + len);
         self.ip_header(&mut frame, src, dst, IpProtocol::Udp, 8 + len, ttl);
         {
             let mut udp = UdpPacket::new_unchecked(&mut frame[ETH_HEADER + 20..]);
@@ -869,7 +877,7 @@ impl Host {
             seq_no: seq,
             data: &data,
         };
-        let mut frame = vec![0u8; ETH_HEADER + 20 + icmp.buffer_len()];
+        let mut frame = Frame::zeroed(ETH_HEADER + 20 + icmp.buffer_len());
         self.ip_header(
             &mut frame,
             src,
@@ -916,8 +924,8 @@ impl Host {
     }
 
     /// An IP packet from smoltcp: frame it and send it.
-    fn stack_out(&mut self, pkt: Vec<u8>, ctx: &mut NodeCtx) {
-        let Ok(ip) = Ipv4Packet::new_checked(&pkt[..]) else {
+    fn stack_out(&mut self, frame: Frame, ctx: &mut NodeCtx) {
+        let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH_HEADER..]) else {
             return; // smoltcp only emits valid packets
         };
         let dst = ip.dst_addr();
@@ -927,8 +935,6 @@ impl Host {
         } else {
             Df::Want
         };
-        let mut frame = vec![0u8; ETH_HEADER + pkt.len()];
-        frame[ETH_HEADER..].copy_from_slice(&pkt);
         self.send_ip(dst, frame, df, ctx);
     }
 
@@ -1143,7 +1149,7 @@ mod tests {
         udp.set_dst_port(9);
         udp.set_len(12);
         udp.fill_checksum(&src.into(), &me.into());
-        f
+        f.into()
     }
 
     /// A host 10.0.0.1/24 with a connected route and the sender's MAC
@@ -1174,7 +1180,7 @@ mod tests {
         arp[22..28].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
         arp[28..32].copy_from_slice(&[10, 0, 0, 9]);
         arp[38..42].copy_from_slice(&[10, 0, 0, 1]);
-        host.receive(0, arp, &mut ctx);
+        host.receive(0, arp.into(), &mut ctx);
         host
     }
 

@@ -165,7 +165,7 @@ pub fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
         }
         let n = room.min(data.len() - pos);
         let last = pos + n == data.len();
-        let mut f = Vec::with_capacity(ETH_HEADER + hlen + n);
+        let mut f = Frame::with_capacity(ETH_HEADER + hlen + n);
         f.extend_from_slice(eth);
         f.extend_from_slice(&ip[..IP_HEADER]);
         f.extend_from_slice(options);

@@ -27,6 +27,7 @@ pub mod apps;
 pub mod arp;
 pub mod build;
 pub mod error;
+pub mod gso;
 pub mod host;
 pub mod ipv4;
 pub mod link;
@@ -47,8 +48,9 @@ pub use error::{BuildError, ItemRef};
 pub use spec::NetworkSpec;
 
 /// A frame: the bytes of an Ethernet frame, from destination MAC to the end of
-/// the payload (no preamble, no FCS).
-pub type Frame = Vec<u8>;
+/// the payload (no preamble, no FCS), or a GSO super-frame standing for
+/// several, with its metadata ([`netloop_core::frame`]).
+pub use netloop_core::frame::{Frame, Gso, GsoKind};
 /// Index of a node in its network.
 pub type NodeId = usize;
 /// Index of a port within its node.

@@ -126,12 +126,43 @@ impl Channel {
 
     /// Flips one random bit with the corruption probability; says whether it did.
     pub fn corrupt(&mut self, frame: &mut Frame) -> bool {
-        if frame.is_empty() || !self.rng.chance(self.spec.corrupt) {
-            return false;
+        match self.corrupt_bit(frame.len()) {
+            Some(bit) => {
+                frame[(bit / 8) as usize] ^= 1 << (bit % 8);
+                true
+            }
+            None => false,
         }
-        let bit = self.rng.below(frame.len() as u64 * 8);
-        frame[(bit / 8) as usize] ^= 1 << (bit % 8);
-        true
+    }
+
+    /// Which bit of a frame of `len` bytes to flip, if corruption strikes
+    /// it: [`Channel::corrupt`]'s draws, for a segment of a super-frame
+    /// before it is cut.
+    pub fn corrupt_bit(&mut self, len: usize) -> Option<u64> {
+        if len == 0 || !self.rng.chance(self.spec.corrupt) {
+            return None;
+        }
+        Some(self.rng.below(len as u64 * 8))
+    }
+
+    /// Whether super-frames must be cut before this direction: each
+    /// segment would leave at its own time (a rate) or arrive with its own
+    /// delay (jitter), as on the wire.
+    pub fn cuts_super_frames(&self) -> bool {
+        self.spec.rate.is_some() || self.spec.jitter.is_some()
+    }
+
+    /// Time the transmitter is busy with `frame` (each of a super-frame's
+    /// segments as a frame of its own).
+    pub fn tx_time_of(&self, frame: &Frame) -> SimDuration {
+        match frame.meta.gso {
+            None => self.tx_time(frame.len()),
+            Some(g) => {
+                let full = self.tx_time(usize::from(g.hdr_len) + usize::from(g.size));
+                let last = self.tx_time(g.seg_len(frame.len(), usize::from(g.segs) - 1));
+                SimDuration::from_nanos(full.as_nanos() * (u64::from(g.segs) - 1)) + last
+            }
+        }
     }
 
     /// Whether to deliver an extra copy of the frame.

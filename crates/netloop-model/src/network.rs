@@ -15,6 +15,7 @@
 use netloop_core::{EventQueue, Model, SimTime};
 use std::collections::VecDeque;
 
+use crate::gso;
 use crate::host::Host;
 use crate::link::{max_frame_len, Link};
 use crate::node::{NodeCtx, PortInfo};
@@ -103,6 +104,21 @@ pub struct Network {
     taps: Vec<Vec<Box<dyn Tap>>>,
     out: Vec<(PortId, Frame)>,
     timers: Vec<(SimTime, u64)>,
+    /// Scratch for [`Network::channel_super`].
+    fates: Vec<Fate>,
+}
+
+/// What the wire does to one segment of a super-frame.
+#[derive(Clone, Copy)]
+enum Fate {
+    Lost,
+    Arrives {
+        at: SimTime,
+        /// The bit corruption flips, if it strikes.
+        bit: Option<u64>,
+        /// Whether a copy arrives too.
+        dup: bool,
+    },
 }
 
 impl Network {
@@ -126,6 +142,7 @@ impl Network {
             taps,
             out: Vec::new(),
             timers: Vec::new(),
+            fates: Vec::new(),
         }
     }
 
@@ -172,12 +189,12 @@ impl Network {
 
     /// Hands a frame from the outside world to external node `node`, at the
     /// queue's current time. Returns `false` (and counts nothing) if `node` is
-    /// not an external node.
+    /// not an external node. A GSO super-frame counts as its segments.
     pub fn inject(&mut self, q: &mut EventQueue<Event>, node: NodeId, frame: Frame) -> bool {
         if !matches!(self.nodes.get(node), Some(Node::External(_))) {
             return false;
         }
-        self.ledger.create(Origin::External);
+        self.ledger.create_n(Origin::External, frame.segs());
         self.offer(q.now(), node, 0, frame, q);
         true
     }
@@ -193,28 +210,72 @@ impl Network {
     ) {
         let (link, side) = self.port_links[node][port];
         let d = &mut self.links[link].dirs[side];
-        d.stats.offered_packets += 1;
+        if frame.is_super() && d.channel.cuts_super_frames() {
+            // Its segments would leave (or arrive) at times of their own.
+            gso::cut(frame, &mut |seg| self.offer(now, node, port, seg, q));
+            return;
+        }
+        let n = frame.segs();
+        d.stats.offered_packets += n;
+        // A super-frame fits when each of its segments does.
+        let longest = frame.meta.gso.map_or(frame.len(), |g| {
+            usize::from(g.hdr_len) + usize::from(g.size)
+        });
         let reason = if !d.up {
             Some(DropReason::LinkDown)
-        } else if frame.len() > max_frame_len(d.channel.spec.mtu, &frame) {
+        } else if longest > max_frame_len(d.channel.spec.mtu, &frame) {
             Some(DropReason::MtuExceeded)
         } else {
             None
         };
         if let Some(r) = reason {
-            d.stats.drops.add(r);
-            self.ledger.drop_frame(r);
+            d.stats.drops.add_n(r, n);
+            self.ledger.drop_n(r, n);
             return;
         }
         if d.in_tx.is_none() && d.queue.is_empty() {
             self.start_tx(now, link, side, frame, q);
-        } else {
-            match d.queue.enqueue(now, frame) {
-                Ok(()) => d.note_queue(),
-                Err((_, r)) => {
-                    d.stats.drops.add(r);
-                    self.ledger.drop_frame(r);
+            return;
+        }
+        match d.queue.enqueue(now, frame) {
+            Ok(()) => d.note_queue(),
+            Err((frame, r)) if frame.is_super() => {
+                // What does not fit whole may fit in part: the segments
+                // queue (or are dropped) one by one, as they would on the
+                // wire.
+                let _ = r;
+                gso::cut(frame, &mut |seg| match d.queue.enqueue(now, seg) {
+                    Ok(()) => d.note_queue(),
+                    Err((_, r)) => {
+                        d.stats.drops.add(r);
+                        self.ledger.drop_frame(r);
+                    }
+                });
+            }
+            Err((_, r)) => {
+                d.stats.drops.add(r);
+                self.ledger.drop_frame(r);
+            }
+        }
+    }
+
+    /// Shows `frame` to the taps of `link` (a super-frame as the segments
+    /// the wire carries, each at `now`: a direction that keeps super-frames
+    /// whole sends them at no rate).
+    fn tap(&mut self, now: SimTime, link: LinkId, side: usize, rx: bool, frame: &Frame) {
+        let taps = &mut self.taps[link];
+        if taps.is_empty() {
+            return;
+        }
+        if frame.is_super() {
+            gso::cut(frame.clone(), &mut |seg| {
+                for tap in taps.iter_mut() {
+                    tap.frame(now, side, rx, &seg);
                 }
+            });
+        } else {
+            for tap in taps.iter_mut() {
+                tap.frame(now, side, rx, frame);
             }
         }
     }
@@ -227,13 +288,11 @@ impl Network {
         frame: Frame,
         q: &mut EventQueue<Event>,
     ) {
-        for tap in &mut self.taps[link] {
-            tap.frame(now, side, false, &frame);
-        }
+        self.tap(now, link, side, false, &frame);
         let d = &mut self.links[link].dirs[side];
-        d.stats.sent_packets += 1;
-        d.stats.sent_bytes += frame.len() as u64;
-        let t = d.channel.tx_time(frame.len());
+        d.stats.sent_packets += frame.segs();
+        d.stats.sent_bytes += frame.wire_len();
+        let t = d.channel.tx_time_of(&frame);
         d.in_tx = Some(frame);
         q.schedule(
             now + t,
@@ -257,33 +316,108 @@ impl Network {
         if d.epoch != epoch {
             return; // the link went down meanwhile; the frame was dropped then
         }
-        let mut frame = d
+        let frame = d
             .in_tx
             .take()
             .expect("TxDone without a frame in the transmitter");
+        if frame.is_super() {
+            self.channel_super(now, link, side, frame, q);
+        } else {
+            self.channel(now, link, side, frame, q);
+        }
+        let d = &mut self.links[link].dirs[side];
+        if let Some(next) = d.queue.dequeue(now) {
+            self.start_tx(now, link, side, next, q);
+        }
+    }
+
+    /// What the wire does to a frame whose last bit left at `now`: loss,
+    /// corruption, delay and jitter, duplication.
+    fn channel(
+        &mut self,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        mut frame: Frame,
+        q: &mut EventQueue<Event>,
+    ) {
+        let d = &mut self.links[link].dirs[side];
         if d.channel.lose() {
             d.stats.drops.add(DropReason::RandomLoss);
             self.ledger.drop_frame(DropReason::RandomLoss);
-        } else {
-            if d.channel.corrupt(&mut frame) {
-                d.stats.corrupted += 1;
-            }
-            let at = d.channel.arrival(now);
-            let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
-            if d.channel.duplicate() {
-                d.stats.duplicated += 1;
-                self.ledger.create(Origin::LinkDuplicate);
-                let copy = frame.clone();
-                q.schedule(
+            return;
+        }
+        if d.channel.corrupt(&mut frame) {
+            d.stats.corrupted += 1;
+        }
+        let at = d.channel.arrival(now);
+        let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
+        if d.channel.duplicate() {
+            d.stats.duplicated += 1;
+            self.ledger.create(Origin::LinkDuplicate);
+            let copy = frame.clone();
+            q.schedule(
+                at,
+                Event::Arrive {
+                    link: l,
+                    dir,
+                    epoch,
+                    frame: copy,
+                },
+            );
+        }
+        q.schedule(
+            at,
+            Event::Arrive {
+                link: l,
+                dir,
+                epoch,
+                frame,
+            },
+        );
+    }
+
+    /// [`Network::channel`] for a super-frame: the same draws, in the same
+    /// order, as for its segments one by one, so that each segment meets
+    /// the fate it would have met as a frame. It stays whole when every
+    /// segment arrives untouched at the same time; otherwise it is cut and
+    /// each segment goes its own way.
+    fn channel_super(
+        &mut self,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        frame: Frame,
+        q: &mut EventQueue<Event>,
+    ) {
+        let g = frame.meta.gso.expect("a super-frame");
+        let d = &mut self.links[link].dirs[side];
+        let mut fates = std::mem::take(&mut self.fates);
+        fates.clear();
+        let mut whole = true;
+        let mut first_at = None;
+        for i in 0..usize::from(g.segs) {
+            let fate = if d.channel.lose() {
+                Fate::Lost
+            } else {
+                let bit = d.channel.corrupt_bit(g.seg_len(frame.len(), i));
+                let at = d.channel.arrival(now);
+                let dup = d.channel.duplicate();
+                Fate::Arrives { at, bit, dup }
+            };
+            whole &= match fate {
+                Fate::Arrives {
                     at,
-                    Event::Arrive {
-                        link: l,
-                        dir,
-                        epoch,
-                        frame: copy,
-                    },
-                );
-            }
+                    bit: None,
+                    dup: false,
+                } => *first_at.get_or_insert(at) == at,
+                _ => false,
+            };
+            fates.push(fate);
+        }
+        let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
+        if whole {
+            let at = first_at.expect("a super-frame has segments");
             q.schedule(
                 at,
                 Event::Arrive {
@@ -293,11 +427,48 @@ impl Network {
                     frame,
                 },
             );
+        } else {
+            let mut i = 0;
+            gso::cut(frame, &mut |mut seg| {
+                match fates[i] {
+                    Fate::Lost => {
+                        d.stats.drops.add(DropReason::RandomLoss);
+                        self.ledger.drop_frame(DropReason::RandomLoss);
+                    }
+                    Fate::Arrives { at, bit, dup } => {
+                        if let Some(bit) = bit {
+                            seg[(bit / 8) as usize] ^= 1 << (bit % 8);
+                            d.stats.corrupted += 1;
+                        }
+                        if dup {
+                            d.stats.duplicated += 1;
+                            self.ledger.create(Origin::LinkDuplicate);
+                            let copy = seg.clone();
+                            q.schedule(
+                                at,
+                                Event::Arrive {
+                                    link: l,
+                                    dir,
+                                    epoch,
+                                    frame: copy,
+                                },
+                            );
+                        }
+                        q.schedule(
+                            at,
+                            Event::Arrive {
+                                link: l,
+                                dir,
+                                epoch,
+                                frame: seg,
+                            },
+                        );
+                    }
+                }
+                i += 1;
+            });
         }
-        let d = &mut self.links[link].dirs[side];
-        if let Some(next) = d.queue.dequeue(now) {
-            self.start_tx(now, link, side, next, q);
-        }
+        self.fates = fates;
     }
 
     fn arrive(
@@ -310,23 +481,22 @@ impl Network {
         q: &mut EventQueue<Event>,
     ) {
         let d = &mut self.links[link].dirs[side];
+        let n = frame.segs();
         if d.epoch != epoch {
-            d.stats.drops.add(DropReason::LinkDown);
-            self.ledger.drop_frame(DropReason::LinkDown);
+            d.stats.drops.add_n(DropReason::LinkDown, n);
+            self.ledger.drop_n(DropReason::LinkDown, n);
             return;
         }
-        d.stats.received_packets += 1;
-        d.stats.received_bytes += frame.len() as u64;
+        d.stats.received_packets += n;
+        d.stats.received_bytes += frame.wire_len();
         let (node, port) = d.to;
-        for tap in &mut self.taps[link] {
-            tap.frame(now, side, true, &frame);
-        }
-        self.dispatch(now, node, q, |n, ctx| match n {
+        self.tap(now, link, side, true, &frame);
+        self.dispatch(now, node, q, |nd, ctx| match nd {
             Node::Host(h) => h.receive(port, frame, ctx),
             Node::Router(r) => r.receive(port, frame, ctx),
             Node::Switch(s) => s.receive(port, frame, ctx),
             Node::External(e) => {
-                ctx.deliver(Sink::External);
+                ctx.deliver_n(Sink::External, n);
                 e.outbox.push_back(frame);
             }
         });
@@ -393,11 +563,9 @@ impl Network {
                     d.up = false;
                     d.epoch = d.epoch.wrapping_add(1);
                     let mut n = d.queue.clear() as u64;
-                    n += d.in_tx.take().is_some() as u64;
-                    for _ in 0..n {
-                        d.stats.drops.add(DropReason::LinkDown);
-                        self.ledger.drop_frame(DropReason::LinkDown);
-                    }
+                    n += d.in_tx.take().map_or(0, |f| f.segs());
+                    d.stats.drops.add_n(DropReason::LinkDown, n);
+                    self.ledger.drop_n(DropReason::LinkDown, n);
                 }
                 LinkAction::Up => d.up = true,
                 LinkAction::Set(change) => d.channel.apply(change),
@@ -413,13 +581,16 @@ impl Network {
         for l in &self.links {
             for d in &l.dirs {
                 f.queued += d.queue.len() as u64;
-                f.transmitting += d.in_tx.is_some() as u64;
+                f.transmitting += d.in_tx.as_ref().map_or(0, |f| f.segs());
             }
         }
         f.on_wire = q
             .pending()
-            .filter(|(_, e)| matches!(e, Event::Arrive { .. }))
-            .count() as u64;
+            .map(|(_, e)| match e {
+                Event::Arrive { frame, .. } => frame.segs(),
+                _ => 0,
+            })
+            .sum();
         for n in &self.nodes {
             f.in_nodes += match n {
                 Node::Host(h) => h.in_flight(),

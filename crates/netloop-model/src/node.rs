@@ -84,20 +84,16 @@ impl<'a> NodeCtx<'a> {
         self.ledger.drop_frame(reason);
     }
     /// Records `n` frames this node consumed at once (the fragments of a
-    /// reassembled datagram).
+    /// reassembled datagram, the segments of a super-frame).
     #[inline]
     pub fn deliver_n(&mut self, sink: Sink, n: u64) {
-        for _ in 0..n {
-            self.ledger.deliver(sink);
-        }
+        self.ledger.deliver_n(sink, n);
     }
     /// Records `n` frames this node dropped at once (the fragments of a
-    /// datagram given up).
+    /// datagram given up, the segments of a super-frame).
     #[inline]
     pub fn drop_n(&mut self, reason: DropReason, n: u64) {
-        for _ in 0..n {
-            self.ledger.drop_frame(reason);
-        }
+        self.ledger.drop_n(reason, n);
     }
 }
 

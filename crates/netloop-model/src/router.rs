@@ -69,6 +69,7 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
+use crate::gso;
 use crate::ipv4::{
     checksum, decrement_ttl, dont_fragment, dst_addr, frag_offset, fragment, header_len,
     more_fragments, src_addr, validate, IP_HEADER, MAX_DATAGRAM, PROTO_ICMP, PROTO_UDP,
@@ -223,9 +224,55 @@ impl Router {
     /// Handles a frame arriving on `port`.
     pub fn receive(&mut self, port: PortId, frame: Frame, ctx: &mut NodeCtx) {
         let before = ctx.ledger.dropped.clone();
-        self.stats.received += 1;
-        self.ingress(port, frame, ctx);
+        if frame.is_super() && !self.forwards_whole(port, &frame) {
+            // Anything but plain forwarding (an answer, an ICMP error, a
+            // fragment, the engine's time per packet) is per packet, as on
+            // the wire.
+            gso::cut(frame, &mut |seg| {
+                self.stats.received += 1;
+                self.ingress(port, seg, ctx);
+            });
+        } else {
+            self.stats.received += frame.segs();
+            self.ingress(port, frame, ctx);
+        }
         self.account(&before, ctx);
+    }
+
+    /// Whether super-frame `frame` from `port` takes the plain forwarding
+    /// path whole: an unlimited engine; for this router's MAC; a valid IPv4
+    /// header; a unicast destination that is not the router's, with a route,
+    /// out of a port whose MTU holds each segment; a TTL that stays above
+    /// zero. Every segment would meet the same decision, so the super-frame
+    /// is forwarded as one.
+    fn forwards_whole(&self, port: PortId, frame: &Frame) -> bool {
+        let Some(g) = frame.meta.gso else {
+            return false;
+        };
+        if self.service.is_some()
+            || frame.len() < ETH_HEADER
+            || frame[0..6] != *self.ports[port].mac.as_bytes()
+            || u16::from_be_bytes([frame[12], frame[13]]) != u16::from(EthernetProtocol::Ipv4)
+            || validate(&frame[ETH_HEADER..]).is_err()
+        {
+            return false;
+        }
+        let ip = &frame[ETH_HEADER..];
+        let (src, dst) = (src_addr(ip), dst_addr(ip));
+        if self.is_own(dst)
+            || self.is_broadcast(dst)
+            || dst.is_multicast()
+            || is_martian(dst)
+            || !is_unicast_host(src)
+            || ip[8] <= 1
+        {
+            return false;
+        }
+        let Some(route) = self.table.lookup(dst) else {
+            return false;
+        };
+        usize::from(g.hdr_len) - ETH_HEADER + usize::from(g.size)
+            <= self.ports[route.port].mtu as usize
     }
 
     /// Handles timer `token`: ARP's retry tick, or the forwarding engine
@@ -357,16 +404,16 @@ impl Router {
             return;
         };
         let mtu = self.ports[route.port].mtu;
+        // A super-frame's segments fit (`forwards_whole`).
+        let fits = job.frame.is_super() || ip.len() <= mtu as usize;
         // Checked before the TTL is decremented so that the error quotes the
         // header as the source sent it (as Linux does).
-        if ip.len() > mtu as usize && dont_fragment(ip) {
+        if !fits && dont_fragment(ip) {
             ctx.drop_frame(DropReason::FragmentationNeeded);
             self.icmp_error(&job, IcmpError::FragmentationNeeded(mtu), ctx);
             return;
         }
-        if ip.len() > mtu as usize
-            && frag_offset(ip) as usize * 8 + ip.len() - header_len(ip) > MAX_DATAGRAM
-        {
+        if !fits && frag_offset(ip) as usize * 8 + ip.len() - header_len(ip) > MAX_DATAGRAM {
             // A fragment that ends past the largest datagram (a "ping of
             // death"): forwarded whole it is the receiver's to refuse, but
             // split, its pieces' offsets would not fit the 13-bit field.
@@ -375,7 +422,7 @@ impl Router {
         }
         let mut frame = job.frame;
         decrement_ttl(&mut frame[ETH_HEADER..]);
-        self.stats.forwarded += 1;
+        self.stats.forwarded += frame.segs();
         self.transmit(route.port, route.via.unwrap_or(dst), frame, ctx);
     }
 
@@ -385,7 +432,7 @@ impl Router {
     fn transmit(&mut self, port: PortId, next_hop: Ipv4Addr, mut frame: Frame, ctx: &mut NodeCtx) {
         frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
         let mtu = self.ports[port].mtu as usize;
-        if frame.len() - ETH_HEADER <= mtu {
+        if frame.is_super() || frame.len() - ETH_HEADER <= mtu {
             self.arp.send(port, &self.ports[port], next_hop, frame, ctx);
             return;
         }
@@ -416,7 +463,7 @@ impl Router {
         match self.reassembly.push(ip, ctx.now) {
             Outcome::Held => self.arm_reassembly_timer(ctx),
             Outcome::Complete { packet, frames } => {
-                let mut frame = job.frame[..ETH_HEADER].to_vec();
+                let mut frame = Frame::copy_from(&job.frame[..ETH_HEADER]);
                 frame.extend_from_slice(&packet);
                 let job = Job { frame, ..job };
                 self.local_whole(job, frames, ctx);
@@ -604,7 +651,7 @@ impl Router {
             return false;
         };
         let total = IP_HEADER + payload.len();
-        let mut frame = vec![0u8; ETH_HEADER + total];
+        let mut frame = Frame::zeroed(ETH_HEADER + total);
         frame[12..14].copy_from_slice(&u16::from(EthernetProtocol::Ipv4).to_be_bytes());
         {
             let ip = &mut frame[ETH_HEADER..];

@@ -131,6 +131,10 @@ impl DropCounts {
     pub fn add(&mut self, r: DropReason) {
         self.0[r as usize] += 1;
     }
+    /// Adds `n` drops (the segments of a super-frame).
+    pub fn add_n(&mut self, r: DropReason, n: u64) {
+        self.0[r as usize] += n;
+    }
     /// Drops for reason `r`.
     pub fn get(&self, r: DropReason) -> u64 {
         self.0[r as usize]
@@ -230,6 +234,18 @@ impl Ledger {
     #[inline]
     pub fn drop_frame(&mut self, r: DropReason) {
         self.dropped.add(r);
+    }
+    /// Records `n` drops at once (the segments of a super-frame).
+    #[inline]
+    pub fn drop_n(&mut self, r: DropReason, n: u64) {
+        self.dropped.add_n(r, n);
+    }
+    /// Records `n` frames reaching their end at once.
+    #[inline]
+    pub fn deliver_n(&mut self, s: Sink, n: u64) {
+        if n > 0 {
+            *self.delivered.entry(s).or_default() += n;
+        }
     }
     /// Total frames created.
     pub fn created_total(&self) -> u64 {

@@ -94,20 +94,23 @@ impl Switch {
         } else {
             None
         };
+        // A super-frame is switched whole and counts as its segments.
+        let n = frame.segs();
         match learned {
-            Some(out) if out == port => ctx.drop_frame(DropReason::SwitchFiltered),
+            Some(out) if out == port => ctx.drop_n(DropReason::SwitchFiltered, n),
             Some(out) => {
-                self.stats.forwarded += 1;
+                self.stats.forwarded += n;
                 ctx.send(out, frame);
             }
             None => {
                 let others: Vec<PortId> = (0..self.ports.len()).filter(|&p| p != port).collect();
                 let Some((&last, rest)) = others.split_last() else {
-                    ctx.drop_frame(DropReason::SwitchFiltered);
+                    ctx.drop_n(DropReason::SwitchFiltered, n);
                     return;
                 };
-                self.stats.flooded += 1;
-                ctx.ledger.create_n(Origin::SwitchFlood, rest.len() as u64);
+                self.stats.flooded += n;
+                ctx.ledger
+                    .create_n(Origin::SwitchFlood, rest.len() as u64 * n);
                 for &p in rest {
                     ctx.send(p, frame.clone());
                 }

@@ -260,7 +260,7 @@ fn eth(dst: EthernetAddress, src: EthernetAddress, ty: EthernetProtocol, payload
     let mut f = vec![0u8; ETH + payload.len()];
     repr.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
     f[ETH..].copy_from_slice(payload);
-    f
+    f.into()
 }
 
 /// A UDP datagram (checksum 0: none, allowed over IPv4).
@@ -797,8 +797,8 @@ fn bad_frames_are_dropped_with_named_reasons() {
     b.inject(0, f);
     // Truncated: shorter than an Ethernet header; an IP header cut short; a
     // total length beyond the frame; a header length below 5 words.
-    b.inject(0, good[..10].to_vec());
-    b.inject(0, good[..ETH + 12].to_vec());
+    b.inject(0, good[..10].to_vec().into());
+    b.inject(0, good[..ETH + 12].to_vec().into());
     let refill = |f: &mut Frame| {
         let mut p = Ipv4Packet::new_unchecked(&mut f[ETH..]);
         p.fill_checksum();

@@ -25,7 +25,9 @@
 //! offload), a super-frame whose headers do not say what the GSO kind does —
 //! is refused with the reason, and the caller drops and counts it.
 
-use crate::packet::complete_l4_checksum;
+use crate::link::ETH_HEADER;
+use crate::Frame;
+use netloop_core::frame::{Checksum, Gso, GsoKind};
 
 /// `virtio_net_hdr.gso_type` values (include/uapi/linux/virtio_net.h).
 pub mod gso_type {
@@ -120,101 +122,133 @@ impl std::fmt::Display for GsoError {
     }
 }
 
-/// Cuts `frame` (Ethernet header first, possibly one VLAN tag), read with
-/// `hdr`, into the frames the kernel's software GSO would send, calling
-/// `out` with each in order; `buf` is scratch space (kept between calls so
-/// that cutting allocates nothing once it has grown). Returns how many.
-pub fn segment(
-    frame: &[u8],
-    hdr: &VnetHdr,
-    buf: &mut Vec<u8>,
-    out: &mut dyn FnMut(&[u8]),
-) -> Result<usize, GsoError> {
-    use GsoError::Malformed;
-    let kind = hdr.gso_type & !gso_type::ECN;
-    let proto = match kind {
-        gso_type::TCPV4 => 6,
-        gso_type::UDP_L4 => 17,
-        other => return Err(GsoError::Unsupported(other)),
-    };
-    let mss = usize::from(hdr.gso_size);
-    if mss == 0 {
-        return Err(Malformed("gso_size is 0"));
+/// Where a super-frame's headers are, and what cutting it gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    /// Offset of the IPv4 header (14, or 18 behind a VLAN tag).
+    l3: usize,
+    /// IPv4 header length.
+    ihl: usize,
+    /// Offset of the TCP/UDP header.
+    l4: usize,
+    /// TCP/UDP header length.
+    l4_len: usize,
+    /// End of the IPv4 packet (the IPv4 total length from `l3`).
+    end: usize,
+    /// 6 or 17.
+    proto: u8,
+    /// Payload bytes per segment.
+    mss: usize,
+    /// Segments.
+    segs: usize,
+}
+
+impl Layout {
+    /// Bytes of headers copied into every segment.
+    fn headers(&self) -> usize {
+        self.l4 + self.l4_len
     }
-    if frame.len() < 14 {
-        return Err(Malformed("shorter than an Ethernet header"));
-    }
-    let mut l3 = 14;
-    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    if ethertype == 0x8100 || ethertype == 0x88a8 {
-        if frame.len() < 18 {
-            return Err(Malformed("truncated VLAN tag"));
+
+    /// Checks `frame`'s headers against the GSO kind `kind` (a
+    /// `gso_type` without [`gso_type::ECN`]) and segment size `mss`.
+    fn of(frame: &[u8], kind: u8, mss: usize) -> Result<Layout, GsoError> {
+        use GsoError::Malformed;
+        let proto = match kind {
+            gso_type::TCPV4 => 6,
+            gso_type::UDP_L4 => 17,
+            other => return Err(GsoError::Unsupported(other)),
+        };
+        if mss == 0 {
+            return Err(Malformed("gso_size is 0"));
         }
-        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
-        l3 = 18;
-    }
-    if ethertype != 0x0800 {
-        return Err(Malformed("not IPv4"));
-    }
-    let ip = &frame[l3..];
-    if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return Err(Malformed("not an IPv4 header"));
-    }
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if ihl < 20 || total < ihl || total > ip.len() {
-        return Err(Malformed("IPv4 lengths do not fit the frame"));
-    }
-    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
-        return Err(Malformed("a fragment"));
-    }
-    if ip[9] != proto {
-        return Err(Malformed("the IPv4 protocol is not the GSO type's"));
-    }
-    let l4 = l3 + ihl;
-    let l4_len = if proto == 6 {
-        if total < ihl + 20 {
-            return Err(Malformed("truncated TCP header"));
+        if frame.len() < 14 {
+            return Err(Malformed("shorter than an Ethernet header"));
         }
-        let thl = usize::from(frame[l4 + 12] >> 4) * 4;
-        if thl < 20 || total < ihl + thl {
-            return Err(Malformed("TCP header length does not fit"));
+        let mut l3 = 14;
+        let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        if ethertype == 0x8100 || ethertype == 0x88a8 {
+            if frame.len() < 18 {
+                return Err(Malformed("truncated VLAN tag"));
+            }
+            ethertype = u16::from_be_bytes([frame[16], frame[17]]);
+            l3 = 18;
         }
-        thl
-    } else {
-        if total < ihl + 8 {
-            return Err(Malformed("truncated UDP header"));
+        if ethertype != 0x0800 {
+            return Err(Malformed("not IPv4"));
         }
-        8
-    };
-    let headers = l4 + l4_len;
-    let end = l3 + total;
-    let payload = &frame[headers..end];
-    let id0 = u16::from_be_bytes([ip[4], ip[5]]);
-    let seq0 = if proto == 6 {
-        u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]])
-    } else {
-        0
-    };
-    // An empty payload (a bare ACK or FIN said to be GSO) is one segment.
-    let n = payload.len().div_ceil(mss).max(1);
-    for i in 0..n {
-        let chunk = &payload[i * mss..((i + 1) * mss).min(payload.len())];
+        let ip = &frame[l3..];
+        if ip.len() < 20 || ip[0] >> 4 != 4 {
+            return Err(Malformed("not an IPv4 header"));
+        }
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        if ihl < 20 || total < ihl || total > ip.len() {
+            return Err(Malformed("IPv4 lengths do not fit the frame"));
+        }
+        if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+            return Err(Malformed("a fragment"));
+        }
+        if ip[9] != proto {
+            return Err(Malformed("the IPv4 protocol is not the GSO type's"));
+        }
+        let l4 = l3 + ihl;
+        let l4_len = if proto == 6 {
+            if total < ihl + 20 {
+                return Err(Malformed("truncated TCP header"));
+            }
+            let thl = usize::from(frame[l4 + 12] >> 4) * 4;
+            if thl < 20 || total < ihl + thl {
+                return Err(Malformed("TCP header length does not fit"));
+            }
+            thl
+        } else {
+            if total < ihl + 8 {
+                return Err(Malformed("truncated UDP header"));
+            }
+            8
+        };
+        let end = l3 + total;
+        let payload = end - (l4 + l4_len);
+        // An empty payload (a bare ACK or FIN said to be GSO) is one segment.
+        let segs = payload.div_ceil(mss).max(1);
+        if segs > usize::from(u16::MAX) {
+            return Err(Malformed("more segments than a super-frame may have"));
+        }
+        Ok(Layout {
+            l3,
+            ihl,
+            l4,
+            l4_len,
+            end,
+            proto,
+            mss,
+            segs,
+        })
+    }
+
+    /// Puts segment `i` of `frame` into `buf` (emptied first).
+    fn build(&self, frame: &[u8], i: usize, buf: &mut Vec<u8>) {
+        let (l3, l4, headers) = (self.l3, self.l4, self.headers());
+        let payload = &frame[headers..self.end];
+        let chunk = &payload[i * self.mss..((i + 1) * self.mss).min(payload.len())];
         buf.clear();
         buf.extend_from_slice(&frame[..headers]);
         buf.extend_from_slice(chunk);
         // IPv4: total length, identification, header checksum.
-        let ip_total = (ihl + l4_len + chunk.len()) as u16;
+        let ip_total = (self.ihl + self.l4_len + chunk.len()) as u16;
+        let id0 = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
         buf[l3 + 2..l3 + 4].copy_from_slice(&ip_total.to_be_bytes());
         buf[l3 + 4..l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
         buf[l3 + 10] = 0;
         buf[l3 + 11] = 0;
-        let c = ipv4_header_checksum(&buf[l3..l3 + ihl]);
+        let c = ipv4_header_checksum(&buf[l3..l3 + self.ihl]);
         buf[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-        if proto == 6 {
-            let seq = seq0.wrapping_add((i * mss) as u32);
+        if self.proto == 6 {
+            let seq0 =
+                u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]);
+            let seq = seq0.wrapping_add((i * self.mss) as u32);
             buf[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
-            let last = i + 1 == n;
+            let last = i + 1 == self.segs;
             let mut flags = buf[l4 + 13];
             if !last {
                 flags &= !(0x01 | 0x08); // FIN, PSH
@@ -228,9 +262,190 @@ pub fn segment(
             buf[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
         }
         complete_l4_checksum(buf);
+    }
+}
+
+/// Cuts `frame` (Ethernet header first, possibly one VLAN tag), read with
+/// `hdr`, into the frames the kernel's software GSO would send, calling
+/// `out` with each in order; `buf` is scratch space (kept between calls so
+/// that cutting allocates nothing once it has grown). Returns how many.
+pub fn segment(
+    frame: &[u8],
+    hdr: &VnetHdr,
+    buf: &mut Vec<u8>,
+    out: &mut dyn FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    let lay = Layout::of(
+        frame,
+        hdr.gso_type & !gso_type::ECN,
+        usize::from(hdr.gso_size),
+    )?;
+    for i in 0..lay.segs {
+        lay.build(frame, i, buf);
         out(buf);
     }
-    Ok(n)
+    Ok(lay.segs)
+}
+
+/// What the model carries for a super-frame read with `hdr`: checks its
+/// headers as [`segment`] would and counts its segments. A super-frame of one
+/// segment is `Ok(None)`: the caller completes its checksum and carries it as
+/// a plain frame.
+pub fn describe(frame: &[u8], hdr: &VnetHdr) -> Result<Option<Gso>, GsoError> {
+    let lay = Layout::of(
+        frame,
+        hdr.gso_type & !gso_type::ECN,
+        usize::from(hdr.gso_size),
+    )?;
+    if lay.segs < 2 {
+        return Ok(None);
+    }
+    let kind = if lay.proto == 6 {
+        GsoKind::TcpV4 {
+            ecn: hdr.gso_type & gso_type::ECN != 0,
+        }
+    } else {
+        GsoKind::UdpV4
+    };
+    Ok(Some(Gso {
+        kind,
+        hdr_len: lay.headers() as u16,
+        size: hdr.gso_size,
+        segs: lay.segs as u16,
+    }))
+}
+
+/// The `virtio_net_hdr` that hands super-frame `g` to a device to cut (or
+/// to a receiving stack to take whole): its kind and segment size, and its
+/// partial TCP/UDP checksum's place (`csum_start`: where the L4 header
+/// starts, which a VLAN tag moves).
+pub fn vnet_for(g: &Gso) -> VnetHdr {
+    let (gso_type, csum_offset) = match g.kind {
+        GsoKind::TcpV4 { ecn } => (gso_type::TCPV4 | if ecn { gso_type::ECN } else { 0 }, 16),
+        GsoKind::UdpV4 => (gso_type::UDP_L4, 6),
+    };
+    VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: g.hdr_len,
+        gso_size: g.size,
+        csum_start: 0,
+        csum_offset,
+    }
+}
+
+/// Fills in a [`vnet_for`] header's `csum_start` for `frame` (the start of
+/// its TCP/UDP header).
+pub fn vnet_for_frame(frame: &Frame, g: &Gso) -> VnetHdr {
+    let mut h = vnet_for(g);
+    let kind = h.gso_type & !gso_type::ECN;
+    if let Ok(lay) = Layout::of(frame, kind, usize::from(g.size)) {
+        h.csum_start = lay.l4 as u16;
+        h.hdr_len = lay.headers() as u16;
+    }
+    h
+}
+
+/// Cuts super-frame `frame` into its wire frames (from the pool), calling
+/// `out` with each in order; a plain frame is passed on as it is. Each
+/// segment keeps the super-frame's stamp and has its checksums complete.
+/// The model cuts only super-frames the edge has checked ([`describe`]) and
+/// changes nothing in them that the check depends on (a router's TTL is not
+/// such a thing), so they always fit their GSO kind; were one not to, it
+/// would be passed on whole and marked plain (the fuzz targets and debug
+/// builds stop there instead).
+pub fn cut(frame: Frame, out: &mut dyn FnMut(Frame)) {
+    let Some(g) = frame.meta.gso else {
+        out(frame);
+        return;
+    };
+    let kind = match g.kind {
+        GsoKind::TcpV4 { .. } => gso_type::TCPV4,
+        GsoKind::UdpV4 => gso_type::UDP_L4,
+    };
+    match Layout::of(&frame, kind, usize::from(g.size)) {
+        Ok(lay) => {
+            for i in 0..lay.segs {
+                let mut seg = Frame::with_capacity(lay.headers() + lay.mss);
+                lay.build(&frame, i, &mut seg);
+                seg.meta.stamp = frame.meta.stamp;
+                out(seg);
+            }
+        }
+        Err(e) => {
+            debug_assert!(false, "a super-frame the edge checked no longer fits: {e}");
+            let mut frame = frame;
+            frame.meta.gso = None;
+            frame.meta.csum = Checksum::Complete;
+            out(frame);
+        }
+    }
+}
+
+/// Computes the TCP or UDP checksum of an IPv4 frame in place (pseudo-header
+/// and segment), for frames whose sender left it to checksum offload.
+/// Returns whether it did (not for other protocols, fragments, or frames too
+/// short for their headers).
+pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
+    if frame.len() < ETH_HEADER {
+        return false;
+    }
+    let mut l3 = ETH_HEADER;
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    if ethertype == 0x8100 || ethertype == 0x88a8 {
+        if frame.len() < ETH_HEADER + 4 {
+            return false;
+        }
+        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
+        l3 += 4;
+    }
+    if ethertype != 0x0800 || frame.len() < l3 + 20 {
+        return false;
+    }
+    let ip = &frame[l3..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let fragmented = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+    if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
+        return false;
+    }
+    let proto = ip[9];
+    let csum_at = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return false,
+    };
+    let l4 = l3 + ihl;
+    let len = total - ihl;
+    if len < csum_at + 2 {
+        return false;
+    }
+    let mut sum: u32 = 0;
+    let mut add = |bytes: &[u8]| {
+        let mut chunks = bytes.chunks_exact(2);
+        for c in &mut chunks {
+            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        }
+        if let [last] = chunks.remainder() {
+            sum += u32::from(*last) << 8;
+        }
+    };
+    add(&frame[l3 + 12..l3 + 20]);
+    add(&[0, proto]);
+    add(&(len as u16).to_be_bytes());
+    frame[l4 + csum_at] = 0;
+    frame[l4 + csum_at + 1] = 0;
+    add(&frame[l4..l4 + len]);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut c = !(sum as u16);
+    if c == 0 && proto == 17 {
+        // UDP sends a computed zero as all ones (zero means "no checksum").
+        c = 0xffff;
+    }
+    frame[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    true
 }
 
 /// The RFC 1071 checksum of an IPv4 header whose checksum field is zero.

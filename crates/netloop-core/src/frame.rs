@@ -1,0 +1,456 @@
+//! The packet buffer: an Ethernet frame's bytes with the metadata that
+//! travels with them through the model, in buffers that are used again.
+//!
+//! [`Frame`] is what every part of netloop passes around — the rings of the
+//! real-time edge, the model's links, queues and nodes, pcap. It owns:
+//!
+//! - **The bytes**, from destination MAC to the end of the payload (no
+//!   preamble, no FCS). A frame dereferences to its `Vec<u8>`, so code that
+//!   edits headers in place, truncates or extends works on it directly.
+//! - **Metadata** ([`Meta`]): a unique id, the arrival stamp of a frame read
+//!   from a real interface, GSO ([`Gso`]: a super-frame that stands for
+//!   `segs` wire frames) and the state of its L4 checksum.
+//! - **Reuse.** A dropped frame gives its buffer back to a pool of the
+//!   thread that dropped it, and the next frame made on that thread takes it
+//!   from there, so the steady state allocates nothing per frame: in a
+//!   real-time run the thread that reads frames from a ring is the one that
+//!   writes (and drops) the frames leaving the model. When a thread drops
+//!   more than it makes (frames read on the I/O thread and consumed by a
+//!   simulated host on the event thread), its surplus moves in batches to a
+//!   shared spill that the other thread draws from; the spill is taken with
+//!   `try_lock` only, so no thread ever waits for it (it allocates instead).
+//!
+//! No headroom is kept in front of the data: nothing that writes frames
+//! needs it (the packet socket's TX ring and `writev` put a `virtio_net_hdr`
+//! in front by themselves), and a frame that grows a header (a VLAN tag)
+//! moves its bytes once, which is what a `Vec` does anyway.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// A buffer that fits a frame of a standard MTU (and a VLAN tag).
+pub const SMALL_BUFFER: usize = 2048;
+/// A buffer that fits a GSO super-frame of up to 64 KiB.
+pub const LARGE_BUFFER: usize = 65_536 + 256;
+
+/// Buffers a thread keeps of each size before it spills some.
+const LOCAL_SMALL: usize = 4096;
+const LOCAL_LARGE: usize = 256;
+/// Buffers moved to or from the shared spill at once.
+const BATCH: usize = 64;
+/// Buffers the shared spill keeps of each size (beyond, they are freed).
+const SPILL_SMALL: usize = 8192;
+const SPILL_LARGE: usize = 512;
+
+/// How a super-frame is cut into wire frames (the kinds Linux's software
+/// GSO cuts; `virtio_net_hdr.gso_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoKind {
+    /// TCP over IPv4 (TSO); `ecn`: the sender used ECN, so CWR stays on
+    /// the first segment only.
+    TcpV4 {
+        /// `VIRTIO_NET_HDR_GSO_ECN`.
+        ecn: bool,
+    },
+    /// UDP over IPv4 (`UDP_SEGMENT`): each segment a datagram of its own.
+    UdpV4,
+}
+
+/// A GSO super-frame: one buffer that stands for `segs` wire frames, each
+/// with a copy of the first `hdr_len` bytes (Ethernet to the end of the TCP
+/// or UDP header) and `size` bytes of payload (the last one the rest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gso {
+    /// The kind of segmentation.
+    pub kind: GsoKind,
+    /// Header bytes repeated in every segment.
+    pub hdr_len: u16,
+    /// Payload bytes per segment (the MSS for TCP).
+    pub size: u16,
+    /// Wire frames the super-frame stands for (at least 2).
+    pub segs: u16,
+}
+
+impl Gso {
+    /// The length of wire frame `i` (of [`Gso::segs`]) cut from a
+    /// super-frame of `len` bytes.
+    pub fn seg_len(&self, len: usize, i: usize) -> usize {
+        let (h, s) = (usize::from(self.hdr_len), usize::from(self.size));
+        if i + 1 < usize::from(self.segs) {
+            h + s
+        } else {
+            len - s * (usize::from(self.segs) - 1)
+        }
+    }
+
+    /// The bytes of all its wire frames together.
+    pub fn wire_len(&self, len: usize) -> u64 {
+        len as u64 + (u64::from(self.segs) - 1) * u64::from(self.hdr_len)
+    }
+}
+
+/// The state of a frame's TCP/UDP checksum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checksum {
+    /// As on the wire: complete (or none at all).
+    #[default]
+    Complete,
+    /// Partial, as a sender with checksum offload leaves it: the field holds
+    /// the pseudo-header's sum, for the device (or the kernel's GSO, or
+    /// netloop's cutting) to complete. Only super-frames are carried so.
+    Partial,
+}
+
+/// What travels with a frame's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// Unique within the process: a thread's number in the top 16 bits and
+    /// its count of frames made below. A copy (a link's duplicate) is a new
+    /// frame with a new id. Not part of any result: simulated results do
+    /// not depend on it.
+    pub id: u64,
+    /// When the frame arrived from a real interface (CLOCK_MONOTONIC ns, the
+    /// kernel's stamp where there is one); 0 for frames made in the model.
+    pub stamp: u64,
+    /// `Some` for a super-frame.
+    pub gso: Option<Gso>,
+    /// Its L4 checksum's state.
+    pub csum: Checksum,
+}
+
+/// An Ethernet frame (or a GSO super-frame) and its metadata; see the
+/// module's documentation.
+pub struct Frame {
+    data: Vec<u8>,
+    /// The metadata.
+    pub meta: Meta,
+}
+
+impl Frame {
+    /// An empty frame whose buffer holds at least `cap` bytes.
+    pub fn with_capacity(cap: usize) -> Frame {
+        Frame {
+            data: take_buffer(cap),
+            meta: Meta {
+                id: next_id(),
+                ..Meta::default()
+            },
+        }
+    }
+
+    /// A frame holding a copy of `bytes`.
+    pub fn copy_from(bytes: &[u8]) -> Frame {
+        let mut f = Frame::with_capacity(bytes.len());
+        f.data.extend_from_slice(bytes);
+        f
+    }
+
+    /// A frame of `len` zero bytes.
+    pub fn zeroed(len: usize) -> Frame {
+        let mut f = Frame::with_capacity(len);
+        f.data.resize(len, 0);
+        f
+    }
+
+    /// The wire frames it stands for: 1, or a super-frame's segments.
+    #[inline]
+    pub fn segs(&self) -> u64 {
+        self.meta.gso.map_or(1, |g| u64::from(g.segs))
+    }
+
+    /// The bytes of the wire frames it stands for (headers repeated per
+    /// segment for a super-frame).
+    #[inline]
+    pub fn wire_len(&self) -> u64 {
+        match self.meta.gso {
+            None => self.data.len() as u64,
+            Some(g) => g.wire_len(self.data.len()),
+        }
+    }
+
+    /// Whether it is a super-frame.
+    #[inline]
+    pub fn is_super(&self) -> bool {
+        self.meta.gso.is_some()
+    }
+
+    /// Its bytes as a `Vec`, taken out of the pool's reach.
+    pub fn into_vec(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+}
+
+impl Deref for Frame {
+    type Target = Vec<u8>;
+    #[inline]
+    fn deref(&self) -> &Vec<u8> {
+        &self.data
+    }
+}
+
+impl DerefMut for Frame {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+}
+
+impl Clone for Frame {
+    /// A copy in a buffer of the pool, with a new id and the same stamp,
+    /// GSO and checksum state.
+    fn clone(&self) -> Frame {
+        let mut f = Frame::copy_from(&self.data);
+        f.meta = Meta {
+            id: f.meta.id,
+            ..self.meta
+        };
+        f
+    }
+}
+
+impl From<Vec<u8>> for Frame {
+    /// Wraps bytes made elsewhere (the buffer joins the pool when the
+    /// frame is dropped).
+    fn from(data: Vec<u8>) -> Frame {
+        Frame {
+            data,
+            meta: Meta {
+                id: next_id(),
+                ..Meta::default()
+            },
+        }
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        give_back(std::mem::take(&mut self.data));
+    }
+}
+
+impl fmt::Debug for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Frame")
+            .field("len", &self.data.len())
+            .field("meta", &self.meta)
+            .field("data", &self.data)
+            .finish()
+    }
+}
+
+impl PartialEq for Frame {
+    /// Frames are equal when their bytes and GSO are (ids differ by
+    /// construction, stamps by when they were read).
+    fn eq(&self, other: &Frame) -> bool {
+        self.data == other.data && self.meta.gso == other.meta.gso
+    }
+}
+
+impl Eq for Frame {}
+
+impl PartialEq<Vec<u8>> for Frame {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        &self.data == other
+    }
+}
+
+impl PartialEq<[u8]> for Frame {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.data == other
+    }
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// What one thread's pool has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers allocated because the pool (and the spill) had none.
+    pub allocated: u64,
+    /// Buffers taken from the pool or the spill.
+    pub reused: u64,
+    /// Buffers freed because the pool and the spill were full.
+    pub freed: u64,
+}
+
+/// The calling thread's pool counters.
+pub fn pool_stats() -> PoolStats {
+    POOL.with(|p| p.borrow().stats)
+}
+
+#[derive(Default)]
+struct Pool {
+    small: Vec<Vec<u8>>,
+    large: Vec<Vec<u8>>,
+    stats: PoolStats,
+}
+
+#[derive(Default)]
+struct Spill {
+    small: Vec<Vec<u8>>,
+    large: Vec<Vec<u8>>,
+}
+
+thread_local! {
+    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
+    static IDS: Cell<u64> = const { Cell::new(0) };
+}
+static SPILL: Mutex<Spill> = Mutex::new(Spill {
+    small: Vec::new(),
+    large: Vec::new(),
+});
+static THREADS: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    IDS.with(|c| {
+        let mut v = c.get();
+        if v == 0 {
+            v = THREADS.fetch_add(1, Ordering::Relaxed) << 48;
+        }
+        v += 1;
+        c.set(v);
+        v
+    })
+}
+
+/// An empty buffer with room for `cap` bytes: from this thread's pool, else
+/// from the spill (without waiting for it), else newly allocated.
+fn take_buffer(cap: usize) -> Vec<u8> {
+    let large = cap > SMALL_BUFFER;
+    let got = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        let p = &mut *p;
+        let local = if large { &mut p.large } else { &mut p.small };
+        if local.is_empty() {
+            if let Ok(mut s) = SPILL.try_lock() {
+                let shared = if large { &mut s.large } else { &mut s.small };
+                let n = shared.len().min(BATCH);
+                local.extend(shared.drain(shared.len() - n..));
+            }
+        }
+        match local.pop() {
+            Some(b) if b.capacity() >= cap => {
+                p.stats.reused += 1;
+                Some(b)
+            }
+            // A buffer from `From<Vec<u8>>` can be smaller than its class
+            // promises; it is freed and a right-sized one made.
+            _ => {
+                p.stats.allocated += 1;
+                None
+            }
+        }
+    });
+    match got {
+        Ok(Some(b)) => b,
+        _ => Vec::with_capacity(if large {
+            cap.max(LARGE_BUFFER)
+        } else {
+            SMALL_BUFFER
+        }),
+    }
+}
+
+/// Keeps `b` for a later frame (emptied), unless it is too small to be
+/// worth it or the pools are full.
+fn give_back(mut b: Vec<u8>) {
+    let cap = b.capacity();
+    if cap < SMALL_BUFFER {
+        return;
+    }
+    let large = cap >= LARGE_BUFFER;
+    b.clear();
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        let p = &mut *p;
+        let (local, keep) = if large {
+            (&mut p.large, LOCAL_LARGE)
+        } else {
+            (&mut p.small, LOCAL_SMALL)
+        };
+        local.push(b);
+        if local.len() > keep {
+            let mut spilled = false;
+            if let Ok(mut s) = SPILL.try_lock() {
+                let (shared, max) = if large {
+                    (&mut s.large, SPILL_LARGE)
+                } else {
+                    (&mut s.small, SPILL_SMALL)
+                };
+                let n = BATCH.min(max.saturating_sub(shared.len()));
+                shared.extend(local.drain(local.len() - n..));
+                spilled = n > 0;
+            }
+            if !spilled {
+                local.pop();
+                p.stats.freed += 1;
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_frame_s_buffer_is_used_by_the_next_frame_on_the_thread() {
+        std::thread::spawn(|| {
+            let warm: Vec<Frame> = (0..10).map(|_| Frame::zeroed(1500)).collect();
+            drop(warm);
+            let before = pool_stats();
+            for i in 0..10_000 {
+                let f = Frame::copy_from(&[i as u8; 1514]);
+                assert_eq!(f.len(), 1514);
+                let big = Frame::zeroed(32_000);
+                drop((f, big));
+            }
+            let after = pool_stats();
+            // Only the first large buffer is new: every other frame reused.
+            assert!(
+                after.allocated - before.allocated <= 1,
+                "{before:?} {after:?}"
+            );
+            assert!(after.reused - before.reused >= 19_999);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn ids_are_unique_across_threads_and_copies_get_new_ones() {
+        let a = Frame::zeroed(60);
+        let b = a.clone();
+        assert_ne!(a.meta.id, b.meta.id);
+        assert_eq!(a, b);
+        let other = std::thread::spawn(|| Frame::zeroed(60).meta.id)
+            .join()
+            .unwrap();
+        assert_ne!(other >> 48, a.meta.id >> 48);
+    }
+
+    #[test]
+    fn a_super_frame_counts_its_wire_frames_and_their_bytes() {
+        let mut f = Frame::zeroed(54 + 3000);
+        f.meta.gso = Some(Gso {
+            kind: GsoKind::TcpV4 { ecn: false },
+            hdr_len: 54,
+            size: 1448,
+            segs: 3,
+        });
+        assert_eq!(f.segs(), 3);
+        // 1448 + 1448 + 104 bytes of payload, each behind 54 bytes.
+        assert_eq!(f.wire_len(), 3 * 54 + 3000);
+        let g = f.meta.gso.unwrap();
+        assert_eq!(g.seg_len(f.len(), 0), 54 + 1448);
+        assert_eq!(g.seg_len(f.len(), 2), 54 + 104);
+        assert_eq!(Frame::zeroed(60).segs(), 1);
+    }
+}
