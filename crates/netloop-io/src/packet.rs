@@ -92,15 +92,16 @@ impl Default for PacketOptions {
 }
 
 /// With [`PacketOptions::gso`]: RX slots, and bytes per slot (32 MiB of
-/// ring: a third of a second of TCP at 1 Gbit/s in 32 KB super-frames, and
-/// 1024 small frames).
-pub const GSO_RX_FRAMES: u32 = 1024;
+/// ring: a quarter of a second of TCP at 1 Gbit/s in 64 KB super-frames, or
+/// 512 small frames).
+pub const GSO_RX_FRAMES: u32 = 512;
 /// See [`GSO_RX_FRAMES`].
-pub const GSO_RX_FRAME_SIZE: u32 = 32 * 1024;
+pub const GSO_RX_FRAME_SIZE: u32 = 64 * 1024;
 /// The largest super-frame a [`PacketOptions::gso`] socket reads whole
 /// (what the sender's `gso_max_size` must be set to): a slot less its
-/// header, the virtio header, and room for a VLAN tag.
-pub const GSO_MAX_SIZE: u32 = 32_000;
+/// header, the virtio header, and room for a VLAN tag; near Linux's own
+/// limit for IPv4 (64 KiB).
+pub const GSO_MAX_SIZE: u32 = 65_000;
 
 /// The layout of one TPACKET ring in the mapping.
 #[derive(Clone, Copy, Debug)]

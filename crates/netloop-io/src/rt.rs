@@ -329,10 +329,6 @@ pub struct RtReport {
 /// left out of the poll set before it is tried again.
 pub const FAULT_BACKOFF_NS: u64 = 10_000_000;
 
-/// How long the event thread keeps spinning without sleeping after frames
-/// arrived: more are likely on the way.
-pub const BUSY_POLL_NS: u64 = 30_000;
-
 /// Who does the I/O. Under light load the event thread reads the ports
 /// itself and writes them directly: a frame then wakes one thread, not two
 /// (a sleeping vCPU takes tens of microseconds or more to wake, and that
@@ -856,7 +852,6 @@ fn event_loop(
     // came in (so that sorting by time keeps one port's frames in order).
     let mut arrivals: Vec<(u64, u32, Arrival)> = Vec::with_capacity(QUEUE_FRAMES);
     let mut next_control = SimTime::ZERO;
-    let mut last_rx = 0u64;
     let mut last_wake_poll = 0u64;
     // The doorbell, the control hook's wake-up descriptor if any, and the
     // ports (waited on by this thread under light load); a negative
@@ -929,7 +924,6 @@ fn event_loop(
             }
         }
         if !arrivals.is_empty() {
-            last_rx = clock::mono_ns();
             arrivals.sort_unstable_by_key(|a| (a.0, a.1));
         }
         for (at, _, a) in arrivals.drain(..) {
@@ -973,9 +967,12 @@ fn event_loop(
             .min(opts.until);
         let mono = clock::mono_ns();
         let remaining = clock.mono_of(deadline).saturating_sub(mono);
-        let busy = mono.saturating_sub(last_rx) < BUSY_POLL_NS;
+        // No polling for frames after frames came: on 2 cores the CPU that
+        // spinning takes is the real programs' (TCP through one router was
+        // 7.5 Gbit/s with 30 us of it on both threads, 10.4 without). The
+        // only spin is the last moments before a due event.
         let spin_ns = wake.spin_ns();
-        if !busy && remaining > spin_ns {
+        if remaining > spin_ns {
             let mut sleep_ns = (remaining - spin_ns).min(1_000_000_000);
             // Under light load the ports are this thread's to wait on.
             for (k, f) in fds.iter_mut().enumerate() {

@@ -59,11 +59,6 @@ pub struct Outgoing {
 /// full frames about 100 ms, of 64-byte frames about 20 ms.
 pub const QUEUE_FRAMES: usize = 8192;
 
-/// How long the I/O thread keeps polling without sleeping after it had
-/// work, as NAPI does: under load more frames are on their way, and a
-/// wake-up per frame would cost more than the polling.
-pub const IO_BUSY_POLL_NS: u64 = 30_000;
-
 /// How long the I/O thread waits before reading again when the queue to the
 /// event thread was full.
 const FULL_RETRY_NS: u64 = 50_000;
@@ -347,7 +342,6 @@ pub fn io_thread(
         .chain(std::iter::once(crate::sys::pollfd_in(shared.to_io.fd())))
         .collect();
     let mut fds = raw.clone();
-    let mut last_work = 0u64;
     let mut last_publish = 0u64;
     let mut sleeps = 0u64;
     loop {
@@ -396,9 +390,6 @@ pub fn io_thread(
         worked |= read_any;
 
         let now_ns = clock::mono_ns();
-        if worked {
-            last_work = now_ns;
-        }
         if !latencies.is_empty() || now_ns - last_publish >= PUBLISH_EVERY_NS {
             let mut p = shared.published();
             for l in latencies.drain(..) {
@@ -411,7 +402,10 @@ pub fn io_thread(
                 last_publish = now_ns;
             }
         }
-        if worked || now_ns - last_work < IO_BUSY_POLL_NS || stopping {
+        // After work, one more pass before sleeping (what the work set off
+        // may be waiting already); no polling beyond it: the CPU that
+        // spinning takes is the real programs'.
+        if worked || stopping {
             std::hint::spin_loop();
             continue;
         }
