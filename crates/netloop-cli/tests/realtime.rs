@@ -663,6 +663,69 @@ fn tcp_through_an_attached_veth_with_default_offloads() {
     );
 }
 
+/// The same with the veth pair exactly as the kernel makes it, TSO and GSO
+/// on: the peer's stack hands over TCP super-frames of up to 64 KB, which
+/// netloop reads whole from the attached (virtual) interface and carries
+/// through the model as the segments they stand for (before, they were
+/// larger than a ring slot, counted as truncated and lost, and TCP crawled).
+#[test]
+fn tcp_through_an_attached_veth_whose_far_side_keeps_tso() {
+    let _serial = serial();
+    if !have_root() || !have(&["iperf3"]) {
+        return;
+    }
+    let guard = TestNetns::create(false);
+    let s = Scratch::new("attached-tso");
+    let topo = s.write(
+        "t.toml",
+        &attached_topology(&guard.root_end, &cmd("iperf3 -s -1", "0s", false)),
+    );
+    let json = s.path("out.json");
+    let logs = s.path("logs");
+    let mut run = LiveRun::start(&["run", &topo, "--json", &json, "--log-dir", &logs]);
+    let id = run.wait_running();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &guard.ns,
+            "iperf3",
+            "-c",
+            "198.18.51.2",
+            "-t",
+            "1",
+            "--connect-timeout",
+            "2000",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    let log = text(&out.stdout);
+    run.signal(Signal::SIGINT);
+    let st = run.wait_exit(Duration::from_secs(15));
+    assert_nothing_left(&id);
+    assert_eq!(st.code(), Some(130), "{}", run.output());
+    let j: Value = serde_json::from_str(&log).unwrap_or(Value::Null);
+    let received = j["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ports = r["realtime"]["ports"].as_array().unwrap();
+    let a1 = ports.iter().find(|p| p["host"] == "a1").expect("a1's port");
+    assert!(
+        out.status.success() && received > 5e6,
+        "iperf3 from behind the attached veth received {received} bytes: {}; a1: {a1}",
+        j["error"]
+    );
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    assert!(
+        u(&a1["rx_gso_frames"]) > 10,
+        "super-frames read whole: {a1}"
+    );
+    assert_eq!(u(&a1["rx_truncated"]), 0, "{a1}");
+    assert_eq!(u(&a1["rx_gso_refused"]), 0, "{a1}");
+    assert_eq!(r["conservation"]["unaccounted"], 0, "{}", r["conservation"]);
+}
+
 // ---------------------------------------------------------------------------
 // 4. link events at run time
 // ---------------------------------------------------------------------------

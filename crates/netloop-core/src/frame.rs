@@ -33,17 +33,23 @@ use std::sync::Mutex;
 
 /// A buffer that fits a frame of a standard MTU (and a VLAN tag).
 pub const SMALL_BUFFER: usize = 2048;
+/// A buffer that fits a jumbo frame (MTU 9000 and more).
+pub const MEDIUM_BUFFER: usize = 16 * 1024;
 /// A buffer that fits a GSO super-frame of up to 64 KiB.
 pub const LARGE_BUFFER: usize = 65_536 + 256;
 
-/// Buffers a thread keeps of each size before it spills some.
-const LOCAL_SMALL: usize = 4096;
-const LOCAL_LARGE: usize = 256;
+/// The pool's size classes: (buffer size, buffers a thread keeps, buffers
+/// the shared spill keeps). A buffer joins a class only if its capacity is
+/// at least the class's size and under twice it (a buffer grown larger is
+/// freed, not kept), and a frame takes the smallest class that holds it;
+/// what no class holds is allocated to size and not kept.
+const CLASSES: [(usize, usize, usize); 3] = [
+    (SMALL_BUFFER, 4096, 8192),
+    (MEDIUM_BUFFER, 256, 512),
+    (LARGE_BUFFER, 256, 512),
+];
 /// Buffers moved to or from the shared spill at once.
 const BATCH: usize = 64;
-/// Buffers the shared spill keeps of each size (beyond, they are freed).
-const SPILL_SMALL: usize = 8192;
-const SPILL_LARGE: usize = 512;
 
 /// How a super-frame is cut into wire frames (the kinds Linux's software
 /// GSO cuts; `virtio_net_hdr.gso_type`).
@@ -82,13 +88,13 @@ impl Gso {
         if i + 1 < usize::from(self.segs) {
             h + s
         } else {
-            len - s * (usize::from(self.segs) - 1)
+            len.saturating_sub(s * usize::from(self.segs.saturating_sub(1)))
         }
     }
 
     /// The bytes of all its wire frames together.
     pub fn wire_len(&self, len: usize) -> u64 {
-        len as u64 + (u64::from(self.segs) - 1) * u64::from(self.hdr_len)
+        len as u64 + u64::from(self.segs.saturating_sub(1)) * u64::from(self.hdr_len)
     }
 }
 
@@ -287,25 +293,16 @@ pub fn pool_stats() -> PoolStats {
 
 #[derive(Default)]
 struct Pool {
-    small: Vec<Vec<u8>>,
-    large: Vec<Vec<u8>>,
+    classes: [Vec<Vec<u8>>; CLASSES.len()],
     stats: PoolStats,
-}
-
-#[derive(Default)]
-struct Spill {
-    small: Vec<Vec<u8>>,
-    large: Vec<Vec<u8>>,
 }
 
 thread_local! {
     static POOL: RefCell<Pool> = RefCell::new(Pool::default());
     static IDS: Cell<u64> = const { Cell::new(0) };
 }
-static SPILL: Mutex<Spill> = Mutex::new(Spill {
-    small: Vec::new(),
-    large: Vec::new(),
-});
+static SPILL: Mutex<[Vec<Vec<u8>>; CLASSES.len()]> =
+    Mutex::new([Vec::new(), Vec::new(), Vec::new()]);
 static THREADS: AtomicU64 = AtomicU64::new(1);
 
 fn next_id() -> u64 {
@@ -320,29 +317,41 @@ fn next_id() -> u64 {
     })
 }
 
+/// The class whose buffers hold `cap` bytes, if one does.
+fn class_for(cap: usize) -> Option<usize> {
+    CLASSES.iter().position(|&(size, _, _)| cap <= size)
+}
+
+/// The class a buffer of capacity `cap` joins, if any.
+fn class_of(cap: usize) -> Option<usize> {
+    CLASSES
+        .iter()
+        .position(|&(size, _, _)| cap >= size && cap < 2 * size)
+}
+
 /// An empty buffer with room for `cap` bytes: from this thread's pool, else
 /// from the spill (without waiting for it), else newly allocated.
 fn take_buffer(cap: usize) -> Vec<u8> {
-    let large = cap > SMALL_BUFFER;
+    let Some(k) = class_for(cap) else {
+        return Vec::with_capacity(cap);
+    };
     let got = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
         let p = &mut *p;
-        let local = if large { &mut p.large } else { &mut p.small };
+        let local = &mut p.classes[k];
         if local.is_empty() {
             if let Ok(mut s) = SPILL.try_lock() {
-                let shared = if large { &mut s.large } else { &mut s.small };
+                let shared = &mut s[k];
                 let n = shared.len().min(BATCH);
                 local.extend(shared.drain(shared.len() - n..));
             }
         }
         match local.pop() {
-            Some(b) if b.capacity() >= cap => {
+            Some(b) => {
                 p.stats.reused += 1;
                 Some(b)
             }
-            // A buffer from `From<Vec<u8>>` can be smaller than its class
-            // promises; it is freed and a right-sized one made.
-            _ => {
+            None => {
                 p.stats.allocated += 1;
                 None
             }
@@ -350,41 +359,28 @@ fn take_buffer(cap: usize) -> Vec<u8> {
     });
     match got {
         Ok(Some(b)) => b,
-        _ => Vec::with_capacity(if large {
-            cap.max(LARGE_BUFFER)
-        } else {
-            SMALL_BUFFER
-        }),
+        _ => Vec::with_capacity(CLASSES[k].0),
     }
 }
 
-/// Keeps `b` for a later frame (emptied), unless it is too small to be
-/// worth it or the pools are full.
+/// Keeps `b` for a later frame (emptied), unless no class takes it or the
+/// pools are full.
 fn give_back(mut b: Vec<u8>) {
-    let cap = b.capacity();
-    if cap < SMALL_BUFFER {
+    let Some(k) = class_of(b.capacity()) else {
         return;
-    }
-    let large = cap >= LARGE_BUFFER;
+    };
     b.clear();
     let _ = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
         let p = &mut *p;
-        let (local, keep) = if large {
-            (&mut p.large, LOCAL_LARGE)
-        } else {
-            (&mut p.small, LOCAL_SMALL)
-        };
+        let (_, keep, spill_max) = CLASSES[k];
+        let local = &mut p.classes[k];
         local.push(b);
         if local.len() > keep {
             let mut spilled = false;
             if let Ok(mut s) = SPILL.try_lock() {
-                let (shared, max) = if large {
-                    (&mut s.large, SPILL_LARGE)
-                } else {
-                    (&mut s.small, SPILL_SMALL)
-                };
-                let n = BATCH.min(max.saturating_sub(shared.len()));
+                let shared = &mut s[k];
+                let n = BATCH.min(spill_max.saturating_sub(shared.len()));
                 shared.extend(local.drain(local.len() - n..));
                 spilled = n > 0;
             }
@@ -419,6 +415,29 @@ mod tests {
                 "{before:?} {after:?}"
             );
             assert!(after.reused - before.reused >= 19_999);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn buffers_go_back_only_to_the_class_they_fit() {
+        assert_eq!(class_for(1514), Some(0));
+        assert_eq!(class_for(9018), Some(1), "a jumbo frame: 16 KiB, not 64");
+        assert_eq!(class_for(65_000), Some(2));
+        assert_eq!(class_for(200_000), None);
+        assert_eq!(class_of(2048), Some(0));
+        assert_eq!(class_of(3000), Some(0), "under twice the class: kept");
+        assert_eq!(class_of(5000), None, "grown past its class: freed");
+        assert_eq!(class_of(1000), None);
+        std::thread::spawn(|| {
+            let mut f = Frame::zeroed(1500);
+            f.resize(60_000, 0);
+            drop(f);
+            let before = pool_stats();
+            let g = Frame::zeroed(1500);
+            assert!(g.capacity() < 4096, "not the grown buffer");
+            assert_eq!(pool_stats().allocated, before.allocated + 1);
         })
         .join()
         .unwrap();

@@ -58,6 +58,23 @@ impl BoundaryCounters {
     }
 }
 
+/// Cuts super-frame `frame` into its wire frames and hands each to `send`
+/// in order; `Ok(false)` if any was dropped, the first error if one failed
+/// (the others are still sent: each is counted by `send`).
+pub fn send_segments(
+    frame: &Frame,
+    send: &mut dyn FnMut(&[u8]) -> io::Result<bool>,
+) -> io::Result<bool> {
+    let mut result = Ok(true);
+    gso::cut(frame.clone(), &mut |seg| {
+        let r = send(&seg);
+        if matches!(result, Ok(true)) {
+            result = r;
+        }
+    });
+    result
+}
+
 /// What [`FrameIo::recv_batch_gso`] calls for each frame: its bytes, its
 /// arrival stamp (CLOCK_MONOTONIC ns) where the interface gives one, and for
 /// a super-frame passed on whole, its [`Gso`].
@@ -107,14 +124,7 @@ pub trait FrameIo: Send {
         if !frame.is_super() {
             return self.send(frame);
         }
-        let mut result = Ok(true);
-        gso::cut(frame.clone(), &mut |seg| {
-            let r = self.send(&seg);
-            if matches!(result, Ok(true)) {
-                result = r;
-            }
-        });
-        result
+        send_segments(frame, &mut |seg| self.send(seg))
     }
 
     /// Hands queued frames to the kernel (a no-op where `send` writes at

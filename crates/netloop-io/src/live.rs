@@ -342,8 +342,19 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 HostLink::Tap => {
                     let name = s.device_name(r);
                     s.record_device(&name)?;
-                    let tap = TapDevice::create(&name)?;
-                    tap.set_offload_none()?;
+                    // Super-frames cross it whole both ways, as through
+                    // a veth host's packet socket; each fits the read
+                    // buffer (gso_max_size).
+                    let tap = TapDevice::create_gso(&name)?;
+                    tap.set_offload_gso()?;
+                    crate::netns::ip(&[
+                        "link",
+                        "set",
+                        "dev",
+                        &name,
+                        "gso_max_size",
+                        &packet::GSO_MAX_SIZE.to_string(),
+                    ])?;
                     let h = s.add_tap_host(r, &name)?;
                     (
                         Box::new(tap),
@@ -364,7 +375,17 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                     gro_to_restore.push((a.interface.clone(), on));
                 }
                 packet::disable_receive_coalescing(&a.interface)?;
-                let sock = PacketSocket::open(&a.interface, &PacketOptions::default())?;
+                // A virtual device (a veth, whose far side may keep TSO on)
+                // can hand over super-frames; they are read and written
+                // whole. A NIC (with GRO off) gives wire frames: its ring
+                // keeps many small slots.
+                let sock = PacketSocket::open(
+                    &a.interface,
+                    &PacketOptions {
+                        gso: packet::is_virtual(&a.interface),
+                        ..PacketOptions::default()
+                    },
+                )?;
                 (
                     Box::new(sock),
                     HostReport {

@@ -28,7 +28,7 @@
 
 use crate::clock;
 use crate::error::{Context, Error, Result};
-use crate::frameio::{BoundaryCounters, FrameIo, RecvGso};
+use crate::frameio::{send_segments, BoundaryCounters, FrameIo, RecvGso};
 use crate::sys;
 use crate::tap::{check_name, ETH_HLEN};
 use netloop_model::{gso, Frame};
@@ -556,14 +556,7 @@ impl FrameIo for PacketSocket {
             return self.send(frame);
         };
         if self.gso_tx.is_none() {
-            let mut result = Ok(true);
-            gso::cut(frame.clone(), &mut |seg| {
-                let r = self.send(&seg);
-                if matches!(result, Ok(true)) {
-                    result = r;
-                }
-            });
-            return result;
+            return send_segments(frame, &mut |seg| self.send(seg));
         }
         let segs = u64::from(g.segs);
         let longest = usize::from(g.hdr_len) + usize::from(g.size);
@@ -571,7 +564,16 @@ impl FrameIo for PacketSocket {
             self.counters.tx_drops += segs;
             return Ok(false);
         }
-        self.flush()?;
+        if let Err(e) = self.flush() {
+            self.counters.tx_drops += segs;
+            return Err(e);
+        }
+        if self.tx_unsent > 0 {
+            // Frames the kernel could not take yet wait in the ring: the
+            // super-frame must not pass them, so it is cut into the ring
+            // behind them.
+            return send_segments(frame, &mut |seg| self.send(seg));
+        }
         let hdr = gso::vnet_for_frame(frame, &g).bytes();
         let w = self.gso_tx.as_ref().expect("checked above").as_fd();
         match sys::write2(w, &hdr, frame) {
@@ -851,6 +853,14 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
             (ETHTOOL_SRXCSUM, "RX checksum offload"),
         ],
     )
+}
+
+/// Whether interface `ifname` is a virtual device (a veth, a bridge; no
+/// `device` link in sysfs, which every NIC has): such a device passes GSO
+/// super-frames from its peer instead of wire frames.
+pub fn is_virtual(ifname: &str) -> bool {
+    let dev = std::path::Path::new("/sys/class/net").join(ifname);
+    dev.exists() && !dev.join("device").exists()
 }
 
 /// Readies netloop's end of a veth pair whose far end keeps its offloads

@@ -681,6 +681,7 @@ impl EventSide<'_, '_> {
     /// can be on its way out when we write one here (frames stay in order).
     fn send(&mut self, port: usize, due: u64, frame: Frame) {
         self.window_frames += 1;
+        let frame_segs = frame.segs();
         // Under load (split) never: a write runs the receiving host's stack
         // in the writing thread, and the event thread must not carry it
         // (in the SITL demo at 1 Gbit/s, direct writes made the event
@@ -698,12 +699,19 @@ impl EventSide<'_, '_> {
                 return;
             }
         }
-        if self.tx.push(Outgoing { port, due, frame }).is_ok() {
+        let len = frame.len();
+        // Counted before the push: the I/O thread may take the frame (and
+        // subtract) at once.
+        let before = self.shared.tx_bytes.fetch_add(len, Ordering::Relaxed);
+        let pushed = before + len <= rtio::QUEUE_BYTES
+            && self.tx.push(Outgoing { port, due, frame }).is_ok();
+        if pushed {
             self.shared.to_io.notify();
         } else {
+            self.shared.tx_bytes.fetch_sub(len, Ordering::Relaxed);
             // The I/O thread is that far behind: lost at the boundary,
             // counted in the port's tx_drops.
-            self.queue_full[port] += 1;
+            self.queue_full[port] += frame_segs;
         }
     }
 
@@ -942,6 +950,7 @@ fn event_loop(
         // before its arrival: the model sees everything in time order.
         let mut seq = 0u32;
         while let Ok(a) = rx.pop() {
+            shared.rx_bytes.fetch_sub(a.frame.len(), Ordering::Relaxed);
             arrivals.push((a.at, seq, a));
             seq += 1;
         }

@@ -24,7 +24,7 @@
 //! grow.
 
 use hdrhistogram::Histogram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,6 +58,12 @@ pub struct Outgoing {
 /// How many frames each queue between the threads holds: at 1 Gbit/s of
 /// full frames about 100 ms, of 64-byte frames about 20 ms.
 pub const QUEUE_FRAMES: usize = 8192;
+
+/// How many bytes each queue between the threads holds (a frame may be a
+/// 64 KB super-frame: 8192 of them would be half a gigabyte and seconds of
+/// input latency). 32 MiB: a quarter of a second at 1 Gbit/s, as much as
+/// the receive ring of a veth host.
+pub const QUEUE_BYTES: usize = 32 << 20;
 
 /// How long the I/O thread waits before reading again when the queue to the
 /// event thread was full.
@@ -104,6 +110,10 @@ pub struct Shared {
     /// Per port: frames the event thread wrote are waiting in the port for
     /// a flush, which it could not make (the I/O thread had the port).
     pub flush: Vec<AtomicBool>,
+    /// Bytes in the queue to the event thread (bounded by [`QUEUE_BYTES`]).
+    pub rx_bytes: AtomicUsize,
+    /// Bytes in the queue to the I/O thread (bounded by [`QUEUE_BYTES`]).
+    pub tx_bytes: AtomicUsize,
 }
 
 impl Shared {
@@ -115,6 +125,8 @@ impl Shared {
             to_io: Notifier::new()?,
             flush: (0..ports).map(|_| AtomicBool::new(false)).collect(),
             split: AtomicBool::new(false),
+            rx_bytes: AtomicUsize::new(0),
+            tx_bytes: AtomicUsize::new(0),
             published: Mutex::new(Published {
                 output_latency: histogram(),
                 cpu_ns: 0,
@@ -354,6 +366,7 @@ pub fn io_thread(
         let mut worked = false;
         for _ in 0..QUEUE_FRAMES {
             let Ok(o) = tx.pop() else { break };
+            shared.tx_bytes.fetch_sub(o.frame.len(), Ordering::Relaxed);
             // A lost frame (full ring, failed write) is counted by the
             // interface; the run goes on.
             let _ = lock(&ports[o.port]).port.io.send_frame(&o.frame);
@@ -376,8 +389,14 @@ pub fn io_thread(
         let mut read_any = false;
         if split {
             for (i, port) in ports.iter().enumerate() {
-                let room = rx.slots().min(opts.batch);
+                // Bytes are bounded too, a batch beyond the bound at most.
+                let room = if shared.rx_bytes.load(Ordering::Relaxed) < QUEUE_BYTES {
+                    rx.slots().min(opts.batch)
+                } else {
+                    0
+                };
                 let got = lock(port).read(room, clock, &mut |at, frame| {
+                    shared.rx_bytes.fetch_add(frame.len(), Ordering::Relaxed);
                     // Room was checked: the push cannot fail.
                     let _ = rx.push(Arrival { at, port: i, frame });
                 });
@@ -416,7 +435,7 @@ pub fn io_thread(
         // ports are not waited on (they would wake us at once, with nothing
         // we may read): the event thread is busy and will have taken frames
         // shortly.
-        let full = rx.slots() == 0;
+        let full = rx.slots() == 0 || shared.rx_bytes.load(Ordering::Relaxed) >= QUEUE_BYTES;
         let mut unmute = u64::MAX;
         for (i, f) in fds.iter_mut().enumerate() {
             *f = raw[i];

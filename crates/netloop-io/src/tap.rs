@@ -13,8 +13,10 @@
 //! there).
 
 use crate::error::{Context, Error, Result};
-use crate::frameio::{BoundaryCounters, FrameIo};
+use crate::frameio::{send_segments, BoundaryCounters, FrameIo, RecvGso};
 use crate::sys;
+use netloop_model::gso::{self, VnetHdr, VNET_HDR_LEN};
+use netloop_model::Frame;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -50,12 +52,28 @@ pub fn classify_read(n: usize, buf_len: usize) -> ReadClass {
     }
 }
 
-/// A TAP device (IFF_TAP | IFF_NO_PI), removed by the kernel when dropped.
+/// `TUNSETOFFLOAD` flags (linux/if_tun.h): what netloop takes from the
+/// kernel — partial checksums, TCP/IPv4 super-frames (with ECN), UDP
+/// super-frames (UDP_SEGMENT; Linux 6.2 and later, which takes IPv4 and
+/// IPv6 only together; netloop refuses an IPv6 one, counted, as it refuses
+/// IPv6 anyway).
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO_ECN: libc::c_uint = 0x08;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
+
+/// A TAP device (IFF_TAP | IFF_NO_PI, and IFF_VNET_HDR if made with
+/// [`TapDevice::create_gso`]), removed by the kernel when dropped.
 pub struct TapDevice {
     file: File,
     ifname: String,
     label: String,
+    /// Each read and write starts with a `virtio_net_hdr` (IFF_VNET_HDR).
+    vnet: bool,
     buf: Vec<u8>,
+    /// One segment of a super-frame being cut ([`FrameIo::recv_batch`]).
+    segment: Vec<u8>,
     counters: BoundaryCounters,
     /// The device's `tx_dropped` when we created it (0 for a new device; kept
     /// in case the kernel ever counts something before we attach).
@@ -70,6 +88,18 @@ impl TapDevice {
     /// persistent TAP, which TUNSETIFF would otherwise silently attach to and
     /// which would then outlive us.
     pub fn create(name: &str) -> Result<TapDevice> {
+        TapDevice::create_with(name, false)
+    }
+
+    /// [`TapDevice::create`] with a `virtio_net_hdr` before every frame
+    /// read and written (IFF_VNET_HDR), so that GSO super-frames cross it
+    /// whole both ways once [`TapDevice::set_offload_gso`] says netloop
+    /// takes them.
+    pub fn create_gso(name: &str) -> Result<TapDevice> {
+        TapDevice::create_with(name, true)
+    }
+
+    fn create_with(name: &str, vnet: bool) -> Result<TapDevice> {
         let what = || format!("creating TAP device '{name}'");
         check_name(name).map_err(|m| Error::msg(format!("{}: {m}", what())))?;
         if sys::if_index(name).ctx(what)?.is_some() {
@@ -101,7 +131,8 @@ impl TapDevice {
                     err.hint(hint)
                 }
             })?;
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+        let vnet_flag = if vnet { libc::IFF_VNET_HDR } else { 0 };
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | vnet_flag) as libc::c_short;
         let ifname = sys::tun_set_iff(file.as_fd(), name, flags).map_err(|e| {
             let hint = match e.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => Some("run netloop as root or with CAP_NET_ADMIN".to_string()),
@@ -134,7 +165,9 @@ impl TapDevice {
             file,
             label: format!("tap {ifname}"),
             ifname,
-            buf: vec![0; READ_BUF],
+            vnet,
+            buf: vec![0; READ_BUF + if vnet { VNET_HDR_LEN } else { 0 }],
+            segment: Vec::new(),
             counters: BoundaryCounters::default(),
             tx_dropped_base: 0,
         };
@@ -161,6 +194,150 @@ impl TapDevice {
     pub fn set_offload_none(&self) -> Result<()> {
         sys::tun_set_offload(self.file.as_fd(), 0)
             .ctx(|| format!("turning off offloads of TAP device '{}'", self.ifname))
+    }
+
+    /// Tells the kernel that netloop takes super-frames (TCP/IPv4 with ECN,
+    /// UDP/IPv4 where the kernel has it) and partial checksums, so the
+    /// namespace's stack hands over its large sends whole, as to a NIC with
+    /// TSO. Only for a device made with [`TapDevice::create_gso`].
+    pub fn set_offload_gso(&self) -> Result<()> {
+        let what = || format!("turning on offloads of TAP device '{}'", self.ifname);
+        if !self.vnet {
+            return Err(Error::msg(format!(
+                "{}: it was made without IFF_VNET_HDR",
+                what()
+            )));
+        }
+        let tcp = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
+        match sys::tun_set_offload(self.file.as_fd(), tcp | TUN_F_USO4 | TUN_F_USO6) {
+            Ok(()) => Ok(()),
+            // A kernel before 6.2 has no UDP segmentation offload for TAP.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                sys::tun_set_offload(self.file.as_fd(), tcp).ctx(what)
+            }
+            Err(e) => Err(Error::os(what(), e)),
+        }
+    }
+
+    /// Reads up to `max` frames; with `whole`, super-frames are passed on
+    /// whole with their GSO, else cut.
+    fn recv(&mut self, max: usize, whole: bool, f: &mut RecvGso<'_>) -> io::Result<usize> {
+        let mut passed = 0;
+        let mut reads = 0;
+        let head = if self.vnet { VNET_HDR_LEN } else { 0 };
+        // Bound the reads, not only the frames passed on, so a flood of
+        // runts cannot keep us here.
+        while reads < max {
+            let n = match (&self.file).read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            reads += 1;
+            match classify_read(n.saturating_sub(head), self.buf.len() - head) {
+                ReadClass::Runt => self.counters.rx_malformed += 1,
+                ReadClass::Truncated => self.counters.rx_truncated += 1,
+                ReadClass::Frame => {
+                    let hdr = (head > 0).then(|| {
+                        let mut b = [0u8; VNET_HDR_LEN];
+                        b.copy_from_slice(&self.buf[..VNET_HDR_LEN]);
+                        VnetHdr::parse(&b)
+                    });
+                    let frame = &mut self.buf[head..n];
+                    match hdr.filter(VnetHdr::is_gso) {
+                        None => {
+                            if hdr.is_some_and(|h| h.flags & gso::F_NEEDS_CSUM != 0)
+                                && gso::complete_l4_checksum(frame)
+                            {
+                                self.counters.rx_checksums_completed += 1;
+                            }
+                            self.counters.rx_frames += 1;
+                            self.counters.rx_bytes += frame.len() as u64;
+                            passed += 1;
+                            // A TAP gives no arrival time.
+                            f(frame, None, None);
+                        }
+                        Some(h) => {
+                            let described = if whole {
+                                Some(gso::describe(frame, &h))
+                            } else {
+                                None
+                            };
+                            match described {
+                                Some(Ok(Some(g))) => {
+                                    self.counters.rx_frames += u64::from(g.segs);
+                                    self.counters.rx_bytes += g.wire_len(frame.len());
+                                    self.counters.rx_gso_frames += 1;
+                                    passed += 1;
+                                    f(frame, None, Some(g));
+                                }
+                                Some(Err(_)) => self.counters.rx_gso_refused += 1,
+                                // Cut here: not asked to pass it whole, or
+                                // one segment (its checksum completed).
+                                _ => {
+                                    let counters = &mut self.counters;
+                                    let cut =
+                                        gso::segment(frame, &h, &mut self.segment, &mut |seg| {
+                                            counters.rx_frames += 1;
+                                            counters.rx_bytes += seg.len() as u64;
+                                            passed += 1;
+                                            f(seg, None, None);
+                                        });
+                                    match cut {
+                                        Ok(_) => self.counters.rx_gso_frames += 1,
+                                        Err(_) => self.counters.rx_gso_refused += 1,
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(passed)
+    }
+
+    /// Writes `frame` behind `hdr` (one `writev`), or alone on a device
+    /// without IFF_VNET_HDR. `segs` wire frames of `wire` bytes are counted.
+    fn write(&mut self, hdr: &VnetHdr, frame: &[u8], segs: u64, wire: u64) -> io::Result<bool> {
+        loop {
+            let r = if self.vnet {
+                sys::write2(self.file.as_fd(), &hdr.bytes(), frame).map(drop)
+            } else {
+                (&self.file).write(frame).map(drop)
+            };
+            match r {
+                Ok(()) => {
+                    self.counters.tx_frames += segs;
+                    self.counters.tx_bytes += wire;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The socket buffer is full (EAGAIN) or the kernel is short
+                // of buffers (ENOBUFS): a full queue, the frame is lost here.
+                // EIO: the device is down (e.g. set down inside its
+                // namespace); EINVAL: the frame is shorter than a header (or
+                // a super-frame the kernel refuses).
+                // Neither must end the run; both lose this frame.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAGAIN)
+                            | Some(libc::ENOBUFS)
+                            | Some(libc::EIO)
+                            | Some(libc::EINVAL)
+                    ) =>
+                {
+                    self.counters.tx_drops += segs;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.counters.tx_drops += segs;
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// The device's kernel `tx_dropped` counter now: frames the kernel meant
@@ -261,64 +438,32 @@ impl FrameIo for TapDevice {
         max: usize,
         f: &mut dyn FnMut(&[u8], Option<u64>),
     ) -> io::Result<usize> {
-        let mut passed = 0;
-        let mut reads = 0;
-        // Bound the reads, not only the frames passed on, so a flood of
-        // runts cannot keep us here.
-        while reads < max {
-            let n = match (&self.file).read(&mut self.buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            reads += 1;
-            match classify_read(n, self.buf.len()) {
-                ReadClass::Runt => self.counters.rx_malformed += 1,
-                ReadClass::Truncated => self.counters.rx_truncated += 1,
-                ReadClass::Frame => {
-                    self.counters.rx_frames += 1;
-                    self.counters.rx_bytes += n as u64;
-                    passed += 1;
-                    // A TAP gives no arrival time.
-                    f(&self.buf[..n], None);
-                }
-            }
-        }
-        Ok(passed)
+        self.recv(max, false, &mut |frame, stamp, _| f(frame, stamp))
+    }
+
+    /// With IFF_VNET_HDR, super-frames are passed on whole.
+    fn recv_batch_gso(&mut self, max: usize, f: &mut RecvGso<'_>) -> io::Result<usize> {
+        self.recv(max, true, f)
     }
 
     fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
-        loop {
-            match (&self.file).write(frame) {
-                Ok(_) => {
-                    self.counters.tx_frames += 1;
-                    self.counters.tx_bytes += frame.len() as u64;
-                    return Ok(true);
+        self.write(&VnetHdr::default(), frame, 1, frame.len() as u64)
+    }
+
+    /// With IFF_VNET_HDR a super-frame goes whole, behind its
+    /// `virtio_net_hdr`: the namespace's stack takes it as one packet.
+    fn send_frame(&mut self, frame: &Frame) -> io::Result<bool> {
+        match frame.meta.gso {
+            Some(g) if self.vnet => {
+                let hdr = gso::vnet_for_frame(frame, &g);
+                let ok = self.write(&hdr, frame, u64::from(g.segs), frame.wire_len())?;
+                if ok {
+                    self.counters.tx_gso_frames += 1;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // The socket buffer is full (EAGAIN) or the kernel is short
-                // of buffers (ENOBUFS): a full queue, the frame is lost here.
-                // EIO: the device is down (e.g. set down inside its
-                // namespace); EINVAL: the frame is shorter than a header.
-                // Neither must end the run; both lose this frame.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAGAIN)
-                            | Some(libc::ENOBUFS)
-                            | Some(libc::EIO)
-                            | Some(libc::EINVAL)
-                    ) =>
-                {
-                    self.counters.tx_drops += 1;
-                    return Ok(false);
-                }
-                Err(e) => {
-                    self.counters.tx_drops += 1;
-                    return Err(e);
-                }
+                Ok(ok)
             }
+            _ if frame.is_super() => send_segments(frame, &mut |seg| self.send(seg)),
+            _ => self.send(frame),
         }
     }
 

@@ -297,6 +297,11 @@ pub fn describe(frame: &[u8], hdr: &VnetHdr) -> Result<Option<Gso>, GsoError> {
         hdr.gso_type & !gso_type::ECN,
         usize::from(hdr.gso_size),
     )?;
+    // Carried whole, its length is its segments' (a Linux stack never puts
+    // bytes after the packet of a super-frame; cutting would drop them).
+    if lay.end != frame.len() {
+        return Err(GsoError::Malformed("bytes after the IPv4 packet"));
+    }
     if lay.segs < 2 {
         return Ok(None);
     }
@@ -652,6 +657,24 @@ mod tests {
             err(&long, tcp_hdr(1448)),
             GsoError::Malformed("IPv4 lengths do not fit the frame")
         );
+    }
+
+    #[test]
+    fn a_super_frame_carried_whole_has_nothing_after_its_packet() {
+        let sup = tcp_super(&[1; 3000], 0x10, 1, 1);
+        let g = describe(&sup, &tcp_hdr(1448)).unwrap().expect("3 segments");
+        assert_eq!(g.segs, 3);
+        assert_eq!(g.wire_len(sup.len()), 3 * 66 + 3000);
+        // Trailing bytes would make the segments' lengths and the wire's
+        // count disagree with what cutting gives: refused.
+        let mut tail = sup.clone();
+        tail.extend_from_slice(&[0; 3000]);
+        assert_eq!(
+            describe(&tail, &tcp_hdr(1448)),
+            Err(GsoError::Malformed("bytes after the IPv4 packet"))
+        );
+        // One segment is not carried as a super-frame.
+        assert_eq!(describe(&sup, &tcp_hdr(3000)), Ok(None));
     }
 
     #[test]

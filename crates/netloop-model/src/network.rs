@@ -430,14 +430,23 @@ impl Network {
         } else {
             let mut i = 0;
             gso::cut(frame, &mut |mut seg| {
-                match fates[i] {
+                // `describe` made the segment count the cut's; should they
+                // ever differ, a segment without a fate arrives untouched.
+                let fate = fates.get(i).copied().unwrap_or(Fate::Arrives {
+                    at: now + d.channel.spec.delay,
+                    bit: None,
+                    dup: false,
+                });
+                match fate {
                     Fate::Lost => {
                         d.stats.drops.add(DropReason::RandomLoss);
                         self.ledger.drop_frame(DropReason::RandomLoss);
                     }
                     Fate::Arrives { at, bit, dup } => {
                         if let Some(bit) = bit {
-                            seg[(bit / 8) as usize] ^= 1 << (bit % 8);
+                            if let Some(byte) = seg.get_mut((bit / 8) as usize) {
+                                *byte ^= 1 << (bit % 8);
+                            }
                             d.stats.corrupted += 1;
                         }
                         if dup {

@@ -271,7 +271,7 @@ impl Router {
         let Some(route) = self.table.lookup(dst) else {
             return false;
         };
-        usize::from(g.hdr_len) - ETH_HEADER + usize::from(g.size)
+        usize::from(g.hdr_len).saturating_sub(ETH_HEADER) + usize::from(g.size)
             <= self.ports[route.port].mtu as usize
     }
 
@@ -298,9 +298,8 @@ impl Router {
     /// only), including those `arp` recorded itself.
     fn account(&mut self, before: &DropCounts, ctx: &NodeCtx) {
         for r in DropReason::ALL {
-            for _ in before.get(r)..ctx.ledger.dropped.get(r) {
-                self.stats.drops.add(r);
-            }
+            let n = ctx.ledger.dropped.get(r) - before.get(r);
+            self.stats.drops.add_n(r, n);
         }
         self.stats.arp_requests_sent = self.arp.requests_sent;
         self.stats.arp_replies_sent = self.arp.replies_sent;

@@ -180,6 +180,43 @@ fn a_lost_segment_cuts_the_super_frame_and_only_that_segment_is_missing() {
 }
 
 #[test]
+fn corruption_and_duplication_strike_segments_as_they_strike_frames() {
+    // The same random stream: each super-frame's segments meet exactly the
+    // fates the same frames sent one by one meet. An unstruck super-frame
+    // stays whole.
+    let noisy = DirectionSpec {
+        corrupt: 0.05,
+        duplicate: 0.05,
+        ..dir(None, ms(1))
+    };
+    let mut whole_sim = pair(noisy.clone(), 3);
+    let mut seg_sim = pair(noisy, 3);
+    let (a, b) = (whole_sim.real[0].node, whole_sim.real[1].node);
+    for _ in 0..20 {
+        let f = tcp_super(4 * 1448, MACS, IPS);
+        for seg in wire(&f) {
+            assert!(seg_sim.net.inject(&mut seg_sim.queue, a, seg.into()));
+        }
+        assert!(whole_sim.net.inject(&mut whole_sim.queue, a, f));
+    }
+    whole_sim.run_until(SimTime::ZERO + ms(5), 1 << 20, |_, _| true);
+    seg_sim.run_until(SimTime::ZERO + ms(5), 1 << 20, |_, _| true);
+    let out = outbox(&mut whole_sim, b);
+    let got: Vec<Vec<u8>> = out.iter().flat_map(wire).collect();
+    let want: Vec<Vec<u8>> = outbox(&mut seg_sim, b).iter().map(|f| f.to_vec()).collect();
+    assert_eq!(got, want, "the same segments, corrupted and copied alike");
+    let (w, s) = (
+        &whole_sim.net.links()[0].dirs[0].stats,
+        &seg_sim.net.links()[0].dirs[0].stats,
+    );
+    assert!(w.corrupted > 0 && w.duplicated > 0, "{w:?}");
+    assert_eq!((w.corrupted, w.duplicated), (s.corrupted, s.duplicated));
+    let whole = out.iter().filter(|f| f.is_super()).count();
+    assert!(whole > 0 && whole < 20, "some stayed whole: {whole}");
+    assert_conserved(&whole_sim);
+}
+
+#[test]
 fn a_link_with_a_rate_cuts_super_frames_and_times_each_segment() {
     let mut sim = pair(dir(Some(1000), ms(1)), 1);
     let rec = Recorder::default();
