@@ -24,6 +24,7 @@ fn frame_seeds(h: &Harness, target: Target) -> Vec<(&'static str, Vec<u8>)> {
         Target::Router => (h.address_of("r1"), h.address_of("b")),
         Target::Switch => (h.address_of("a"), h.address_of("b")),
         Target::Host => (h.address_of("a"), h.address_of("a")),
+        Target::Super => unreachable!("super_seeds"),
     };
     let (near, far) = (near.expect("near"), far.expect("far"));
     let hello = |r: &mut Records| {
@@ -217,6 +218,87 @@ fn gso_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// Seeds of the `frames_super` target: super-frames (TCP, TCP with ECN, UDP)
+/// to the simulated host behind the switch (forwarded whole once ARP is
+/// done, cut by the rated link after the switch), to the host behind the
+/// jittered link, the rate-limited router and the small MTU (cut, ICMP
+/// "fragmentation needed" per segment), to the real host r1 cannot resolve
+/// (cut while waiting for ARP), to r1 itself, with TTL 1, with bytes after
+/// the packet (not a super-frame: plain), and a small gso_size.
+fn super_seeds(h: &Harness) -> Vec<(&'static str, Vec<u8>)> {
+    use netloop_io::gso::gso_type::{ECN, TCPV4, UDP_L4};
+    let x = h.address_of("x").expect("x");
+    let r1 = h.address_of("r1").expect("r1");
+    let a = h.address_of("a").expect("a");
+    let b = h.address_of("b").expect("b");
+    let y = h.address_of("y").expect("y");
+    let tcp = |dst: [u8; 4], ttl: u8, n: usize, flags: u8| {
+        let mut t = tcp_syn(x, dst, 5201);
+        t[13] = flags;
+        t.extend((0..n as u32).map(|i| (i * 7 % 251) as u8));
+        let mut ip = Ip::new(x, dst, 6);
+        ip.ttl = ttl;
+        eth(ETH_IPV4, &ip.packet(&t))
+    };
+    let udp_to =
+        |dst: [u8; 4], n: usize| eth(ETH_IPV4, &Ip::new(x, dst, 17).packet(&udp(9, &vec![5; n])));
+    let hello = |r: &mut Records| {
+        r.push_gso(2, 0, 0, 0, &arp(1, x, r1));
+        r.push_gso(3, 4, 0, 0, &arp(2, x, r1));
+    };
+    let mut seeds: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    let mut add = |name: &'static str, f: &dyn Fn(&mut Records)| {
+        let mut r = Records::default();
+        hello(&mut r);
+        f(&mut r);
+        seeds.push((name, r.0));
+    };
+    add("tcp-to-a", &|r| {
+        for k in 0..4 {
+            r.push_gso(3, 10 + k, 1448, TCPV4, &tcp(a, 64, 10 * 1448, 0x18));
+        }
+    });
+    add("tcp-ecn-to-a", &|r| {
+        r.push_gso(3, 10, 1448, TCPV4 | ECN, &tcp(a, 64, 8 * 1448, 0x98));
+        r.push_gso(3, 10, 536, TCPV4 | ECN, &tcp(a, 64, 9000, 0x98));
+    });
+    add("udp-to-a", &|r| {
+        r.push_gso(3, 10, 1200, UDP_L4, &udp_to(a, 6000));
+        r.push_gso(3, 10, 1200, UDP_L4, &udp_to(a, 6000));
+    });
+    add("tcp-to-b-small-mtu", &|r| {
+        r.push_gso(3, 10, 1448, TCPV4, &tcp(b, 64, 4 * 1448, 0x18));
+        r.push_gso(3, 10, 900, TCPV4, &tcp(b, 64, 4 * 900, 0x18));
+    });
+    add("udp-to-b", &|r| {
+        r.push_gso(3, 10, 900, UDP_L4, &udp_to(b, 9000));
+    });
+    add("tcp-to-y-unresolved", &|r| {
+        r.push_gso(3, 10, 1448, TCPV4, &tcp(y, 64, 40 * 1448, 0x18));
+    });
+    add("tcp-to-r1", &|r| {
+        r.push_gso(3, 10, 1448, TCPV4, &tcp(r1, 64, 5 * 1448, 0x18));
+    });
+    add("ttl-1", &|r| {
+        r.push_gso(3, 10, 1448, TCPV4, &tcp(a, 1, 5 * 1448, 0x18));
+    });
+    add("bytes-after", &|r| {
+        let mut f = tcp(a, 64, 5 * 1448, 0x18);
+        f.extend_from_slice(&[0; 500]);
+        r.push_gso(3, 10, 1448, TCPV4, &f);
+    });
+    add("small-gso-size", &|r| {
+        r.push_gso(3, 10, 8, TCPV4, &tcp(a, 64, 4000, 0x10));
+        r.push_gso(3, 10, 1, UDP_L4, &udp_to(a, 300));
+    });
+    add("plain-and-super", &|r| {
+        r.push_gso(3, 2, 0, 0, &tcp(a, 64, 100, 0x02));
+        r.push_gso(3, 2, 1448, TCPV4, &tcp(a, 64, 3 * 1448, 0x18));
+        r.push_gso(3, 2, 0, 0, &udp_to(b, 100));
+    });
+    seeds
+}
+
 fn write(dir: &Path, name: &str, data: &[u8]) {
     std::fs::create_dir_all(dir).expect("create corpus directory");
     std::fs::write(dir.join(name), data).expect("write seed");
@@ -227,7 +309,11 @@ fn main() {
     for target in Target::ALL {
         let h = Harness::new(target);
         let dir = root.join(format!("frames_{}", target.name()));
-        for (name, data) in frame_seeds(&h, target) {
+        let seeds = match target {
+            Target::Super => super_seeds(&h),
+            _ => frame_seeds(&h, target),
+        };
+        for (name, data) in seeds {
             // Each seed must pass the harness as it is.
             Harness::new(target).run(&data);
             write(&dir, name, &data);

@@ -21,6 +21,12 @@
 //!
 //! The MAC rewrite lets the fuzzer reach the IPv4, ARP and TCP code behind a
 //! node's address check without guessing 48 bits.
+//!
+//! The `frames_super` target's records carry a GSO header after the length:
+//! bytes 3–4, `gso_size` (little-endian), byte 5, `gso_type` (as in a
+//! `virtio_net_hdr`), then the frame (up to 65 000 bytes). A frame that
+//! `gso::describe` takes as a super-frame of that kind enters the model as
+//! one, as a veth host's would; any other enters as a plain frame.
 
 pub mod wire;
 
@@ -37,6 +43,11 @@ pub enum Target {
     Switch,
     /// A simulated host (smoltcp's stack: ARP, ICMP, TCP, UDP, reassembly).
     Host,
+    /// GSO super-frames into a router, on links that keep them whole and
+    /// links that cut them (loss, corruption and duplication per segment;
+    /// jitter; a rate; a rate-limited router; a switch; a simulated host;
+    /// a second real host).
+    Super,
 }
 
 impl Target {
@@ -47,6 +58,7 @@ impl Target {
             Target::Router => "router",
             Target::Switch => "switch",
             Target::Host => "host",
+            Target::Super => "super",
         }
     }
 
@@ -54,13 +66,13 @@ impl Target {
     /// destination.
     pub fn peer(self) -> &'static str {
         match self {
-            Target::Router => "r1",
+            Target::Router | Target::Super => "r1",
             Target::Switch | Target::Host => "a",
         }
     }
 
     /// Every target.
-    pub const ALL: [Target; 3] = [Target::Router, Target::Switch, Target::Host];
+    pub const ALL: [Target; 4] = [Target::Router, Target::Switch, Target::Host, Target::Super];
 
     /// The topology the frames enter: a real host `x` (an external node in
     /// the model) attached to the node under test, with simulated traffic
@@ -70,9 +82,63 @@ impl Target {
             Target::Router => ROUTER_TOPOLOGY,
             Target::Switch => SWITCH_TOPOLOGY,
             Target::Host => HOST_TOPOLOGY,
+            Target::Super => SUPER_TOPOLOGY,
         }
     }
 }
+
+const SUPER_TOPOLOGY: &str = r#"
+[run]
+duration = "1s"
+[[node]]
+name = "x"
+kind = "namespace"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "y"
+kind = "namespace"
+[[node]]
+name = "s1"
+kind = "switch"
+[[node]]
+name = "a"
+kind = "host"
+[[node]]
+name = "r2"
+kind = "router"
+forwarding_rate = "100000pps"
+forwarding_queue = 8
+[[node]]
+name = "b"
+kind = "host"
+[[link]]
+endpoints = ["x", "r1"]
+loss = "1%"
+corrupt = 0.01
+duplicate = 0.01
+queue = { packets = 64 }
+[[link]]
+endpoints = ["r1", "y"]
+[[link]]
+endpoints = ["r1", "s1"]
+[[link]]
+endpoints = ["s1", "a"]
+rate = "100Mbps"
+[[link]]
+endpoints = ["r1", "r2"]
+jitter = "20us"
+[[link]]
+endpoints = ["r2", "b"]
+mtu = 1000
+[[traffic]]
+name = "ab"
+kind = "tcp-bulk"
+from = "a"
+to = "b"
+bytes = "20KB"
+"#;
 
 const ROUTER_TOPOLOGY: &str = r#"
 [run]
@@ -194,10 +260,15 @@ pub struct Harness {
     peer_mac: [u8; 6],
     /// Frames that came back out to the real host.
     returned: Vec<Vec<u8>>,
+    /// Records carry a GSO header (the `frames_super` target).
+    gso: bool,
 }
 
 /// The longest frame a record may carry (a 9000-byte jumbo frame and some).
 pub const MAX_FRAME: usize = 9100;
+/// The longest super-frame a `frames_super` record may carry (what a veth
+/// host's ring slot holds).
+pub const MAX_SUPER_FRAME: usize = 65_000;
 
 /// Simulated time let pass after the last frame: ARP retries give up, TCP
 /// retransmits, queues drain.
@@ -210,7 +281,9 @@ const MAX_EVENTS: u64 = 2_000_000;
 impl Harness {
     /// Builds `target`'s topology.
     pub fn new(target: Target) -> Harness {
-        Harness::with_topology(target.topology(), target.peer())
+        let mut h = Harness::with_topology(target.topology(), target.peer());
+        h.gso = target == Target::Super;
+        h
     }
 
     /// Builds the topology `toml`, whose first real host is where frames
@@ -240,6 +313,7 @@ impl Harness {
             peer_mac,
             sim,
             returned: Vec::new(),
+            gso: false,
         }
     }
 
@@ -284,13 +358,21 @@ impl Harness {
     /// that every frame is accounted for.
     pub fn run(&mut self, data: &[u8]) {
         let mut rest = data;
-        while rest.len() >= 3 {
+        let head = if self.gso { 6 } else { 3 };
+        let max = if self.gso { MAX_SUPER_FRAME } else { MAX_FRAME };
+        while rest.len() >= head {
             let flags = rest[0];
             let len = (u16::from_le_bytes([rest[1], rest[2]]) as usize)
-                .min(rest.len() - 3)
-                .min(MAX_FRAME);
-            let mut frame = rest[3..3 + len].to_vec();
-            rest = &rest[3 + len..];
+                .min(rest.len() - head)
+                .min(max);
+            let vnet = self.gso.then(|| netloop_io::gso::VnetHdr {
+                flags: netloop_io::gso::F_NEEDS_CSUM,
+                gso_type: rest[5],
+                gso_size: u16::from_le_bytes([rest[3], rest[4]]),
+                ..Default::default()
+            });
+            let mut frame = rest[head..head + len].to_vec();
+            rest = &rest[head + len..];
             let gap = SimDuration::from_micros(50 * u64::from(flags >> 2));
             let at = self.sim.queue.now() + gap;
             self.advance(at);
@@ -305,10 +387,12 @@ impl Harness {
                     _ => {}
                 }
             }
-            let injected = self
-                .sim
-                .net
-                .inject(&mut self.sim.queue, self.x, frame.into());
+            let mut frame = netloop_model::Frame::from(frame);
+            if let Some(Ok(Some(g))) = vnet.map(|h| netloop_io::gso::describe(&frame, &h)) {
+                frame.meta.gso = Some(g);
+                frame.meta.csum = netloop_core::frame::Checksum::Partial;
+            }
+            let injected = self.sim.net.inject(&mut self.sim.queue, self.x, frame);
             assert!(injected, "the real host's node takes frames");
         }
         let end = self.sim.queue.now() + SETTLE;

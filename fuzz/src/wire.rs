@@ -143,4 +143,32 @@ impl Records {
         self.0.extend_from_slice(frame);
         self
     }
+
+    /// A `frames_super` record: as [`Records::push`], with the GSO header
+    /// (`gso_size`, `gso_type`) the frame came with.
+    pub fn push_gso(
+        &mut self,
+        mode: u8,
+        gap: u8,
+        gso_size: u16,
+        gso_type: u8,
+        frame: &[u8],
+    ) -> &mut Self {
+        assert!(
+            mode < 4 && gap < 64,
+            "mode {mode} or gap {gap} out of range"
+        );
+        assert!(
+            frame.len() <= crate::MAX_SUPER_FRAME,
+            "a {}-byte frame",
+            frame.len()
+        );
+        self.0.push(mode | gap << 2);
+        self.0
+            .extend_from_slice(&(frame.len() as u16).to_le_bytes());
+        self.0.extend_from_slice(&gso_size.to_le_bytes());
+        self.0.push(gso_type);
+        self.0.extend_from_slice(frame);
+        self
+    }
 }
