@@ -276,7 +276,7 @@ impl AsRef<[u8]> for Frame {
 }
 
 /// What one thread's pool has done so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStats {
     /// Buffers allocated because the pool (and the spill) had none.
     pub allocated: u64,
@@ -284,6 +284,26 @@ pub struct PoolStats {
     pub reused: u64,
     /// Buffers freed because the pool and the spill were full.
     pub freed: u64,
+}
+
+impl PoolStats {
+    /// What happened since `earlier` (counters of the same thread).
+    pub fn since(&self, earlier: &PoolStats) -> PoolStats {
+        PoolStats {
+            allocated: self.allocated.saturating_sub(earlier.allocated),
+            reused: self.reused.saturating_sub(earlier.reused),
+            freed: self.freed.saturating_sub(earlier.freed),
+        }
+    }
+
+    /// Both together (two threads' counters).
+    pub fn plus(&self, other: &PoolStats) -> PoolStats {
+        PoolStats {
+            allocated: self.allocated + other.allocated,
+            reused: self.reused + other.reused,
+            freed: self.freed + other.freed,
+        }
+    }
 }
 
 /// The calling thread's pool counters.

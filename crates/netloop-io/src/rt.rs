@@ -26,6 +26,7 @@
 //! The model is not told that it runs in real time.
 
 use hdrhistogram::Histogram;
+use netloop_core::frame::{pool_stats, PoolStats};
 use netloop_core::{EventQueue, Model, SimTime};
 use netloop_model::network::{Event, Network, Node};
 use netloop_model::{Frame, NodeId};
@@ -300,6 +301,10 @@ pub struct RtReport {
     /// The I/O thread's share of the wall time (the kernel work of its
     /// writes included).
     pub io_cpu_share: f64,
+    /// Frame buffers of both threads: allocated (the pool had none),
+    /// reused from the pool, freed (the pool was full). In a steady state
+    /// `allocated` stops growing: nothing is allocated per frame.
+    pub buffers: PoolStats,
     /// Times the event thread slept in `ppoll` (ended by a deadline or a
     /// frame).
     pub sleeps: u64,
@@ -468,6 +473,7 @@ struct Tally {
     fifo: Option<i32>,
     priority_error: Option<String>,
     cpu0: u64,
+    pool0: PoolStats,
     wall0: u64,
     events0: u64,
     lateness: Histogram<u64>,
@@ -544,6 +550,7 @@ impl Tally {
             io_cpu_share: share(io.cpu_ns),
             sleeps: self.sleeps,
             io_sleeps: io.sleeps,
+            buffers: pool_stats().since(&self.pool0).plus(&io.pool),
             demotions: self.demotions,
             io_demotions: io.demotions,
             rx_frames: sum(|c| c.rx_frames),
@@ -811,6 +818,7 @@ pub fn run_realtime(
             fifo,
             priority_error,
             cpu0: thread_cpu_ns(),
+            pool0: pool_stats(),
             wall0: clock::mono_ns(),
             events0: queue.events_processed(),
             lateness: histogram(),

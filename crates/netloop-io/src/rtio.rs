@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::clock::{self, RtClock};
 use crate::notify::Notifier;
 use crate::rt::{histogram, RealPort};
-use netloop_core::frame::Checksum;
+use netloop_core::frame::{pool_stats, Checksum, PoolStats};
 use netloop_model::Frame;
 
 /// A frame read from a real interface, on its way to the event thread.
@@ -90,6 +90,8 @@ pub struct Published {
     pub demotions: u64,
     /// Why it did not run at the priority asked for, if it didn't.
     pub priority_error: Option<String>,
+    /// What its frame buffer pool did (see [`netloop_core::frame`]).
+    pub pool: PoolStats,
 }
 
 /// What the two threads share besides their queues.
@@ -133,6 +135,7 @@ impl Shared {
                 sleeps: 0,
                 demotions: 0,
                 priority_error: None,
+                pool: PoolStats::default(),
             }),
         })
     }
@@ -343,6 +346,7 @@ pub fn io_thread(
     };
     let mut duty = Duty::new(fifo);
     let cpu0 = crate::rt::thread_cpu_ns();
+    let pool0 = pool_stats();
     let n = ports.len();
     let mut dirty = vec![false; n];
     let mut latencies: Vec<u64> = Vec::with_capacity(QUEUE_FRAMES);
@@ -418,6 +422,7 @@ pub fn io_thread(
                 p.cpu_ns = crate::rt::thread_cpu_ns() - cpu0;
                 p.sleeps = sleeps;
                 p.demotions = duty.demotions;
+                p.pool = pool_stats().since(&pool0);
                 last_publish = now_ns;
             }
         }
@@ -485,6 +490,7 @@ pub fn io_thread(
     p.cpu_ns = crate::rt::thread_cpu_ns() - cpu0;
     p.sleeps = sleeps;
     p.demotions = duty.demotions;
+    p.pool = pool_stats().since(&pool0);
     drop(p);
     if fifo.is_some() {
         crate::sys::restore_policy(old_policy);
