@@ -13,9 +13,12 @@
 //!   drives the same trait; only the way it waits for the next event differs.
 //! - [`rng`]: one seeded random stream per component, derived from the run's
 //!   seed and the component's stable name.
+//! - [`frame`]: the packet buffer every layer passes around ([`Frame`]: an
+//!   Ethernet frame or a GSO super-frame with its metadata), in buffers a
+//!   per-thread pool gives back to the next frame.
 //!
-//! What this crate does *not* own: packets, links and nodes (`netloop-model`),
-//! topology files (`netloop-config`), and any I/O.
+//! What this crate does *not* own: what packets mean, links and nodes
+//! (`netloop-model`), topology files (`netloop-config`), and any I/O.
 //!
 //! Partitioning (later): a partition is one [`EventQueue`] plus the part of the
 //! model it owns; partitions exchange events over links whose propagation delay
