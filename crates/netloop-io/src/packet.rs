@@ -574,7 +574,9 @@ impl FrameIo for PacketSocket {
             // behind them.
             return send_segments(frame, &mut |seg| self.send(seg));
         }
-        let hdr = gso::vnet_for_frame(frame, &g).bytes();
+        let Some(hdr) = gso::vnet_for_frame(frame, &g).map(|h| h.bytes()) else {
+            return send_segments(frame, &mut |seg| self.send(seg));
+        };
         let w = self.gso_tx.as_ref().expect("checked above").as_fd();
         match sys::write2(w, &hdr, frame) {
             Ok(_) => {

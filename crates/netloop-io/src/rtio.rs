@@ -400,9 +400,14 @@ pub fn io_thread(
                     0
                 };
                 let got = lock(port).read(room, clock, &mut |at, frame| {
-                    shared.rx_bytes.fetch_add(frame.len(), Ordering::Relaxed);
-                    // Room was checked: the push cannot fail.
-                    let _ = rx.push(Arrival { at, port: i, frame });
+                    let len = frame.len();
+                    shared.rx_bytes.fetch_add(len, Ordering::Relaxed);
+                    // Room was checked (a read passes on at most `room`
+                    // frames): the push cannot fail; were it to, the bytes
+                    // are given back so the queue never looks full for good.
+                    if rx.push(Arrival { at, port: i, frame }).is_err() {
+                        shared.rx_bytes.fetch_sub(len, Ordering::Relaxed);
+                    }
                 });
                 read_any |= got > 0;
             }

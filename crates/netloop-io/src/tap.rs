@@ -232,6 +232,14 @@ impl TapDevice {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A frame the kernel cannot describe in a virtio_net_hdr (a
+                // GSO kind it has no code for): it freed the frame; counted,
+                // and the reading goes on.
+                Err(e) if self.vnet && e.raw_os_error() == Some(libc::EINVAL) => {
+                    reads += 1;
+                    self.counters.rx_gso_refused += 1;
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             reads += 1;
@@ -247,9 +255,14 @@ impl TapDevice {
                     let frame = &mut self.buf[head..n];
                     match hdr.filter(VnetHdr::is_gso) {
                         None => {
-                            if hdr.is_some_and(|h| h.flags & gso::F_NEEDS_CSUM != 0)
-                                && gso::complete_l4_checksum(frame)
-                            {
+                            // A checksum left to offload is completed at the
+                            // place the header names, whatever the protocol;
+                            // offsets that do not fit make a malformed frame.
+                            if let Some(h) = hdr.filter(|h| h.flags & gso::F_NEEDS_CSUM != 0) {
+                                if !gso::complete_partial(frame, h.csum_start, h.csum_offset) {
+                                    self.counters.rx_malformed += 1;
+                                    continue;
+                                }
                                 self.counters.rx_checksums_completed += 1;
                             }
                             self.counters.rx_frames += 1;
@@ -298,27 +311,58 @@ impl TapDevice {
         Ok(passed)
     }
 
-    /// Writes `frame` behind `hdr` (one `writev`), or alone on a device
-    /// without IFF_VNET_HDR. `segs` wire frames of `wire` bytes are counted.
-    fn write(&mut self, hdr: &VnetHdr, frame: &[u8], segs: u64, wire: u64) -> io::Result<bool> {
+    /// Writes super-frame `frame` (of `segs` segments) behind `hdr`; an
+    /// EINVAL is returned, not counted (the caller cuts the frame then).
+    fn write_super(&mut self, hdr: &VnetHdr, frame: &Frame, segs: u16) -> io::Result<bool> {
+        loop {
+            match sys::write2(self.file.as_fd(), &hdr.bytes(), frame) {
+                Ok(_) => {
+                    self.counters.tx_frames += u64::from(segs);
+                    self.counters.tx_bytes += frame.wire_len();
+                    self.counters.tx_gso_frames += 1;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(e),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EIO)
+                    ) =>
+                {
+                    self.counters.tx_drops += u64::from(segs);
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.counters.tx_drops += u64::from(segs);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Writes plain frame `frame`: behind a `virtio_net_hdr` that asks
+    /// nothing of the kernel on a device with IFF_VNET_HDR (one `writev`),
+    /// else alone.
+    fn write_plain(&mut self, frame: &[u8]) -> io::Result<bool> {
+        let none = VnetHdr::default().bytes();
         loop {
             let r = if self.vnet {
-                sys::write2(self.file.as_fd(), &hdr.bytes(), frame).map(drop)
+                sys::write2(self.file.as_fd(), &none, frame).map(drop)
             } else {
                 (&self.file).write(frame).map(drop)
             };
             match r {
                 Ok(()) => {
-                    self.counters.tx_frames += segs;
-                    self.counters.tx_bytes += wire;
+                    self.counters.tx_frames += 1;
+                    self.counters.tx_bytes += frame.len() as u64;
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // The socket buffer is full (EAGAIN) or the kernel is short
                 // of buffers (ENOBUFS): a full queue, the frame is lost here.
                 // EIO: the device is down (e.g. set down inside its
-                // namespace); EINVAL: the frame is shorter than a header (or
-                // a super-frame the kernel refuses).
+                // namespace); EINVAL: the frame is shorter than a header.
                 // Neither must end the run; both lose this frame.
                 Err(e)
                     if matches!(
@@ -329,11 +373,11 @@ impl TapDevice {
                             | Some(libc::EINVAL)
                     ) =>
                 {
-                    self.counters.tx_drops += segs;
+                    self.counters.tx_drops += 1;
                     return Ok(false);
                 }
                 Err(e) => {
-                    self.counters.tx_drops += segs;
+                    self.counters.tx_drops += 1;
                     return Err(e);
                 }
             }
@@ -447,7 +491,7 @@ impl FrameIo for TapDevice {
     }
 
     fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
-        self.write(&VnetHdr::default(), frame, 1, frame.len() as u64)
+        self.write_plain(frame)
     }
 
     /// With IFF_VNET_HDR a super-frame goes whole, behind its
@@ -455,12 +499,17 @@ impl FrameIo for TapDevice {
     fn send_frame(&mut self, frame: &Frame) -> io::Result<bool> {
         match frame.meta.gso {
             Some(g) if self.vnet => {
-                let hdr = gso::vnet_for_frame(frame, &g);
-                let ok = self.write(&hdr, frame, u64::from(g.segs), frame.wire_len())?;
-                if ok {
-                    self.counters.tx_gso_frames += 1;
+                let Some(hdr) = gso::vnet_for_frame(frame, &g) else {
+                    return send_segments(frame, &mut |seg| self.send(seg));
+                };
+                match self.write_super(&hdr, frame, g.segs) {
+                    // Refused whole (a kernel without that GSO kind): its
+                    // segments one by one.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        send_segments(frame, &mut |seg| self.send(seg))
+                    }
+                    r => r,
                 }
-                Ok(ok)
             }
             _ if frame.is_super() => send_segments(frame, &mut |seg| self.send(seg)),
             _ => self.send(frame),

@@ -488,7 +488,7 @@ fn super_frames_are_cut_as_the_kernel_cuts_them_and_cross_a_veth_whole() {
     for (what, f) in &cases {
         let g = f.meta.gso.expect("a super-frame");
         let mut want = Vec::new();
-        let hdr = gso::vnet_for_frame(f, &g);
+        let hdr = gso::vnet_for_frame(f, &g).expect("a valid super-frame");
         gso::segment(f, &hdr, &mut Vec::new(), &mut |s| want.push(s.to_vec())).unwrap();
         assert_eq!(want.len(), usize::from(g.segs), "{what}");
         segs += want.len() as u64;

@@ -339,16 +339,52 @@ pub fn vnet_for(g: &Gso) -> VnetHdr {
     }
 }
 
-/// Fills in a [`vnet_for`] header's `csum_start` for `frame` (the start of
-/// its TCP/UDP header).
-pub fn vnet_for_frame(frame: &Frame, g: &Gso) -> VnetHdr {
+/// A [`vnet_for`] header with `csum_start` and `hdr_len` filled in for
+/// `frame` (where its TCP/UDP header starts and ends); `None` if the frame
+/// no longer fits its GSO kind (the caller cuts it instead, see [`cut`]).
+pub fn vnet_for_frame(frame: &Frame, g: &Gso) -> Option<VnetHdr> {
     let mut h = vnet_for(g);
     let kind = h.gso_type & !gso_type::ECN;
-    if let Ok(lay) = Layout::of(frame, kind, usize::from(g.size)) {
-        h.csum_start = lay.l4 as u16;
-        h.hdr_len = lay.headers() as u16;
+    let lay = Layout::of(frame, kind, usize::from(g.size)).ok()?;
+    h.csum_start = lay.l4 as u16;
+    h.hdr_len = lay.headers() as u16;
+    Some(h)
+}
+
+/// Completes a checksum that a sender with checksum offload left partial,
+/// the way the kernel's `skb_checksum_help` does, from the offsets its
+/// `virtio_net_hdr` gives: the one's-complement sum of everything from
+/// `csum_start` (whose checksum field holds the pseudo-header's sum) is
+/// folded, complemented (0 written as 0xffff) and put at `csum_start +
+/// csum_offset`. Works for any protocol and any tags in front. False (the
+/// frame untouched) if the offsets do not fit the frame.
+pub fn complete_partial(frame: &mut [u8], csum_start: u16, csum_offset: u16) -> bool {
+    let (start, at) = (
+        usize::from(csum_start),
+        usize::from(csum_start) + usize::from(csum_offset),
+    );
+    if start >= frame.len() || at + 2 > frame.len() {
+        return false;
     }
-    h
+    let mut sum: u32 = 0;
+    let mut chunks = frame[start..].chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        // Fold as we go: a 64 KB frame would overflow otherwise.
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    if let [last] = chunks.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = match !(sum as u16) {
+        0 => 0xffff,
+        c => c,
+    };
+    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
 }
 
 /// Cuts super-frame `frame` into its wire frames (from the pool), calling
@@ -675,6 +711,43 @@ mod tests {
         );
         // One segment is not carried as a super-frame.
         assert_eq!(describe(&sup, &tcp_hdr(3000)), Ok(None));
+    }
+
+    #[test]
+    fn a_partial_checksum_is_completed_where_the_header_says() {
+        // A UDP datagram behind a VLAN tag, its checksum field holding the
+        // pseudo-header's sum, as a sender with checksum offload leaves it.
+        let mut f = vec![0u8; 18];
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[16..18].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![0x45, 0, 0, 28 + 6, 0, 0, 0, 0, 64, 17, 0, 0];
+        ip.extend_from_slice(&A);
+        ip.extend_from_slice(&B);
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x9c, 0x40, 0, 9, 0, 14, 0, 0, 1, 2, 3, 4, 5, 6]);
+        let pseudo: u32 = [A, B]
+            .concat()
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum::<u32>()
+            + 17
+            + 14;
+        let folded = ((pseudo & 0xffff) + (pseudo >> 16)) as u16;
+        f[38 + 6..38 + 8].copy_from_slice(&folded.to_be_bytes());
+        assert!(complete_partial(&mut f, 38, 6));
+        assert!(ones_sum_ok(&udp_pseudo_and_segment(&f[18..])));
+        assert!(!complete_partial(&mut f, 60, 6), "beyond the frame");
+        assert!(!complete_partial(&mut f, 38, 200));
+    }
+
+    /// The pseudo-header and the UDP segment of IPv4 packet `ip`.
+    fn udp_pseudo_and_segment(ip: &[u8]) -> Vec<u8> {
+        let mut v = ip[12..20].to_vec();
+        let len = ip.len() - 20;
+        v.extend_from_slice(&[0, 17]);
+        v.extend_from_slice(&(len as u16).to_be_bytes());
+        v.extend_from_slice(&ip[20..]);
+        v
     }
 
     #[test]

@@ -298,7 +298,7 @@ impl Router {
     /// only), including those `arp` recorded itself.
     fn account(&mut self, before: &DropCounts, ctx: &NodeCtx) {
         for r in DropReason::ALL {
-            let n = ctx.ledger.dropped.get(r) - before.get(r);
+            let n = ctx.ledger.dropped.get(r).saturating_sub(before.get(r));
             self.stats.drops.add_n(r, n);
         }
         self.stats.arp_requests_sent = self.arp.requests_sent;
