@@ -585,16 +585,7 @@ impl FrameIo for PacketSocket {
                 self.counters.tx_gso_frames += 1;
                 Ok(true)
             }
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EAGAIN)
-                        | Some(libc::ENOBUFS)
-                        | Some(libc::EINTR)
-                        | Some(libc::ENETDOWN)
-                        | Some(libc::ENXIO)
-                ) =>
-            {
+            Err(e) if transient(&e) => {
                 self.counters.tx_drops += segs;
                 Ok(false)
             }
@@ -640,15 +631,7 @@ impl FrameIo for PacketSocket {
         }
         match sys::packet_tx_kick(self.fd.as_fd()) {
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EAGAIN)
-                        | Some(libc::ENOBUFS)
-                        | Some(libc::EINTR)
-                        | Some(libc::ENETDOWN)
-                        | Some(libc::ENXIO)
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(e) => return Err(e),
         }
         self.reap_sent();
@@ -854,6 +837,20 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
             (ETHTOOL_STXCSUM, "TX checksum offload"),
             (ETHTOOL_SRXCSUM, "RX checksum offload"),
         ],
+    )
+}
+
+/// Whether a send error leaves the socket usable: its buffer or the
+/// device's queue was full, a signal came, or the device is down or gone
+/// for now. The frame is lost (and counted); the run goes on.
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN)
+            | Some(libc::ENOBUFS)
+            | Some(libc::EINTR)
+            | Some(libc::ENETDOWN)
+            | Some(libc::ENXIO)
     )
 }
 

@@ -21,7 +21,7 @@ use crate::link::{max_frame_len, Link};
 use crate::node::{NodeCtx, PortInfo};
 use crate::router::Router;
 use crate::spec::{Direction, LinkAction, NetworkSpec};
-use crate::stats::{DropReason, Ledger, Origin, Sink};
+use crate::stats::{DirStats, DropReason, Ledger, Origin, Sink};
 use crate::switch::Switch;
 use crate::{Frame, LinkId, NodeId, PortId};
 
@@ -106,6 +106,41 @@ pub struct Network {
     timers: Vec<(SimTime, u64)>,
     /// Scratch for [`Network::channel_super`].
     fates: Vec<Fate>,
+}
+
+/// Where and when a frame that left a link direction arrives.
+struct Arrival {
+    link: LinkId,
+    side: usize,
+    /// The direction's epoch when the frame left.
+    epoch: u32,
+    at: SimTime,
+}
+
+impl Arrival {
+    /// Schedules `frame`'s arrival, and a copy's first if the channel
+    /// duplicated it (counted in `stats` and the ledger).
+    fn schedule(
+        &self,
+        frame: Frame,
+        dup: bool,
+        stats: &mut DirStats,
+        ledger: &mut Ledger,
+        q: &mut EventQueue<Event>,
+    ) {
+        let arrive = |frame| Event::Arrive {
+            link: self.link as u32,
+            dir: self.side as u8,
+            epoch: self.epoch,
+            frame,
+        };
+        if dup {
+            stats.duplicated += 1;
+            ledger.create(Origin::LinkDuplicate);
+            q.schedule(self.at, arrive(frame.clone()));
+        }
+        q.schedule(self.at, arrive(frame));
+    }
 }
 
 /// What the wire does to one segment of a super-frame.
@@ -351,30 +386,14 @@ impl Network {
             d.stats.corrupted += 1;
         }
         let at = d.channel.arrival(now);
-        let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
-        if d.channel.duplicate() {
-            d.stats.duplicated += 1;
-            self.ledger.create(Origin::LinkDuplicate);
-            let copy = frame.clone();
-            q.schedule(
-                at,
-                Event::Arrive {
-                    link: l,
-                    dir,
-                    epoch,
-                    frame: copy,
-                },
-            );
-        }
-        q.schedule(
+        let dup = d.channel.duplicate();
+        let arrive = Arrival {
+            link,
+            side,
+            epoch: d.epoch,
             at,
-            Event::Arrive {
-                link: l,
-                dir,
-                epoch,
-                frame,
-            },
-        );
+        };
+        arrive.schedule(frame, dup, &mut d.stats, &mut self.ledger, q);
     }
 
     /// [`Network::channel`] for a super-frame: the same draws, in the same
@@ -415,18 +434,15 @@ impl Network {
             };
             fates.push(fate);
         }
-        let (l, dir, epoch) = (link as u32, side as u8, d.epoch);
+        let arrival = |at| Arrival {
+            link,
+            side,
+            epoch: d.epoch,
+            at,
+        };
         if whole {
             let at = first_at.expect("a super-frame has segments");
-            q.schedule(
-                at,
-                Event::Arrive {
-                    link: l,
-                    dir,
-                    epoch,
-                    frame,
-                },
-            );
+            arrival(at).schedule(frame, false, &mut d.stats, &mut self.ledger, q);
         } else {
             let mut i = 0;
             gso::cut(frame, &mut |mut seg| {
@@ -449,29 +465,7 @@ impl Network {
                             }
                             d.stats.corrupted += 1;
                         }
-                        if dup {
-                            d.stats.duplicated += 1;
-                            self.ledger.create(Origin::LinkDuplicate);
-                            let copy = seg.clone();
-                            q.schedule(
-                                at,
-                                Event::Arrive {
-                                    link: l,
-                                    dir,
-                                    epoch,
-                                    frame: copy,
-                                },
-                            );
-                        }
-                        q.schedule(
-                            at,
-                            Event::Arrive {
-                                link: l,
-                                dir,
-                                epoch,
-                                frame: seg,
-                            },
-                        );
+                        arrival(at).schedule(seg, dup, &mut d.stats, &mut self.ledger, q);
                     }
                 }
                 i += 1;
