@@ -163,6 +163,51 @@ mod tests {
         assert_eq!(q.events_processed(), 4);
     }
 
+    /// Against a sorted list as the reference: interleaved schedules and
+    /// pops, many events at equal times, slots reused; the order must be
+    /// (time, scheduling order) exactly.
+    #[test]
+    fn matches_a_sorted_reference_under_interleaving() {
+        let mut q = EventQueue::new();
+        let mut reference: Vec<(u64, u64)> = Vec::new();
+        let mut seq = 0u64;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..20_000u64 {
+            let pushes = next() % 4;
+            for _ in 0..pushes {
+                // Few distinct times: ties are the rule, not the exception.
+                let t = q.now().as_nanos() + next() % 8;
+                q.schedule(SimTime::from_nanos(t), seq);
+                reference.push((t, seq));
+                seq += 1;
+            }
+            if round % 3 != 0 {
+                reference.sort_unstable();
+                let want = (!reference.is_empty()).then(|| reference.remove(0));
+                let got = q.pop_numbered().map(|(t, n, e)| {
+                    assert_eq!(n, e, "the number is the scheduling order");
+                    (t.as_nanos(), e)
+                });
+                assert_eq!(got, want);
+            }
+        }
+        assert_eq!(q.len(), reference.len());
+        let pending: u64 = q.pending().map(|(_, &e)| e).sum();
+        assert_eq!(pending, reference.iter().map(|&(_, e)| e).sum::<u64>());
+        reference.sort_unstable();
+        for want in reference {
+            let (t, e) = q.pop().unwrap();
+            assert_eq!((t.as_nanos(), e), want);
+        }
+        assert!(q.is_empty());
+    }
+
     #[test]
     #[should_panic(expected = "in the past")]
     fn scheduling_in_the_past_panics() {
