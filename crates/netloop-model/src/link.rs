@@ -200,8 +200,19 @@ pub struct LinkDir {
     pub channel: Channel,
     /// Frames waiting for the transmitter.
     pub queue: Box<dyn QueueDisc>,
-    /// The frame being serialised, if any.
-    pub in_tx: Option<Frame>,
+    /// When the transmitter is free again: the moment the last bit of the
+    /// frame it serialises leaves. A frame's fate on the wire is settled
+    /// (and its arrival scheduled) when its transmission starts, so no
+    /// event marks the end of a transmission unless frames wait in the
+    /// queue for it (see `wake_pending`).
+    pub busy_until: SimTime,
+    /// Frames (segments) of the one being serialised that the wire will
+    /// deliver, until `busy_until`: counted as transmitting, not on the
+    /// wire, though their arrival is already scheduled.
+    pub tx_segs: u64,
+    /// A `TxDone` event is due at `busy_until` to start the next frame
+    /// from the queue.
+    pub wake_pending: bool,
     /// Whether the direction is up.
     pub up: bool,
     /// Bumped when the link goes down, so that events for frames that were on
@@ -220,7 +231,9 @@ impl LinkDir {
         LinkDir {
             channel: Channel::new(spec, rng),
             queue,
-            in_tx: None,
+            busy_until: SimTime::ZERO,
+            tx_segs: 0,
+            wake_pending: false,
             up: true,
             epoch: 0,
             stats: DirStats::default(),

@@ -119,7 +119,8 @@ struct Arrival {
 
 impl Arrival {
     /// Schedules `frame`'s arrival, and a copy's first if the channel
-    /// duplicated it (counted in `stats` and the ledger).
+    /// duplicated it (counted in `stats` and the ledger). Returns the
+    /// frames (segments) that will arrive.
     fn schedule(
         &self,
         frame: Frame,
@@ -127,7 +128,8 @@ impl Arrival {
         stats: &mut DirStats,
         ledger: &mut Ledger,
         q: &mut EventQueue<Event>,
-    ) {
+    ) -> u64 {
+        let segs = frame.segs();
         let arrive = |frame| Event::Arrive {
             link: self.link as u32,
             dir: self.side as u8,
@@ -140,6 +142,11 @@ impl Arrival {
             q.schedule(self.at, arrive(frame.clone()));
         }
         q.schedule(self.at, arrive(frame));
+        if dup {
+            2 * segs
+        } else {
+            segs
+        }
     }
 }
 
@@ -268,16 +275,33 @@ impl Network {
             self.ledger.drop_n(r, n);
             return;
         }
-        if d.in_tx.is_none() && d.queue.is_empty() {
+        if now >= d.busy_until && d.queue.is_empty() {
             self.start_tx(now, link, side, frame, q);
             return;
+        }
+        // The transmitter is busy (a queue that is not empty has a wake-up
+        // due already): the frame waits, and a wake-up at the end of the
+        // transmission takes it.
+        if !d.wake_pending {
+            d.wake_pending = true;
+            q.schedule(
+                d.busy_until.max(now),
+                Event::TxDone {
+                    link: link as u32,
+                    dir: side as u8,
+                    epoch: d.epoch,
+                },
+            );
         }
         match d.queue.enqueue(now, frame) {
             Ok(()) => d.note_queue(),
             Err((frame, r)) if frame.is_super() => {
                 // What does not fit whole may fit in part: the segments
                 // queue (or are dropped) one by one, as they would on the
-                // wire.
+                // wire. (A direction that keeps super-frames whole has no
+                // rate, so its transmitter is never busy and nothing
+                // queues there; this keeps the queue's rule should that
+                // ever change.)
                 let _ = r;
                 gso::cut(frame, &mut |seg| match d.queue.enqueue(now, seg) {
                     Ok(()) => d.note_queue(),
@@ -327,16 +351,17 @@ impl Network {
         let d = &mut self.links[link].dirs[side];
         d.stats.sent_packets += frame.segs();
         d.stats.sent_bytes += frame.wire_len();
-        let t = d.channel.tx_time_of(&frame);
-        d.in_tx = Some(frame);
-        q.schedule(
-            now + t,
-            Event::TxDone {
-                link: link as u32,
-                dir: side as u8,
-                epoch: d.epoch,
-            },
-        );
+        let end = now + d.channel.tx_time_of(&frame);
+        d.busy_until = end;
+        // Its fate on the wire is drawn now, for the moment its last bit
+        // leaves: each direction draws from its own stream, frame after
+        // frame, so the draws are those an event at `end` would make.
+        let segs = if frame.is_super() {
+            self.channel_super(end, link, side, frame, q)
+        } else {
+            self.channel(end, link, side, frame, q)
+        };
+        self.links[link].dirs[side].tx_segs = segs;
     }
 
     fn tx_done(
@@ -349,25 +374,29 @@ impl Network {
     ) {
         let d = &mut self.links[link].dirs[side];
         if d.epoch != epoch {
-            return; // the link went down meanwhile; the frame was dropped then
+            return; // the link went down meanwhile; its queue was emptied then
         }
-        let frame = d
-            .in_tx
-            .take()
-            .expect("TxDone without a frame in the transmitter");
-        if frame.is_super() {
-            self.channel_super(now, link, side, frame, q);
-        } else {
-            self.channel(now, link, side, frame, q);
-        }
-        let d = &mut self.links[link].dirs[side];
+        d.wake_pending = false;
         if let Some(next) = d.queue.dequeue(now) {
             self.start_tx(now, link, side, next, q);
         }
+        let d = &mut self.links[link].dirs[side];
+        if !d.queue.is_empty() {
+            d.wake_pending = true;
+            q.schedule(
+                d.busy_until,
+                Event::TxDone {
+                    link: link as u32,
+                    dir: side as u8,
+                    epoch: d.epoch,
+                },
+            );
+        }
     }
 
-    /// What the wire does to a frame whose last bit left at `now`: loss,
-    /// corruption, delay and jitter, duplication.
+    /// What the wire does to a frame whose last bit leaves at `now`: loss,
+    /// corruption, delay and jitter, duplication. Returns the frames that
+    /// will arrive.
     fn channel(
         &mut self,
         now: SimTime,
@@ -375,12 +404,12 @@ impl Network {
         side: usize,
         mut frame: Frame,
         q: &mut EventQueue<Event>,
-    ) {
+    ) -> u64 {
         let d = &mut self.links[link].dirs[side];
         if d.channel.lose() {
             d.stats.drops.add(DropReason::RandomLoss);
             self.ledger.drop_frame(DropReason::RandomLoss);
-            return;
+            return 0;
         }
         if d.channel.corrupt(&mut frame) {
             d.stats.corrupted += 1;
@@ -393,14 +422,15 @@ impl Network {
             epoch: d.epoch,
             at,
         };
-        arrive.schedule(frame, dup, &mut d.stats, &mut self.ledger, q);
+        arrive.schedule(frame, dup, &mut d.stats, &mut self.ledger, q)
     }
 
     /// [`Network::channel`] for a super-frame: the same draws, in the same
     /// order, as for its segments one by one, so that each segment meets
     /// the fate it would have met as a frame. It stays whole when every
     /// segment arrives untouched at the same time; otherwise it is cut and
-    /// each segment goes its own way.
+    /// each segment goes its own way. Returns the frames (segments) that
+    /// will arrive.
     fn channel_super(
         &mut self,
         now: SimTime,
@@ -408,7 +438,7 @@ impl Network {
         side: usize,
         frame: Frame,
         q: &mut EventQueue<Event>,
-    ) {
+    ) -> u64 {
         let g = frame.meta.gso.expect("a super-frame");
         let d = &mut self.links[link].dirs[side];
         let mut fates = std::mem::take(&mut self.fates);
@@ -440,9 +470,10 @@ impl Network {
             epoch: d.epoch,
             at,
         };
+        let mut arriving = 0;
         if whole {
             let at = first_at.expect("a super-frame has segments");
-            arrival(at).schedule(frame, false, &mut d.stats, &mut self.ledger, q);
+            arriving = arrival(at).schedule(frame, false, &mut d.stats, &mut self.ledger, q);
         } else {
             let mut i = 0;
             gso::cut(frame, &mut |mut seg| {
@@ -465,13 +496,15 @@ impl Network {
                             }
                             d.stats.corrupted += 1;
                         }
-                        arrival(at).schedule(seg, dup, &mut d.stats, &mut self.ledger, q);
+                        arriving +=
+                            arrival(at).schedule(seg, dup, &mut d.stats, &mut self.ledger, q);
                     }
                 }
                 i += 1;
             });
         }
         self.fates = fates;
+        arriving
     }
 
     fn arrive(
@@ -565,8 +598,13 @@ impl Network {
                     }
                     d.up = false;
                     d.epoch = d.epoch.wrapping_add(1);
-                    let mut n = d.queue.clear() as u64;
-                    n += d.in_tx.take().map_or(0, |f| f.segs());
+                    // The frame being serialised is already on its way
+                    // (its arrival scheduled): like frames on the wire, it
+                    // is dropped when it arrives, under the old epoch.
+                    d.busy_until = SimTime::ZERO;
+                    d.tx_segs = 0;
+                    d.wake_pending = false;
+                    let n = d.queue.clear() as u64;
                     d.stats.drops.add_n(DropReason::LinkDown, n);
                     self.ledger.drop_n(DropReason::LinkDown, n);
                 }
@@ -581,19 +619,25 @@ impl Network {
     /// frames waiting for ARP, external outboxes).
     pub fn in_flight(&self, q: &EventQueue<Event>) -> InFlight {
         let mut f = InFlight::default();
+        let now = q.now();
         for l in &self.links {
             for d in &l.dirs {
                 f.queued += d.queue.len() as u64;
-                f.transmitting += d.in_tx.as_ref().map_or(0, |f| f.segs());
+                if d.busy_until > now {
+                    f.transmitting += d.tx_segs;
+                }
             }
         }
-        f.on_wire = q
+        // Pending arrivals include the frames still being serialised (their
+        // arrival is scheduled when they start).
+        let arriving: u64 = q
             .pending()
             .map(|(_, e)| match e {
                 Event::Arrive { frame, .. } => frame.segs(),
                 _ => 0,
             })
             .sum();
+        f.on_wire = arriving - f.transmitting;
         for n in &self.nodes {
             f.in_nodes += match n {
                 Node::Host(h) => h.in_flight(),

@@ -31,6 +31,18 @@ pub fn switch(name: &str) -> NodeSpec {
     }
 }
 
+/// An external node: an attached interface (the tests inject frames into
+/// it and read its outbox; nothing real is opened).
+pub fn attached(name: &str) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        kind: NodeKind::Attached(AttachedSpec {
+            interface: format!("if-{name}"),
+            force: false,
+        }),
+    }
+}
+
 pub fn dir(rate_mbps: Option<u64>, delay: SimDuration) -> DirectionSpec {
     DirectionSpec {
         rate: rate_mbps.map(DataRate::from_mbps),
