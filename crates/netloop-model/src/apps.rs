@@ -13,9 +13,9 @@
 
 use hdrhistogram::Histogram;
 use netloop_core::{RngStream, SimDuration, SimTime};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use smoltcp::iface::SocketHandle;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 /// Bytes of netloop's header at the start of every UDP probe payload.

@@ -17,11 +17,11 @@
 //! round trip and lost what did not fit in the wait queue).
 
 use netloop_core::{SimDuration, SimTime};
+use rustc_hash::FxHashMap as HashMap;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
     EthernetRepr,
 };
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use crate::node::{NodeCtx, PortInfo};
@@ -147,7 +147,7 @@ impl Arp {
         Arp {
             config,
             origin,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             pending_frames: 0,
             armed: None,
             no_victim_until: SimTime::ZERO,

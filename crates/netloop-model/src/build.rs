@@ -1116,7 +1116,7 @@ impl<'a> Builder<'a> {
                                 stop,
                                 sent: 0,
                                 received: 0,
-                                outstanding: HashMap::new(),
+                                outstanding: Default::default(),
                                 rtt: apps::new_histogram(),
                             }));
                             (s, None)

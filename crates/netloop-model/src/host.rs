@@ -34,6 +34,7 @@
 //! the host asks for a timer at smoltcp's `poll_at`.
 
 use netloop_core::SimTime;
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
@@ -43,7 +44,7 @@ use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, HardwareAddress, Icmpv4Message, Icmpv4Packet,
     Icmpv4Repr, IpCidr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
 use crate::apps::{self, App, Hop, TcpMode};
@@ -223,8 +224,8 @@ impl Host {
             device,
             sockets: SocketSet::new(Vec::new()),
             apps: Vec::new(),
-            udp_apps: HashMap::new(),
-            icmp_apps: HashMap::new(),
+            udp_apps: HashMap::default(),
+            icmp_apps: HashMap::default(),
             tcp_apps: Vec::new(),
             next_poll: None,
             ident: 0,

@@ -21,7 +21,7 @@
 //! and TCP connections to the destination lower their segment size.
 
 use netloop_core::{SimDuration, SimTime};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::Ipv4Addr;
 
 /// How long a learned path MTU is kept (Linux's `mtu_expires`).

@@ -63,6 +63,7 @@
 //!   without using a service slot.
 
 use netloop_core::{SimDuration, SimTime};
+use rustc_hash::FxHashSet;
 use serde::Serialize;
 use smoltcp::wire::{EthernetAddress, EthernetProtocol};
 use std::collections::VecDeque;
@@ -155,6 +156,11 @@ struct Job {
 pub struct Router {
     name: String,
     ports: Vec<PortInfo>,
+    /// The router's own addresses, and the directed broadcast addresses of
+    /// its subnets (`u32` form): looked up for every packet, so a hash set
+    /// rather than a scan of the ports (a dumbbell's router has 101).
+    own: FxHashSet<u32>,
+    directed: FxHashSet<u32>,
     table: RoutingTable,
     arp: Arp,
     /// Time per packet of the forwarding engine; `None` is unlimited.
@@ -180,9 +186,18 @@ impl Router {
     /// A router called `name` with `ports`, settings `spec` and routing table
     /// `table`.
     pub fn new(name: &str, ports: Vec<PortInfo>, spec: &RouterSpec, table: RoutingTable) -> Self {
+        let addrs = || ports.iter().filter_map(|p| p.addr);
+        let own = addrs().map(|a| u32::from(a.addr)).collect();
+        // /31 and /32 have no directed broadcast (RFC 3021).
+        let directed = addrs()
+            .filter(|a| a.prefix <= 30)
+            .map(|a| u32::from(a.network()) | !a.mask())
+            .collect();
         Router {
             name: name.to_string(),
             ports,
+            own,
+            directed,
             table,
             arp: Arp::new(ArpConfig::default(), Origin::Router),
             service: spec.forwarding_rate.map(|r| r.interval()),
@@ -674,21 +689,14 @@ impl Router {
 
     /// Whether `ip` is one of the router's interface addresses.
     fn is_own(&self, ip: Ipv4Addr) -> bool {
-        self.ports
-            .iter()
-            .any(|p| p.addr.is_some_and(|a| a.addr == ip))
+        self.own.contains(&u32::from(ip))
     }
 
     /// Whether `ip` is the limited broadcast or the directed broadcast of one
     /// of the router's subnets. Directed broadcasts are consumed, not
     /// forwarded (RFC 2644's default). /31 and /32 have none (RFC 3021).
     fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
-        ip.is_broadcast()
-            || self.ports.iter().any(|p| {
-                p.addr.is_some_and(|a| {
-                    a.prefix <= 30 && u32::from(ip) == u32::from(a.network()) | !a.mask()
-                })
-            })
+        ip.is_broadcast() || self.directed.contains(&u32::from(ip))
     }
 }
 

@@ -2,9 +2,12 @@
 //!
 //! One hash map per prefix length, searched from the longest length present
 //! down: a lookup costs at most one hash probe per distinct prefix length in
-//! the table (a handful in practice), whatever the number of routes.
+//! the table (a handful in practice), whatever the number of routes. The
+//! maps hash with FxHash: a lookup runs for every packet a router forwards,
+//! and SipHash's resistance to chosen keys buys nothing here (the keys are
+//! the topology's own prefixes).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::net::Ipv4Addr;
 
 use crate::spec::Ipv4Cidr;
@@ -25,9 +28,9 @@ pub struct Route {
 /// A longest-prefix-match table.
 #[derive(Clone, Debug, Default)]
 pub struct RoutingTable {
-    by_len: HashMap<u8, HashMap<u32, Route>>,
-    /// Prefix lengths present, longest first.
-    lens: Vec<u8>,
+    /// Per prefix length present, longest first: the routes by masked
+    /// prefix.
+    by_len: Vec<(u8, FxHashMap<u32, Route>)>,
 }
 
 impl RoutingTable {
@@ -40,23 +43,26 @@ impl RoutingTable {
     pub fn insert(&mut self, route: Route) {
         let len = route.prefix.prefix;
         let key = u32::from(route.prefix.addr) & route.prefix.mask();
-        self.by_len.entry(len).or_default().insert(key, route);
-        if !self.lens.contains(&len) {
-            self.lens.push(len);
-            self.lens.sort_unstable_by(|a, b| b.cmp(a));
-        }
+        let i = match self.by_len.binary_search_by(|(l, _)| len.cmp(l)) {
+            Ok(i) => i,
+            Err(i) => {
+                self.by_len.insert(i, (len, FxHashMap::default()));
+                i
+            }
+        };
+        self.by_len[i].1.insert(key, route);
     }
 
     /// The most specific route for `dst`.
     pub fn lookup(&self, dst: Ipv4Addr) -> Option<&Route> {
         let d = u32::from(dst);
-        self.lens.iter().find_map(|&len| {
-            let mask = if len == 0 {
+        self.by_len.iter().find_map(|(len, routes)| {
+            let mask = if *len == 0 {
                 0
             } else {
-                u32::MAX << (32 - len as u32)
+                u32::MAX << (32 - u32::from(*len))
             };
-            self.by_len.get(&len)?.get(&(d & mask))
+            routes.get(&(d & mask))
         })
     }
 
@@ -64,8 +70,8 @@ impl RoutingTable {
     pub fn routes(&self) -> Vec<Route> {
         let mut v: Vec<Route> = self
             .by_len
-            .values()
-            .flat_map(|m| m.values().copied())
+            .iter()
+            .flat_map(|(_, m)| m.values().copied())
             .collect();
         v.sort_by_key(|r| (u32::from(r.prefix.addr), r.prefix.prefix));
         v
@@ -73,7 +79,7 @@ impl RoutingTable {
 
     /// Number of routes.
     pub fn len(&self) -> usize {
-        self.by_len.values().map(|m| m.len()).sum()
+        self.by_len.iter().map(|(_, m)| m.len()).sum()
     }
 
     /// Whether the table is empty.
