@@ -42,6 +42,7 @@ pub mod routing;
 pub mod spec;
 pub mod stats;
 pub mod switch;
+pub mod wire;
 
 pub use build::Simulation;
 pub use error::{BuildError, ItemRef};

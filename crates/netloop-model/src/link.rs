@@ -19,6 +19,7 @@ use rand_distr::{Distribution, Normal};
 use crate::qdisc::{self, QueueDisc};
 use crate::spec::{DirectionSpec, JitterDistribution, LinkChange, LossSpec};
 use crate::stats::DirStats;
+use crate::wire::Wire;
 use crate::{Frame, NodeId, PortId};
 
 /// Ethernet's minimum frame size without FCS; shorter frames are padded on
@@ -213,6 +214,8 @@ pub struct LinkDir {
     /// A `TxDone` event is due at `busy_until` to start the next frame
     /// from the queue.
     pub wake_pending: bool,
+    /// The frames propagating on the wire, in arrival order.
+    pub wire: Wire,
     /// Whether the direction is up.
     pub up: bool,
     /// Bumped when the link goes down, so that events for frames that were on
@@ -234,6 +237,7 @@ impl LinkDir {
             busy_until: SimTime::ZERO,
             tx_segs: 0,
             wake_pending: false,
+            wire: Wire::default(),
             up: true,
             epoch: 0,
             stats: DirStats::default(),

@@ -17,12 +17,13 @@ use std::collections::VecDeque;
 
 use crate::gso;
 use crate::host::Host;
-use crate::link::{max_frame_len, Link};
+use crate::link::{max_frame_len, Link, LinkDir};
 use crate::node::{NodeCtx, PortInfo};
 use crate::router::Router;
 use crate::spec::{Direction, LinkAction, NetworkSpec};
-use crate::stats::{DirStats, DropReason, Ledger, Origin, Sink};
+use crate::stats::{DropReason, Ledger, Origin, Sink};
 use crate::switch::Switch;
+use crate::wire::InAir;
 use crate::{Frame, LinkId, NodeId, PortId};
 
 /// An event of the network model.
@@ -37,16 +38,13 @@ pub enum Event {
         /// The direction's epoch when transmission started.
         epoch: u32,
     },
-    /// A frame reaches the far end of a link direction.
+    /// The first frame on a link direction's wire (see [`crate::wire`])
+    /// reaches the far end.
     Arrive {
         /// The link.
         link: u32,
         /// 0 = a → b, 1 = b → a.
         dir: u8,
-        /// The direction's epoch when the frame left.
-        epoch: u32,
-        /// The frame.
-        frame: Frame,
     },
     /// A node's timer.
     Timer {
@@ -118,30 +116,36 @@ struct Arrival {
 }
 
 impl Arrival {
-    /// Schedules `frame`'s arrival, and a copy's first if the channel
-    /// duplicated it (counted in `stats` and the ledger). Returns the
-    /// frames (segments) that will arrive.
+    /// Puts `frame` on the direction's wire, and a copy first if the
+    /// channel duplicated it (counted in the direction's stats and the
+    /// ledger), scheduling the wire's next arrival if it changed. Returns
+    /// the frames (segments) that will arrive.
     fn schedule(
         &self,
         frame: Frame,
         dup: bool,
-        stats: &mut DirStats,
+        d: &mut LinkDir,
         ledger: &mut Ledger,
         q: &mut EventQueue<Event>,
     ) -> u64 {
         let segs = frame.segs();
-        let arrive = |frame| Event::Arrive {
-            link: self.link as u32,
-            dir: self.side as u8,
-            epoch: self.epoch,
-            frame,
+        let mut put = |frame| {
+            if let Some(t) = d.wire.push(self.at, self.epoch, frame) {
+                q.schedule(
+                    t,
+                    Event::Arrive {
+                        link: self.link as u32,
+                        dir: self.side as u8,
+                    },
+                );
+            }
         };
         if dup {
-            stats.duplicated += 1;
+            d.stats.duplicated += 1;
             ledger.create(Origin::LinkDuplicate);
-            q.schedule(self.at, arrive(frame.clone()));
+            put(frame.clone());
         }
-        q.schedule(self.at, arrive(frame));
+        put(frame);
         if dup {
             2 * segs
         } else {
@@ -422,7 +426,7 @@ impl Network {
             epoch: d.epoch,
             at,
         };
-        arrive.schedule(frame, dup, &mut d.stats, &mut self.ledger, q)
+        arrive.schedule(frame, dup, d, &mut self.ledger, q)
     }
 
     /// [`Network::channel`] for a super-frame: the same draws, in the same
@@ -464,16 +468,17 @@ impl Network {
             };
             fates.push(fate);
         }
+        let epoch = d.epoch;
         let arrival = |at| Arrival {
             link,
             side,
-            epoch: d.epoch,
+            epoch,
             at,
         };
         let mut arriving = 0;
         if whole {
             let at = first_at.expect("a super-frame has segments");
-            arriving = arrival(at).schedule(frame, false, &mut d.stats, &mut self.ledger, q);
+            arriving = arrival(at).schedule(frame, false, d, &mut self.ledger, q);
         } else {
             let mut i = 0;
             gso::cut(frame, &mut |mut seg| {
@@ -496,8 +501,7 @@ impl Network {
                             }
                             d.stats.corrupted += 1;
                         }
-                        arriving +=
-                            arrival(at).schedule(seg, dup, &mut d.stats, &mut self.ledger, q);
+                        arriving += arrival(at).schedule(seg, dup, d, &mut self.ledger, q);
                     }
                 }
                 i += 1;
@@ -507,16 +511,21 @@ impl Network {
         arriving
     }
 
-    fn arrive(
-        &mut self,
-        now: SimTime,
-        link: LinkId,
-        side: usize,
-        epoch: u32,
-        frame: Frame,
-        q: &mut EventQueue<Event>,
-    ) {
+    fn arrive(&mut self, now: SimTime, link: LinkId, side: usize, q: &mut EventQueue<Event>) {
         let d = &mut self.links[link].dirs[side];
+        let (head, next) = d.wire.take(now);
+        if let Some(t) = next {
+            q.schedule(
+                t,
+                Event::Arrive {
+                    link: link as u32,
+                    dir: side as u8,
+                },
+            );
+        }
+        let Some(InAir { epoch, frame, .. }) = head else {
+            return; // an event the wire no longer needed
+        };
         let n = frame.segs();
         if d.epoch != epoch {
             d.stats.drops.add_n(DropReason::LinkDown, n);
@@ -623,21 +632,13 @@ impl Network {
         for l in &self.links {
             for d in &l.dirs {
                 f.queued += d.queue.len() as u64;
-                if d.busy_until > now {
-                    f.transmitting += d.tx_segs;
-                }
+                // The wire holds the frame still being serialised too (it is
+                // put there when it starts).
+                let transmitting = if d.busy_until > now { d.tx_segs } else { 0 };
+                f.transmitting += transmitting;
+                f.on_wire += d.wire.segs() - transmitting;
             }
         }
-        // Pending arrivals include the frames still being serialised (their
-        // arrival is scheduled when they start).
-        let arriving: u64 = q
-            .pending()
-            .map(|(_, e)| match e {
-                Event::Arrive { frame, .. } => frame.segs(),
-                _ => 0,
-            })
-            .sum();
-        f.on_wire = arriving - f.transmitting;
         for n in &self.nodes {
             f.in_nodes += match n {
                 Node::Host(h) => h.in_flight(),
@@ -676,12 +677,7 @@ impl Model for Network {
             Event::TxDone { link, dir, epoch } => {
                 self.tx_done(now, link as usize, dir as usize, epoch, q)
             }
-            Event::Arrive {
-                link,
-                dir,
-                epoch,
-                frame,
-            } => self.arrive(now, link as usize, dir as usize, epoch, frame, q),
+            Event::Arrive { link, dir } => self.arrive(now, link as usize, dir as usize, q),
             Event::Timer { node, token } => {
                 self.dispatch(now, node as usize, q, |n, ctx| match n {
                     Node::Host(h) => h.timer(token, ctx),
