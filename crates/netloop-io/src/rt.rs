@@ -19,7 +19,8 @@
 //! The I/O thread reads and writes the interfaces, so that the kernel work a
 //! write causes (the receiving namespace's stack) never delays an event.
 //! Neither thread pauses while work is due: one that uses over 90 % of its
-//! CPU in the real-time class moves to the normal class for a while instead
+//! CPU over 200 ms in the real-time class moves to the normal class for a
+//! while instead
 //! ([`crate::rtio::Duty`]), which keeps clear of the kernel's real-time
 //! throttling.
 //!
@@ -311,7 +312,7 @@ pub struct RtReport {
     /// Times the I/O thread slept.
     pub io_sleeps: u64,
     /// 10 ms windows in which the event thread, having used over 90 % of
-    /// the window's CPU, ran in the normal class instead of the real-time
+    /// the CPU over the last 200 ms, ran in the normal class instead of the real-time
     /// one (to stay clear of the kernel's real-time throttling, which would
     /// stop it for 50 ms): a sign that the machine is saturated.
     pub demotions: u64,
