@@ -434,7 +434,7 @@ impl Harness {
             // Kept (bounded) so that tests can check the seeds reach deep.
             for f in e.outbox.drain(..) {
                 if self.returned.len() < 1024 {
-                    self.returned.push(f.into_vec());
+                    self.returned.push(f.frame.into_vec());
                 }
             }
         }

@@ -669,8 +669,8 @@ impl EventSide<'_, '_> {
             net.handle(t, ev, queue);
             for i in 0..self.nodes.len() {
                 if let Node::External(x) = net.node_mut(self.nodes[i]) {
-                    while let Some(frame) = x.outbox.pop_front() {
-                        self.send(i, self.clock.mono_of(t), frame);
+                    while let Some(d) = x.outbox.pop_front() {
+                        self.send(i, self.clock.mono_of(d.at), d.frame);
                     }
                 }
             }

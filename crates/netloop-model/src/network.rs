@@ -4,9 +4,12 @@
 //! This module owns the life of a frame between nodes: offering it to a link
 //! direction, queueing, serialisation, the channel, arrival, and dispatching it
 //! to the receiving node. Nodes own what happens inside them (see `node`).
-//! Frames enter from outside the model only through [`Network::inject`] at an
-//! external node, and leave only through an external node's outbox — the two
-//! places the real-time I/O layer connects to.
+//! Frames enter from outside the model only through [`Network::inject`] (now)
+//! or [`Network::inject_at`] (at a given simulated time) at an external node,
+//! and leave only through an external node's outbox, each with the moment it
+//! left ([`Departure`]): a timestamped boundary, the one place the real-time
+//! I/O layer connects to, and where remote partitions and co-simulation
+//! endpoints will.
 //!
 //! Partitioning (later): the only event that crosses from one node to another
 //! is [`Event::Arrive`], always at least the link's propagation delay after the
@@ -23,7 +26,7 @@ use crate::router::Router;
 use crate::spec::{Direction, LinkAction, NetworkSpec};
 use crate::stats::{DropReason, Ledger, Origin, Sink};
 use crate::switch::Switch;
-use crate::wire::InAir;
+use crate::wire::{InAir, Wire};
 use crate::{Frame, LinkId, NodeId, PortId};
 
 /// An event of the network model.
@@ -53,6 +56,12 @@ pub enum Event {
         /// The node's own token.
         token: u64,
     },
+    /// The first frame handed to an external node for a later moment
+    /// ([`Network::inject_at`]) enters the model.
+    Enter {
+        /// The external node.
+        node: u32,
+    },
     /// A scheduled change to a link (index into the spec's events).
     LinkEvent {
         /// Index into [`NetworkSpec::events`].
@@ -70,15 +79,54 @@ pub enum Node {
     Switch(Switch),
     /// A port to the world outside the model: frames that reach it wait in
     /// `outbox` for the I/O layer; frames from outside enter with
-    /// [`Network::inject`].
+    /// [`Network::inject`] or [`Network::inject_at`].
     External(External),
 }
 
 /// A node whose one port leads out of the model.
 #[derive(Default)]
 pub struct External {
-    /// Frames waiting to be written to the real interface.
-    pub outbox: VecDeque<Frame>,
+    /// Frames that left the model here, oldest first, for the outside world
+    /// (a real interface, a remote partition, a co-simulation).
+    pub outbox: VecDeque<Departure>,
+    /// Frames handed in for a later moment, in time order.
+    inbox: Wire,
+}
+
+impl External {
+    /// Frames (segments) handed in for a later moment, not yet in the model
+    /// proper.
+    pub fn waiting(&self) -> u64 {
+        self.inbox.segs()
+    }
+}
+
+/// A frame that left the model at an external node.
+#[derive(Debug)]
+pub struct Departure {
+    /// The simulated time it reached the node.
+    pub at: SimTime,
+    /// The frame.
+    pub frame: Frame,
+}
+
+/// Why a frame could not be handed to the model.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    /// The node is not an external node (or does not exist).
+    #[error("node {node} is not an external node: frames enter the model only at one")]
+    NotExternal {
+        /// The node asked for.
+        node: NodeId,
+    },
+    /// The time asked for has passed.
+    #[error("a frame cannot enter at {at}: simulated time is already {now}")]
+    InThePast {
+        /// The time asked for.
+        at: SimTime,
+        /// The current simulated time.
+        now: SimTime,
+    },
 }
 
 /// Something that wants to see frames on a link (pcap writers, tracing).
@@ -243,6 +291,46 @@ impl Network {
         self.ledger.create_n(Origin::External, frame.segs());
         self.offer(q.now(), node, 0, frame, q);
         true
+    }
+
+    /// Hands a frame to external node `node` for simulated time `at` (now or
+    /// later): it enters the model then, as if it had arrived from outside
+    /// at that moment. Frames for the same moment enter in the order they
+    /// were handed in. From this call on the frame counts as created
+    /// (`External`) and, until it enters, as held in the node.
+    pub fn inject_at(
+        &mut self,
+        q: &mut EventQueue<Event>,
+        node: NodeId,
+        at: SimTime,
+        frame: Frame,
+    ) -> Result<(), InjectError> {
+        let Some(Node::External(x)) = self.nodes.get_mut(node) else {
+            return Err(InjectError::NotExternal { node });
+        };
+        let now = q.now();
+        if at < now {
+            return Err(InjectError::InThePast { at, now });
+        }
+        self.ledger.create_n(Origin::External, frame.segs());
+        if let Some(t) = x.inbox.push(at, 0, frame) {
+            q.schedule(t, Event::Enter { node: node as u32 });
+        }
+        Ok(())
+    }
+
+    /// The first frame waiting at external node `node` is due now.
+    fn enter(&mut self, now: SimTime, node: NodeId, q: &mut EventQueue<Event>) {
+        let Node::External(x) = &mut self.nodes[node] else {
+            return;
+        };
+        let (head, next) = x.inbox.take(now);
+        if let Some(t) = next {
+            q.schedule(t, Event::Enter { node: node as u32 });
+        }
+        if let Some(InAir { frame, .. }) = head {
+            self.offer(now, node, 0, frame, q);
+        }
     }
 
     /// Offers `frame` to the link on `port` of `node`.
@@ -542,7 +630,7 @@ impl Network {
             Node::Switch(s) => s.receive(port, frame, ctx),
             Node::External(e) => {
                 ctx.deliver_n(Sink::External, n);
-                e.outbox.push_back(frame);
+                e.outbox.push_back(Departure { at: now, frame });
             }
         });
     }
@@ -643,7 +731,8 @@ impl Network {
             f.in_nodes += match n {
                 Node::Host(h) => h.in_flight(),
                 Node::Router(r) => r.in_flight(),
-                Node::Switch(_) | Node::External(_) => 0,
+                Node::External(x) => x.waiting(),
+                Node::Switch(_) => 0,
             };
         }
         f
@@ -685,6 +774,7 @@ impl Model for Network {
                     Node::Switch(_) | Node::External(_) => {}
                 })
             }
+            Event::Enter { node } => self.enter(now, node as usize, q),
             Event::LinkEvent { index } => self.link_event(index as usize),
         }
     }

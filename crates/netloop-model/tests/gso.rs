@@ -70,7 +70,7 @@ fn wire(frame: &Frame) -> Vec<Vec<u8>> {
 
 fn outbox(sim: &mut Simulation, node: NodeId) -> Vec<Frame> {
     match sim.net.node_mut(node) {
-        Node::External(e) => e.outbox.drain(..).collect(),
+        Node::External(e) => e.outbox.drain(..).map(|d| d.frame).collect(),
         _ => panic!("not an external node"),
     }
 }

@@ -46,7 +46,14 @@ fn at(ns: u64) -> SimTime {
 fn run_to(sim: &mut Simulation, t: SimTime, b: NodeId) -> Vec<u8> {
     sim.run_until(t, 1 << 20, |_, _| true);
     match sim.net.node_mut(b) {
-        Node::External(e) => e.outbox.drain(..).map(|f| f[0]).collect(),
+        Node::External(e) => e
+            .outbox
+            .drain(..)
+            .map(|d| {
+                assert_eq!(d.at, t, "stamped with the moment it left the model");
+                d.frame[0]
+            })
+            .collect(),
         _ => panic!("b is external"),
     }
 }
