@@ -8,6 +8,7 @@ and marks targets from the measurements, not from anything fixed.
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,20 @@ class Topologies(unittest.TestCase):
     def test_background_pairs_are_in_the_model(self):
         t = reference.netloop_topology(reference.Path(2, bg_pairs=7), [("true", "0s", True)], [])
         self.assertEqual(t.count('kind = "udp-cbr"'), 7)
+        self.assertEqual(check(t).returncode, 0)
+
+    def test_background_pairs_start_at_phases_spread_over_one_interval(self):
+        # 150 pairs sending every 4.44 ms: starts 1/150 s apart fell into two
+        # phases (bursts of 75 packets at once). Spread, no two pairs share a
+        # phase and the phases cover the interval evenly.
+        t = reference.netloop_topology(reference.Path(2, bg_pairs=150), [("true", "0s", True)], [])
+        starts = [int(x) for x in re.findall(r'start = "(\d+)ns"', t)]
+        self.assertEqual(len(starts), 150)
+        interval = 1000 * 8 / 1.8e6 * 1e9
+        phases = sorted(round(s % interval) for s in starts)
+        self.assertEqual(len(set(phases)), 150)
+        gaps = [b - a for a, b in zip(phases, phases[1:])]
+        self.assertLess(max(gaps) - min(gaps), 2, gaps)
         self.assertEqual(check(t).returncode, 0)
 
     def test_h2_address_matches_the_chain(self):

@@ -584,7 +584,11 @@ main(int argc, char** argv)
             client.SetAttribute("Interval", TimeValue(interval));
             client.SetAttribute("PacketSize", UintegerValue(args.bgSize)); // incl. 12-byte SeqTs
             ApplicationContainer c = client.Install(bgA.Get(j));
-            c.Start(NanoSeconds(static_cast<int64_t>(1e9 * j / args.bgPairs)));
+            // Phases evenly spread over one interval (as bench/reference.py
+            // does for netloop): starts 1/n s apart fell into a few phases
+            // when 1/n s was a simple multiple of the interval.
+            c.Start(NanoSeconds(static_cast<int64_t>(
+                static_cast<double>(interval.GetNanoSeconds()) * j / args.bgPairs)));
             bgClients.Add(c);
         }
     }
