@@ -840,9 +840,14 @@ class Report:
         mf = res.get("merged_from")
         if mf:
             rerun = sorted(k for k in exps if k not in mf["kept"])
-            self.p(f"This report merges two runs of the same profile and the same netloop build: {', '.join(mf['kept'])} from the "
-                   f"run started {mf['started']}, and {', '.join(rerun)} rerun (`--only {','.join(rerun)} --merge`) "
-                   f"from {res['started']}.\n")
+            old_build = mf.get("machine", {}).get("netloop_commit")
+            new_build = res["machine"].get("netloop_commit")
+            build = ("the same netloop build" if old_build == new_build
+                     else f"netloop {old_build} and {new_build}")
+            self.p(f"This report merges two runs of the same profile ({build}): {', '.join(mf['kept'])} from the "
+                   f"run started {mf['started']}" + (f" at {old_build}" if old_build != new_build else "") +
+                   f", and {', '.join(rerun)} rerun (`--only {','.join(rerun)} --merge`) "
+                   f"from {res['started']}" + (f" at {new_build}" if old_build != new_build else "") + ".\n")
         self.p("## Targets\n")
         self.p("| target | measured | status |")
         self.p("|---|---|---|")

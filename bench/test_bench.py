@@ -371,6 +371,17 @@ class WholeReport(unittest.TestCase):
         self.assertIn("| Mixed: the most simulated pairs with the live flow ≥ 95 % and kept up | none", text)
         for png in ("rtt_boxplots.png", "mixed_traffic.png"):
             self.assertGreater(os.path.getsize(os.path.join(d, png)), 1000)
+        # Merged with an earlier run of another build: both builds are named.
+        res["merged_from"] = {"started": "t0", "kept": ["delay"], "machine": dict(res["machine"], netloop_commit="b")}
+        report.write(res, d)
+        with open(os.path.join(d, "RESULTS.md")) as f:
+            text = f.read()
+        self.assertIn("merges two runs of the same profile (netloop b and c): delay from the run started t0 at b, "
+                      "and mixed rerun", text)
+        res["merged_from"]["machine"]["netloop_commit"] = "c"
+        report.write(res, d)
+        with open(os.path.join(d, "RESULTS.md")) as f:
+            self.assertIn("(the same netloop build): delay from the run started t0, and", f.read())
 
 
 if __name__ == "__main__":
