@@ -13,9 +13,10 @@
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -194,32 +195,81 @@ pub struct Proc {
 /// (that of `init`), in its own process group, stdin from /dev/null, stdout
 /// and stderr appended to `log`. It gets SIGKILL when the calling thread
 /// ends.
+///
+/// Spawned without copying netloop's memory ([`sys::spawn_shared_vm`]):
+/// programs start while a run goes on, and a `fork` of netloop then made
+/// the event thread's events late (in the mixed experiment with 150
+/// simulated pairs, the late events of a run were those around the moments
+/// its programs started).
 pub fn spawn(ns: &str, init: &HostInit, host: &str, cmd: &str, log: &Path) -> Result<Proc> {
+    let what = format!("starting `{cmd}` on real host '{host}'");
     // A fresh log per run; stdout and stderr share one open file (and so
     // one offset), so their lines interleave as written.
     let file = std::fs::File::create(log)
         .map_err(|e| Error::os(format!("opening the log {}", log.display()), e))?;
-    let err = file
-        .try_clone()
-        .map_err(|e| Error::os(format!("opening the log {}", log.display()), e))?;
-    let mut c = Command::new("ip");
+    let null = std::fs::File::open("/dev/null")
+        .map_err(|e| Error::os(format!("{what}: opening /dev/null"), e))?;
+    let ip = find_program("ip").ok_or_else(|| {
+        Error::os(
+            what.clone(),
+            std::io::Error::new(std::io::ErrorKind::NotFound, "`ip` is not on PATH"),
+        )
+        .hint("install iproute2")
+    })?;
+    let arg = |s: &str| {
+        CString::new(s).map_err(|_| {
+            Error::os(
+                what.clone(),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a NUL byte in the command",
+                ),
+            )
+        })
+    };
     // `ip netns exec` enters the namespace and execs the program in place,
     // so the pid we get is the program's.
-    c.args(["netns", "exec", ns, "/bin/sh", "-c", cmd])
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err);
-    std::os::unix::process::CommandExt::process_group(&mut c, 0);
-    crate::sys::kill_child_with_parent(&mut c);
-    let child = spawn_in_pid_namespace(
-        &mut c,
-        init.pid_ns.as_fd(),
-        &format!("starting `{cmd}` on real host '{host}'"),
-    )?;
-    let pid = child.id() as i32;
-    // The Child handle is dropped: we reap by pid ourselves (waitpid), which
-    // std would otherwise do only on `wait`.
-    drop(child);
+    let argv = [
+        arg("ip")?,
+        arg("netns")?,
+        arg("exec")?,
+        arg(ns)?,
+        arg("/bin/sh")?,
+        arg("-c")?,
+        arg(cmd)?,
+    ];
+    let own = sys::own_pid_namespace()
+        .map_err(|e| Error::os(format!("{what}: opening netloop's own PID namespace"), e))?;
+    sys::children_in_pid_namespace(init.pid_ns.as_fd())
+        .map_err(|e| Error::os(format!("{what}: entering the real host's PID namespace"), e))?;
+    let pid = sys::spawn_shared_vm(&sys::SpawnSpec {
+        path: &ip,
+        argv: &argv,
+        stdio: [null.as_fd(), file.as_fd(), file.as_fd()],
+        process_group: true,
+        kill_with_parent: true,
+        private_proc: true,
+    });
+    if let Err(e) = sys::children_in_pid_namespace(own.as_fd()) {
+        if let Ok(pid) = pid {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(pid), None);
+        }
+        return Err(Error::os(
+            format!("{what}: returning to netloop's own PID namespace"),
+            e,
+        ));
+    }
+    let pid = pid.map_err(|e| {
+        // A PID namespace whose init has ended takes no new process.
+        let dead_init = e.raw_os_error() == Some(libc::ENOMEM);
+        let e = Error::os(what.clone(), e);
+        if dead_init {
+            e.hint("the real host's PID namespace may have lost its init (was it killed?)")
+        } else {
+            e
+        }
+    })?;
     Ok(Proc {
         pid,
         start_time: crate::registry::start_time(pid).unwrap_or(0),
@@ -227,6 +277,19 @@ pub fn spawn(ns: &str, init: &HostInit, host: &str, cmd: &str, log: &Path) -> Re
         cmd: cmd.into(),
         exited: None,
         signal: None,
+    })
+}
+
+/// The absolute path of `name` found on PATH, as `execvp` would find it.
+fn find_program(name: &str) -> Option<CString> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).find_map(|dir| {
+        let p = dir.join(name);
+        let meta = std::fs::metadata(&p).ok()?;
+        let exec = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0;
+        (meta.is_file() && exec)
+            .then(|| CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())).ok())
+            .flatten()
     })
 }
 

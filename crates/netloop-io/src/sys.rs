@@ -684,6 +684,7 @@ impl Drop for RxSlot<'_> {
 /// Makes `cmd`'s child get SIGKILL when the thread that starts it ends (the
 /// thread's process dying included). Only the child: what it starts in turn
 /// is taken by its PID namespace's init (see `spawn_pid_namespace_init`).
+#[cfg(test)]
 pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the child between fork and exec and calls
@@ -1048,4 +1049,248 @@ pub fn ppoll_raw(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usiz
         return Err(e);
     }
     Ok(r as usize)
+}
+
+/// What [`spawn_shared_vm`] starts.
+pub struct SpawnSpec<'a> {
+    /// The program, an absolute path (the child does no PATH search).
+    pub path: &'a CString,
+    /// Its arguments, the program's name first.
+    pub argv: &'a [CString],
+    /// Descriptors that become the child's 0, 1 and 2.
+    pub stdio: [BorrowedFd<'a>; 3],
+    /// Whether the child leads a process group of its own.
+    pub process_group: bool,
+    /// Whether the child gets SIGKILL when the calling thread ends.
+    pub kill_with_parent: bool,
+    /// Whether the child gets a private `/proc` (see
+    /// [`private_proc_for_child`]).
+    pub private_proc: bool,
+}
+
+/// What the child of [`spawn_shared_vm`] reads (in the parent's memory,
+/// which it shares until it execs).
+struct ChildArgs {
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    stdio: [c_int; 3],
+    process_group: bool,
+    kill_with_parent: bool,
+    private_proc: bool,
+    /// The errno of the step that failed, 0 if the exec succeeded.
+    error: c_int,
+}
+
+/// The child's body: system calls only, on what the parent prepared; never
+/// returns (it execs or exits).
+extern "C" fn spawned_child(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the `ChildArgs` of the parent's stack frame, which
+    // stays alive and untouched while the parent is suspended (CLONE_VFORK)
+    // until this child execs or exits. Every call below is a system call or
+    // an async-signal-safe libc function; nothing allocates or takes a lock.
+    unsafe {
+        let a = &mut *(arg as *mut ChildArgs);
+        let fail = |a: &mut ChildArgs| -> c_int {
+            a.error = *libc::__errno_location();
+            if a.error == 0 {
+                a.error = libc::EINVAL;
+            }
+            libc::_exit(127)
+        };
+        // What std's Command does: an empty signal mask, SIGPIPE back to
+        // its default (Rust programs ignore it).
+        let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, set.as_ptr(), ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if a.process_group && libc::setpgid(0, 0) != 0 {
+            return fail(a);
+        }
+        if a.kill_with_parent
+            && libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+        {
+            return fail(a);
+        }
+        if a.private_proc
+            && libc::unshare(libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                ptr::null(),
+                c"/".as_ptr(),
+                ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                ptr::null(),
+            ) == 0
+        {
+            // Best effort, as in `private_proc_for_child`.
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                ptr::null(),
+            );
+        }
+        for (to, &from) in a.stdio.iter().enumerate() {
+            if libc::dup2(from, to as c_int) < 0 {
+                return fail(a);
+            }
+        }
+        libc::execve(a.path, a.argv, a.envp);
+        fail(a)
+    }
+}
+
+/// Starts a program the way `posix_spawn` does: the child shares this
+/// process's memory and the calling thread waits until it has exec'd
+/// (`clone(CLONE_VM | CLONE_VFORK)`). Unlike `fork`, nothing is copied:
+/// forking netloop (100 MB and more while a run goes on) copied its page
+/// tables under the memory-map lock, and every page the event thread wrote
+/// afterwards took a copy-on-write fault, which made events late each time
+/// a program started. The child goes into the PID namespace this thread's
+/// children go to (see [`children_in_pid_namespace`]). Returns its pid.
+pub fn spawn_shared_vm(spec: &SpawnSpec<'_>) -> io::Result<i32> {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(ptr::null());
+    let mut args = ChildArgs {
+        path: spec.path.as_ptr(),
+        argv: argv.as_ptr(),
+        // SAFETY: reading the process's environment pointer; no thread of
+        // netloop changes the environment while a run goes on.
+        envp: unsafe { environ },
+        stdio: spec.stdio.map(|f| f.as_raw_fd()),
+        process_group: spec.process_group,
+        kill_with_parent: spec.kill_with_parent,
+        private_proc: spec.private_proc,
+        error: 0,
+    };
+    // The child's stack: it runs a few system calls and libc functions.
+    const STACK: usize = 64 * 1024;
+    let mut stack = vec![0u8; STACK];
+    // SAFETY: the top of a buffer we own, 16-byte aligned down (the stack
+    // grows down on x86-64 and aarch64).
+    let top = unsafe { stack.as_mut_ptr().add(STACK) };
+    let top = (top as usize & !15) as *mut libc::c_void;
+    // SAFETY: `spawned_child` only reads `args` and writes its `error`,
+    // while this thread is suspended (CLONE_VFORK) until the child has
+    // exec'd or exited; `args`, `argv`, `stack` and the strings they point
+    // to outlive the call.
+    let pid = unsafe {
+        libc::clone(
+            spawned_child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &mut args as *mut ChildArgs as *mut libc::c_void,
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Read after the child exec'd or exited: a volatile read, as the child
+    // wrote it behind the compiler's back.
+    // SAFETY: a plain read of a field of our own live struct.
+    let error = unsafe { ptr::read_volatile(&args.error) };
+    drop(stack);
+    if error != 0 {
+        // SAFETY: reaping our own child, which has exited.
+        unsafe { libc::waitpid(pid, ptr::null_mut(), 0) };
+        return Err(io::Error::from_raw_os_error(error));
+    }
+    Ok(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    /// Minor page faults of the calling thread so far.
+    fn minor_faults() -> i64 {
+        let mut u = MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `u` is a writable rusage.
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, u.as_mut_ptr()) };
+        // SAFETY: getrusage filled it (or it stays zeroed).
+        unsafe { u.assume_init() }.ru_minflt
+    }
+
+    /// Writes one byte per page of `buf` and returns the faults that took.
+    fn rewrite(buf: &mut [u8]) -> i64 {
+        let before = minor_faults();
+        for i in (0..buf.len()).step_by(4096) {
+            buf[i] = buf[i].wrapping_add(1);
+        }
+        std::hint::black_box(&buf);
+        minor_faults() - before
+    }
+
+    fn reap(pid: i32) -> i32 {
+        let mut status = 0;
+        // SAFETY: reaping our own child into a local.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        status
+    }
+
+    /// Spawning shares memory instead of copying it: afterwards the
+    /// parent's pages are still its own, where after a `fork` (what
+    /// `Command` with a `pre_exec` does) each page written faults once.
+    #[test]
+    fn spawning_leaves_the_parents_pages_alone_where_fork_does_not() {
+        let mut buf = vec![0u8; 32 << 20];
+        // SAFETY: advice on a buffer we own; huge pages would hide the
+        // per-page faults of the fork case.
+        unsafe { libc::madvise(buf.as_mut_ptr().cast(), buf.len(), libc::MADV_NOHUGEPAGE) };
+        rewrite(&mut buf);
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let path = CString::new("/bin/true").unwrap();
+        let argv = [CString::new("true").unwrap()];
+        let pid = spawn_shared_vm(&SpawnSpec {
+            path: &path,
+            argv: &argv,
+            stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+            process_group: true,
+            kill_with_parent: true,
+            private_proc: false,
+        })
+        .expect("spawned");
+        let shared = rewrite(&mut buf);
+        assert_eq!(reap(pid), 0, "/bin/true ran and exited 0");
+
+        let mut cmd = std::process::Command::new("/bin/true");
+        kill_child_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("forked");
+        let forked = rewrite(&mut buf);
+        assert!(child.wait().unwrap().success());
+        let pages = (buf.len() / 4096) as i64;
+        assert!(shared < pages / 100, "{shared} faults after spawning");
+        assert!(
+            forked > pages / 2,
+            "{forked} faults after a fork: the comparison is void"
+        );
+    }
+
+    #[test]
+    fn a_program_that_cannot_be_executed_is_an_error_with_its_errno() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let path = CString::new("/nonexistent/netloop-test").unwrap();
+        let argv = [CString::new("x").unwrap()];
+        let err = spawn_shared_vm(&SpawnSpec {
+            path: &path,
+            argv: &argv,
+            stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+            process_group: false,
+            kill_with_parent: false,
+            private_proc: false,
+        })
+        .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+    }
 }
