@@ -122,16 +122,35 @@ pub fn spawn_in_pid_namespace(
     pid_ns: BorrowedFd<'_>,
     what: &str,
 ) -> Result<Child> {
-    let own = sys::own_pid_namespace()
-        .map_err(|e| Error::os(format!("{what}: opening netloop's own PID namespace"), e))?;
     sys::private_proc_for_child(cmd);
-    sys::children_in_pid_namespace(pid_ns)
-        .map_err(|e| Error::os(format!("{what}: entering the real host's PID namespace"), e))?;
-    let child = cmd.spawn();
-    if let Err(e) = sys::children_in_pid_namespace(own.as_fd()) {
-        if let Ok(mut c) = child {
+    in_pid_namespace(
+        pid_ns,
+        what,
+        || cmd.spawn(),
+        |mut c| {
             let _ = c.kill();
             let _ = c.wait();
+        },
+    )
+}
+
+/// Runs `spawn` with this thread's children going to PID namespace
+/// `pid_ns`, then puts them back in our own; if that fails, what `spawn`
+/// started is undone (`undo`) and the run must not go on.
+fn in_pid_namespace<T>(
+    pid_ns: BorrowedFd<'_>,
+    what: &str,
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    undo: impl FnOnce(T),
+) -> Result<T> {
+    let own = sys::own_pid_namespace()
+        .map_err(|e| Error::os(format!("{what}: opening netloop's own PID namespace"), e))?;
+    sys::children_in_pid_namespace(pid_ns)
+        .map_err(|e| Error::os(format!("{what}: entering the real host's PID namespace"), e))?;
+    let child = spawn();
+    if let Err(e) = sys::children_in_pid_namespace(own.as_fd()) {
+        if let Ok(c) = child {
+            undo(c);
         }
         return Err(Error::os(
             format!("{what}: returning to netloop's own PID namespace"),
@@ -238,38 +257,25 @@ pub fn spawn(ns: &str, init: &HostInit, host: &str, cmd: &str, log: &Path) -> Re
         arg("-c")?,
         arg(cmd)?,
     ];
-    let own = sys::own_pid_namespace()
-        .map_err(|e| Error::os(format!("{what}: opening netloop's own PID namespace"), e))?;
-    sys::children_in_pid_namespace(init.pid_ns.as_fd())
-        .map_err(|e| Error::os(format!("{what}: entering the real host's PID namespace"), e))?;
-    let pid = sys::spawn_shared_vm(&sys::SpawnSpec {
-        path: &ip,
-        argv: &argv,
-        stdio: [null.as_fd(), file.as_fd(), file.as_fd()],
-        process_group: true,
-        kill_with_parent: true,
-        private_proc: true,
-    });
-    if let Err(e) = sys::children_in_pid_namespace(own.as_fd()) {
-        if let Ok(pid) = pid {
+    let stdio = [null.as_fd(), file.as_fd(), file.as_fd()];
+    let pid = in_pid_namespace(
+        init.pid_ns.as_fd(),
+        &what,
+        || {
+            sys::spawn_shared_vm(&sys::SpawnSpec {
+                path: &ip,
+                argv: &argv,
+                stdio,
+                process_group: true,
+                kill_with_parent: true,
+                private_proc: true,
+            })
+        },
+        |pid| {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(pid), None);
-        }
-        return Err(Error::os(
-            format!("{what}: returning to netloop's own PID namespace"),
-            e,
-        ));
-    }
-    let pid = pid.map_err(|e| {
-        // A PID namespace whose init has ended takes no new process.
-        let dead_init = e.raw_os_error() == Some(libc::ENOMEM);
-        let e = Error::os(what.clone(), e);
-        if dead_init {
-            e.hint("the real host's PID namespace may have lost its init (was it killed?)")
-        } else {
-            e
-        }
-    })?;
+        },
+    )?;
     Ok(Proc {
         pid,
         start_time: crate::registry::start_time(pid).unwrap_or(0),

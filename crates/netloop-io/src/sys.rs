@@ -945,25 +945,40 @@ pub fn private_proc_for_child(cmd: &mut std::process::Command) {
     // parent.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(
-                    ptr::null(),
-                    c"/".as_ptr(),
-                    ptr::null(),
-                    libc::MS_REC | libc::MS_SLAVE,
-                    ptr::null(),
-                ) == 0
-            {
-                libc::mount(
-                    c"proc".as_ptr(),
-                    c"/proc".as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    ptr::null(),
-                );
-            }
+            mount_private_proc();
             Ok(())
         });
+    }
+}
+
+/// In a child before it execs: a mount namespace of its own, a slave of the
+/// machine's, with a new proc mount on `/proc` (see
+/// [`private_proc_for_child`]). Best effort; system calls only.
+///
+/// # Safety
+/// Only in a child between its creation and `exec`: it changes the calling
+/// process's mount namespace.
+unsafe fn mount_private_proc() {
+    // SAFETY: system calls on string literals and null pointers, as mount(2)
+    // and unshare(2) take them; the caller is a child about to exec.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                ptr::null(),
+                c"/".as_ptr(),
+                ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                ptr::null(),
+            ) == 0
+        {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                ptr::null(),
+            );
+        }
     }
 }
 
@@ -1118,24 +1133,8 @@ extern "C" fn spawned_child(arg: *mut libc::c_void) -> c_int {
         {
             return fail(a);
         }
-        if a.private_proc
-            && libc::unshare(libc::CLONE_NEWNS) == 0
-            && libc::mount(
-                ptr::null(),
-                c"/".as_ptr(),
-                ptr::null(),
-                libc::MS_REC | libc::MS_SLAVE,
-                ptr::null(),
-            ) == 0
-        {
-            // Best effort, as in `private_proc_for_child`.
-            libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                ptr::null(),
-            );
+        if a.private_proc {
+            mount_private_proc();
         }
         for (to, &from) in a.stdio.iter().enumerate() {
             if libc::dup2(from, to as c_int) < 0 {

@@ -92,16 +92,6 @@ impl Wire {
         self.segs
     }
 
-    /// Frames on the wire.
-    pub fn len(&self) -> usize {
-        self.frames.len()
-    }
-
-    /// Whether nothing is on the wire.
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
-    }
-
     /// Notes an event at `t` unless one is pending then; returns `t` if one
     /// is to be scheduled.
     fn wake(&mut self, t: SimTime) -> Option<SimTime> {
@@ -158,7 +148,7 @@ mod tests {
         assert_eq!(w.segs(), 4);
         let got = drain(&mut w, vec![t(10)]);
         assert_eq!(got, [(10, 1), (20, 2), (20, 3), (30, 4)]);
-        assert!(w.is_empty());
+        assert!(w.frames.is_empty());
         assert_eq!(w.segs(), 0);
     }
 

@@ -75,26 +75,12 @@ fn outbox(sim: &mut Simulation, node: NodeId) -> Vec<Frame> {
     }
 }
 
-/// a — b, both external, the link's directions `dir`.
-fn pair(dir: DirectionSpec, seed: u64) -> Simulation {
-    let mut l = link("a", "b", dir);
-    l.name = "a-b".into();
-    let s = spec(
-        SimDuration::from_secs(1),
-        seed,
-        vec![attached("a"), attached("b")],
-        vec![l],
-        vec![],
-    );
-    Simulation::build(&s).expect("valid spec")
-}
-
 const MACS: ([u8; 6], [u8; 6]) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
 const IPS: ([u8; 4], [u8; 4]) = ([198, 18, 0, 1], [198, 18, 0, 2]);
 
 #[test]
 fn an_ideal_link_carries_a_super_frame_whole_and_counts_its_segments() {
-    let mut sim = pair(dir(None, ms(1)), 1);
+    let mut sim = external_pair(dir(None, ms(1)), 1);
     let rec = Recorder::default();
     sim.net.add_tap(0, Box::new(rec.clone()));
     let (a, b) = (sim.real[0].node, sim.real[1].node);
@@ -138,8 +124,8 @@ fn a_lost_segment_cuts_the_super_frame_and_only_that_segment_is_missing() {
         loss: LossSpec::Bernoulli { p: 0.25 },
         ..dir(None, ms(1))
     };
-    let mut whole_sim = pair(lossy.clone(), 7);
-    let mut seg_sim = pair(lossy, 7);
+    let mut whole_sim = external_pair(lossy.clone(), 7);
+    let mut seg_sim = external_pair(lossy, 7);
     let (a, b) = (whole_sim.real[0].node, whole_sim.real[1].node);
     for k in 0..8 {
         let f = tcp_super(6 * 1448, MACS, IPS);
@@ -179,8 +165,8 @@ fn corruption_and_duplication_strike_segments_as_they_strike_frames() {
         duplicate: 0.05,
         ..dir(None, ms(1))
     };
-    let mut whole_sim = pair(noisy.clone(), 3);
-    let mut seg_sim = pair(noisy, 3);
+    let mut whole_sim = external_pair(noisy.clone(), 3);
+    let mut seg_sim = external_pair(noisy, 3);
     let (a, b) = (whole_sim.real[0].node, whole_sim.real[1].node);
     for _ in 0..20 {
         let f = tcp_super(4 * 1448, MACS, IPS);
@@ -208,7 +194,7 @@ fn corruption_and_duplication_strike_segments_as_they_strike_frames() {
 
 #[test]
 fn a_link_with_a_rate_cuts_super_frames_and_times_each_segment() {
-    let mut sim = pair(dir(Some(1000), ms(1)), 1);
+    let mut sim = external_pair(dir(Some(1000), ms(1)), 1);
     let rec = Recorder::default();
     sim.net.add_tap(0, Box::new(rec.clone()));
     let (a, b) = (sim.real[0].node, sim.real[1].node);
@@ -249,7 +235,7 @@ fn an_unlimited_link_never_queues_super_frames_offered_together() {
         packets: Some(5),
         ..QueueSpec::default()
     };
-    let mut sim = pair(d, 1);
+    let mut sim = external_pair(d, 1);
     let (a, b) = (sim.real[0].node, sim.real[1].node);
     assert!(sim
         .net

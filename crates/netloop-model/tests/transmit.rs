@@ -18,16 +18,7 @@ use netloop_model::{Frame, NodeId, Simulation};
 
 /// a — b, both external; each direction 1 Mbit/s, 1 ms.
 fn pair() -> Simulation {
-    let mut l = link("a", "b", dir(Some(1), ms(1)));
-    l.name = "a-b".into();
-    let s = spec(
-        SimDuration::from_secs(1),
-        1,
-        vec![attached("a"), attached("b")],
-        vec![l],
-        vec![],
-    );
-    Simulation::build(&s).expect("valid spec")
+    external_pair(dir(Some(1), ms(1)), 1)
 }
 
 /// A 1000-byte frame whose first byte is `tag`.

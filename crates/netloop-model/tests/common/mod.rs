@@ -43,6 +43,19 @@ pub fn attached(name: &str) -> NodeSpec {
     }
 }
 
+/// a — b, both external nodes, joined by link "a-b" whose directions are
+/// `dir`.
+pub fn external_pair(dir: DirectionSpec, seed: u64) -> netloop_model::Simulation {
+    let s = spec(
+        SimDuration::from_secs(1),
+        seed,
+        vec![attached("a"), attached("b")],
+        vec![link("a", "b", dir)],
+        vec![],
+    );
+    netloop_model::Simulation::build(&s).expect("valid spec")
+}
+
 pub fn dir(rate_mbps: Option<u64>, delay: SimDuration) -> DirectionSpec {
     DirectionSpec {
         rate: rate_mbps.map(DataRate::from_mbps),
