@@ -7,7 +7,9 @@
 //!   [`PacketRate`]), each parsed from text such as `"1Gbps"` or `"64kB"` with
 //!   an error that says what was wrong ([`UnitError`]).
 //! - [`queue`]: the event queue, with a total, deterministic order (time, then
-//!   insertion sequence) and the assertion that time never runs backwards.
+//!   the scheduling source, then that source's own order: the same in one
+//!   queue as across partitions) and the assertion that time never runs
+//!   backwards.
 //! - [`sched`]: the [`Model`] trait a simulation implements and the
 //!   as-fast-as-possible scheduler that drives it. The real-time scheduler
 //!   drives the same trait; only the way it waits for the next event differs.
@@ -32,7 +34,7 @@ pub mod time;
 pub mod units;
 
 pub use frame::Frame;
-pub use queue::EventQueue;
+pub use queue::{EventQueue, Source, MAX_SOURCES};
 pub use rng::RngStream;
 pub use sched::{run_afap, Model, RunStats};
 pub use time::{SimDuration, SimTime};

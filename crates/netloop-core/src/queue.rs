@@ -1,25 +1,47 @@
 //! The event queue: a priority queue with a total, deterministic order.
 //!
-//! Events are ordered by time, then by the order in which they were scheduled
-//! (a sequence number), so two runs of the same model schedule and execute the
-//! same events in the same order. Popping asserts that time never runs
-//! backwards: scheduling an event in the past is a bug in the model, caught
-//! here rather than silently reordered.
+//! Events are ordered by time, then by their *source* (the entity that
+//! scheduled them: a node, one half of a link direction; a number the model
+//! gives), then by the order in which that source scheduled them. Two runs
+//! of the same model execute the same events in the same order, and the
+//! order does not depend on how events of different sources interleave when
+//! they are scheduled: a network cut into partitions, each with a queue of
+//! its own and messages arriving from the others in batches, runs every
+//! event in the order a single queue would (issue 17). Ties broken by a
+//! global insertion order would not survive that.
+//!
+//! Popping asserts that time never runs backwards: scheduling an event in
+//! the past is a bug in the model, caught here rather than silently
+//! reordered.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::time::SimTime;
 
+/// Who scheduled an event (see the module docs): below [`MAX_SOURCES`].
+pub type Source = u32;
+
+/// Bits of an event's key that hold its source's sequence number.
+const SEQ_BITS: u32 = 40;
+/// Sources a queue can tell apart (2^24).
+pub const MAX_SOURCES: usize = 1 << (64 - SEQ_BITS);
+
 struct Entry<E> {
     time: SimTime,
-    seq: u64,
+    /// Source (high 24 bits) and the source's sequence number (low 40
+    /// bits, wrapping: only events of one source at one moment compare by
+    /// it, and a source never has 2^40 of them).
+    key: u64,
+    /// Global scheduling number (see [`EventQueue::pop_numbered`]); not
+    /// part of the order.
+    num: u64,
     event: E,
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
+        self.time == other.time && self.key == other.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -34,14 +56,16 @@ impl<E> Ord for Entry<E> {
         other
             .time
             .cmp(&self.time)
-            .then_with(|| other.seq.cmp(&self.seq))
+            .then_with(|| other.key.cmp(&self.key))
     }
 }
 
 /// A queue of events of type `E`, each due at a [`SimTime`].
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
-    next_seq: u64,
+    /// Next sequence number of each source.
+    seqs: Vec<u64>,
+    next_num: u64,
     now: SimTime,
     popped: u64,
 }
@@ -57,7 +81,8 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
-            next_seq: 0,
+            seqs: Vec::new(),
+            next_num: 0,
             now: SimTime::ZERO,
             popped: 0,
         }
@@ -68,19 +93,36 @@ impl<E> EventQueue<E> {
         self.now
     }
 
-    /// Schedules `event` at `time`.
+    /// Schedules `event` at `time`, from `source`: among events due at the
+    /// same time, those of lower sources run first, and one source's in the
+    /// order it scheduled them.
     ///
     /// # Panics
-    /// If `time` is before [`now`](Self::now): the model tried to change the past.
-    pub fn schedule(&mut self, time: SimTime, event: E) {
+    /// If `time` is before [`now`](Self::now) (the model tried to change
+    /// the past), or `source` is not below [`MAX_SOURCES`].
+    #[inline]
+    pub fn schedule(&mut self, time: SimTime, source: Source, event: E) {
         assert!(
             time >= self.now,
             "event scheduled in the past: at {time}, now {}",
             self.now
         );
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.heap.push(Entry { time, seq, event });
+        let s = source as usize;
+        assert!(s < MAX_SOURCES, "event source {source} out of range");
+        if s >= self.seqs.len() {
+            self.seqs.resize(s + 1, 0);
+        }
+        let seq = self.seqs[s];
+        self.seqs[s] = seq.wrapping_add(1);
+        let key = (u64::from(source) << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1));
+        let num = self.next_num;
+        self.next_num += 1;
+        self.heap.push(Entry {
+            time,
+            key,
+            num,
+            event,
+        });
     }
 
     /// The time of the next event, if any.
@@ -102,12 +144,12 @@ impl<E> EventQueue<E> {
         debug_assert!(e.time >= self.now, "time ran backwards");
         self.now = e.time;
         self.popped += 1;
-        Some((e.time, e.seq, e.event))
+        Some((e.time, e.num, e.event))
     }
 
     /// Number of events scheduled so far (the number the next one gets).
     pub fn scheduled(&self) -> u64 {
-        self.next_seq
+        self.next_num
     }
 
     /// Advances the current time without an event (the real-time scheduler
@@ -151,69 +193,118 @@ mod tests {
     use super::*;
 
     #[test]
-    fn orders_by_time_then_insertion() {
+    fn orders_by_time_then_source_then_the_sources_order() {
         let mut q = EventQueue::new();
-        q.schedule(SimTime::from_nanos(20), "c");
-        q.schedule(SimTime::from_nanos(10), "a");
-        q.schedule(SimTime::from_nanos(10), "b");
-        q.schedule(SimTime::from_nanos(20), "d");
+        q.schedule(SimTime::from_nanos(20), 0, "d");
+        q.schedule(SimTime::from_nanos(10), 7, "c");
+        q.schedule(SimTime::from_nanos(10), 3, "a");
+        q.schedule(SimTime::from_nanos(10), 3, "b");
+        q.schedule(SimTime::from_nanos(20), 1, "e");
         let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
-        assert_eq!(order, ["a", "b", "c", "d"]);
+        assert_eq!(order, ["a", "b", "c", "d", "e"]);
         assert_eq!(q.now(), SimTime::from_nanos(20));
-        assert_eq!(q.events_processed(), 4);
+        assert_eq!(q.events_processed(), 5);
     }
 
-    /// Against a sorted list as the reference: interleaved schedules and
-    /// pops, many events at equal times, slots reused; the order must be
-    /// (time, scheduling order) exactly.
-    #[test]
-    fn matches_a_sorted_reference_under_interleaving() {
-        let mut q = EventQueue::new();
-        let mut reference: Vec<(u64, u64)> = Vec::new();
-        let mut seq = 0u64;
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
+    /// A little xorshift stream for the tests.
+    fn stream(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+
+    /// Against a sorted list as the reference: interleaved schedules and
+    /// pops, many events at equal times and from equal sources; the order
+    /// must be (time, source, the source's scheduling order) exactly, and
+    /// the number popped with each event its global scheduling order.
+    #[test]
+    fn matches_a_sorted_reference_under_interleaving() {
+        let mut q = EventQueue::new();
+        // (time, source, source seq, global number)
+        let mut reference: Vec<(u64, u32, u64, u64)> = Vec::new();
+        let mut seqs = [0u64; 5];
+        let mut num = 0u64;
+        let mut next = stream(0x9e37_79b9_7f4a_7c15);
         for round in 0..20_000u64 {
             let pushes = next() % 4;
             for _ in 0..pushes {
-                // Few distinct times: ties are the rule, not the exception.
+                // Few distinct times and sources: ties are the rule.
                 let t = q.now().as_nanos() + next() % 8;
-                q.schedule(SimTime::from_nanos(t), seq);
-                reference.push((t, seq));
-                seq += 1;
+                let s = (next() % 5) as u32;
+                let e = (t, s, seqs[s as usize], num);
+                seqs[s as usize] += 1;
+                num += 1;
+                q.schedule(SimTime::from_nanos(t), s, e);
+                reference.push(e);
             }
             if round % 3 != 0 {
                 reference.sort_unstable();
                 let want = (!reference.is_empty()).then(|| reference.remove(0));
                 let got = q.pop_numbered().map(|(t, n, e)| {
-                    assert_eq!(n, e, "the number is the scheduling order");
-                    (t.as_nanos(), e)
+                    assert_eq!(n, e.3, "the number is the global scheduling order");
+                    assert_eq!(t.as_nanos(), e.0);
+                    e
                 });
                 assert_eq!(got, want);
             }
         }
         assert_eq!(q.len(), reference.len());
-        let pending: u64 = q.pending().map(|(_, &e)| e).sum();
-        assert_eq!(pending, reference.iter().map(|&(_, e)| e).sum::<u64>());
+        assert_eq!(q.scheduled(), num);
+        let pending: u64 = q.pending().map(|(_, e)| e.3).sum();
+        assert_eq!(pending, reference.iter().map(|e| e.3).sum::<u64>());
         reference.sort_unstable();
         for want in reference {
-            let (t, e) = q.pop().unwrap();
-            assert_eq!((t.as_nanos(), e), want);
+            assert_eq!(q.pop().unwrap().1, want);
         }
         assert!(q.is_empty());
+    }
+
+    /// What partitions rely on: the same events from each source, with the
+    /// sources interleaved differently (as when one source's events reach a
+    /// queue in a batch, later), pop in the same order.
+    #[test]
+    fn order_does_not_depend_on_how_sources_interleave() {
+        let mut next = stream(42);
+        // Per source, its events in its own order: (time, label).
+        let per_source: Vec<Vec<(u64, u64)>> = (0..6)
+            .map(|s| (0..200).map(|i| (next() % 16, s * 1000 + i)).collect())
+            .collect();
+        let run = |seed: u64| {
+            let mut pick = stream(seed);
+            let mut q = EventQueue::new();
+            let mut cursors = [0usize; 6];
+            while cursors.iter().zip(&per_source).any(|(&c, v)| c < v.len()) {
+                let s = (pick() % 6) as usize;
+                let Some(&(t, label)) = per_source[s].get(cursors[s]) else {
+                    continue;
+                };
+                cursors[s] += 1;
+                q.schedule(SimTime::from_nanos(t), s as Source, label);
+            }
+            std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect::<Vec<_>>()
+        };
+        let a = run(1);
+        assert_eq!(a.len(), 1200);
+        assert_eq!(a, run(2));
+        assert_eq!(a, run(3));
     }
 
     #[test]
     #[should_panic(expected = "in the past")]
     fn scheduling_in_the_past_panics() {
         let mut q = EventQueue::new();
-        q.schedule(SimTime::from_nanos(10), ());
+        q.schedule(SimTime::from_nanos(10), 0, ());
         q.pop();
-        q.schedule(SimTime::from_nanos(5), ());
+        q.schedule(SimTime::from_nanos(5), 0, ());
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn a_source_out_of_range_panics() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::ZERO, MAX_SOURCES as Source, ());
     }
 }

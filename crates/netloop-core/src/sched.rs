@@ -82,7 +82,7 @@ mod tests {
         type Event = ();
         fn handle(&mut self, now: SimTime, _: (), q: &mut EventQueue<()>) {
             self.0.push(now.as_nanos());
-            q.schedule(now + SimDuration::from_nanos(10), ());
+            q.schedule(now + SimDuration::from_nanos(10), 0, ());
         }
     }
 
@@ -90,7 +90,7 @@ mod tests {
     fn runs_until_the_horizon_inclusive() {
         let mut m = Ticker(vec![]);
         let mut q = EventQueue::new();
-        q.schedule(SimTime::ZERO, ());
+        q.schedule(SimTime::ZERO, 0, ());
         let stats = run_afap(&mut m, &mut q, SimTime::from_nanos(30), 1, |_, _| true);
         assert_eq!(m.0, [0, 10, 20, 30]);
         assert_eq!(stats.events, 4);
@@ -102,7 +102,7 @@ mod tests {
     fn progress_can_stop_the_run() {
         let mut m = Ticker(vec![]);
         let mut q = EventQueue::new();
-        q.schedule(SimTime::ZERO, ());
+        q.schedule(SimTime::ZERO, 0, ());
         let stats = run_afap(&mut m, &mut q, SimTime::MAX, 5, |_, n| n < 10);
         assert_eq!(stats.events, 10);
     }

@@ -32,7 +32,7 @@ use crate::apps::{
 use crate::error::{BuildError, ItemRef};
 use crate::host::Host;
 use crate::link::{Link, LinkDir};
-use crate::network::{Event, External, Network, Node};
+use crate::network::{Event, External, Network, Node, Sources};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, RoutingTable};
@@ -842,6 +842,19 @@ impl<'a> Builder<'a> {
 
     fn finish(self, mut tables: Vec<RoutingTable>) -> Result<Simulation, BuildError> {
         let spec = self.spec;
+        let src = Sources::new(spec.nodes.len(), spec.links.len()).ok_or_else(|| {
+            self.err(
+                ItemRef::Run,
+                None,
+                format!(
+                    "{} nodes and {} links are more than one event queue tells apart \
+                     (nodes + 4 x links must stay below {})",
+                    spec.nodes.len(),
+                    spec.links.len(),
+                    netloop_core::MAX_SOURCES
+                ),
+            )
+        })?;
         let seed = spec.run.seed;
         let mut nodes: Vec<Node> = Vec::with_capacity(spec.nodes.len());
         let mut real = Vec::new();
@@ -940,7 +953,11 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
-            queue.schedule(SimTime::ZERO + ev.at, Event::LinkEvent { index: i as u32 });
+            queue.schedule(
+                SimTime::ZERO + ev.at,
+                src.events(),
+                Event::LinkEvent { index: i as u32 },
+            );
         }
         let names: Vec<String> = spec.nodes.iter().map(|n| n.name.clone()).collect();
         let mut flows = Vec::new();
@@ -1216,6 +1233,7 @@ impl<'a> Builder<'a> {
         for (at, node, app) in starts {
             queue.schedule(
                 at,
+                src.node(node),
                 Event::Timer {
                     node: node as u32,
                     token: app as u64,
@@ -1229,6 +1247,7 @@ impl<'a> Builder<'a> {
             self.ports,
             self.port_links,
             links,
+            src,
         );
         Ok(Simulation {
             net,

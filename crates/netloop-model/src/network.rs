@@ -15,7 +15,7 @@
 //! is [`Event::Arrive`], always at least the link's propagation delay after the
 //! frame's last bit left, so a link between partitions carries its lookahead.
 
-use netloop_core::{EventQueue, Model, SimTime};
+use netloop_core::{EventQueue, Model, SimTime, Source, MAX_SOURCES};
 use std::collections::VecDeque;
 
 use crate::gso;
@@ -137,6 +137,45 @@ pub trait Tap: Send {
     fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]);
 }
 
+/// Who schedules which events, as the event queue's sources: ties
+/// between events due at the same moment break by them (see
+/// `netloop_core::queue`), the same in one queue as in a partitioned run.
+/// Each source belongs to exactly one owner (a node, one half of a link
+/// direction), which a partition holds whole.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sources {
+    nodes: u32,
+    links: u32,
+}
+
+impl Sources {
+    /// The sources of a network of `nodes` nodes and `links` links, or
+    /// `None` if it has more than the queue tells apart.
+    pub(crate) fn new(nodes: usize, links: usize) -> Option<Sources> {
+        (1 + nodes + 4 * links <= MAX_SOURCES).then_some(Sources {
+            nodes: nodes as u32,
+            links: links as u32,
+        })
+    }
+    /// The topology's scheduled link changes (`[[event]]`), first of all
+    /// at a moment.
+    pub(crate) fn events(self) -> Source {
+        0
+    }
+    /// A node: its timers, and frames handed to it from outside.
+    pub(crate) fn node(self, node: NodeId) -> Source {
+        1 + node as Source
+    }
+    /// The transmitter of a link direction.
+    fn tx(self, link: LinkId, side: usize) -> Source {
+        1 + self.nodes + 2 * link as Source + side as Source
+    }
+    /// The receiver (the wire) of a link direction.
+    fn rx(self, link: LinkId, side: usize) -> Source {
+        1 + self.nodes + 2 * self.links + 2 * link as Source + side as Source
+    }
+}
+
 /// The network model.
 pub struct Network {
     pub(crate) spec: NetworkSpec,
@@ -152,10 +191,13 @@ pub struct Network {
     timers: Vec<(SimTime, u64)>,
     /// Scratch for [`Network::channel_super`].
     fates: Vec<Fate>,
+    src: Sources,
 }
 
 /// Where and when a frame that left a link direction arrives.
 struct Arrival {
+    /// The receiver's event source.
+    src: Source,
     link: LinkId,
     side: usize,
     /// The direction's epoch when the frame left.
@@ -181,6 +223,7 @@ impl Arrival {
             if let Some(t) = d.wire.push(self.at, self.epoch, frame) {
                 q.schedule(
                     t,
+                    self.src,
                     Event::Arrive {
                         link: self.link as u32,
                         dir: self.side as u8,
@@ -223,6 +266,7 @@ impl Network {
         ports: Vec<Vec<PortInfo>>,
         port_links: Vec<Vec<(LinkId, usize)>>,
         links: Vec<Link>,
+        src: Sources,
     ) -> Self {
         let taps = (0..links.len()).map(|_| Vec::new()).collect();
         Network {
@@ -237,6 +281,7 @@ impl Network {
             out: Vec::new(),
             timers: Vec::new(),
             fates: Vec::new(),
+            src,
         }
     }
 
@@ -314,7 +359,7 @@ impl Network {
         }
         self.ledger.create_n(Origin::External, frame.segs());
         if let Some(t) = x.inbox.push(at, 0, frame) {
-            q.schedule(t, Event::Enter { node: node as u32 });
+            q.schedule(t, self.src.node(node), Event::Enter { node: node as u32 });
         }
         Ok(())
     }
@@ -326,7 +371,7 @@ impl Network {
         };
         let (head, next) = x.inbox.take(now);
         if let Some(t) = next {
-            q.schedule(t, Event::Enter { node: node as u32 });
+            q.schedule(t, self.src.node(node), Event::Enter { node: node as u32 });
         }
         if let Some(InAir { frame, .. }) = head {
             self.offer(now, node, 0, frame, q);
@@ -378,6 +423,7 @@ impl Network {
             d.wake_pending = true;
             q.schedule(
                 d.busy_until.max(now),
+                self.src.tx(link, side),
                 Event::TxDone {
                     link: link as u32,
                     dir: side as u8,
@@ -477,6 +523,7 @@ impl Network {
             d.wake_pending = true;
             q.schedule(
                 d.busy_until,
+                self.src.tx(link, side),
                 Event::TxDone {
                     link: link as u32,
                     dir: side as u8,
@@ -509,6 +556,7 @@ impl Network {
         let at = d.channel.arrival(now);
         let dup = d.channel.duplicate();
         let arrive = Arrival {
+            src: self.src.rx(link, side),
             link,
             side,
             epoch: d.epoch,
@@ -557,7 +605,9 @@ impl Network {
             fates.push(fate);
         }
         let epoch = d.epoch;
+        let src = self.src.rx(link, side);
         let arrival = |at| Arrival {
+            src,
             link,
             side,
             epoch,
@@ -605,6 +655,7 @@ impl Network {
         if let Some(t) = next {
             q.schedule(
                 t,
+                self.src.rx(link, side),
                 Event::Arrive {
                     link: link as u32,
                     dir: side as u8,
@@ -657,6 +708,7 @@ impl Network {
         for (at, token) in self.timers.drain(..) {
             q.schedule(
                 at,
+                self.src.node(node),
                 Event::Timer {
                     node: node as u32,
                     token,
