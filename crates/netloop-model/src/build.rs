@@ -143,8 +143,9 @@ fn kind_name(k: &TrafficKind) -> &'static str {
     }
 }
 
-/// Union-find over link indices (segments).
-fn find(parent: &mut [usize], x: usize) -> usize {
+/// Union-find: the root of `x`'s set, compressing the path to it (over
+/// link indices for segments here; over nodes for partitions).
+pub(crate) fn find(parent: &mut [usize], x: usize) -> usize {
     let mut r = x;
     while parent[r] != r {
         r = parent[r];

@@ -33,6 +33,7 @@ pub mod ipv4;
 pub mod link;
 pub mod network;
 pub mod node;
+pub mod partition;
 pub mod pmtu;
 pub mod qdisc;
 pub mod reassembly;

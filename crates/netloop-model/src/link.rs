@@ -173,24 +173,9 @@ impl Channel {
 
     /// Applies a run-time change.
     pub fn apply(&mut self, c: &LinkChange) {
-        if let Some(r) = c.rate {
-            self.spec.rate = r;
-        }
-        if let Some(d) = c.delay {
-            self.spec.delay = d;
-        }
-        if let Some(j) = &c.jitter {
-            self.spec.jitter = j.clone();
-        }
-        if let Some(l) = &c.loss {
-            self.spec.loss = l.clone();
+        self.spec.apply(c);
+        if c.loss.is_some() {
             self.ge_bad = false;
-        }
-        if let Some(p) = c.corrupt {
-            self.spec.corrupt = p;
-        }
-        if let Some(p) = c.duplicate {
-            self.spec.duplicate = p;
         }
     }
 }

@@ -110,6 +110,33 @@ pub struct Departure {
     pub frame: Frame,
 }
 
+/// A frame that left a link direction whose receiver another partition
+/// owns: what the sender settled (arrival time, epoch), for the receiver
+/// to put on its wire ([`Network::receive`]).
+#[derive(Debug)]
+pub struct Crossing {
+    /// When it reaches the far end.
+    pub at: SimTime,
+    /// The link.
+    pub link: u32,
+    /// 0 = a → b, 1 = b → a.
+    pub dir: u8,
+    /// The direction's epoch when it left.
+    pub epoch: u32,
+    /// The frame.
+    pub frame: Frame,
+}
+
+/// What a partition of a network needs to know about the others: which
+/// link directions' receivers are elsewhere, and the frames sent to them.
+struct Remote {
+    /// Per link and direction, the partition owning the receiver, if it is
+    /// not this one while the transmitter is.
+    rx_owner: Vec<[Option<u32>; 2]>,
+    /// Frames for each partition, in the order they left.
+    out: Vec<Vec<Crossing>>,
+}
+
 /// Why a frame could not be handed to the model.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InjectError {
@@ -192,6 +219,10 @@ pub struct Network {
     /// Scratch for [`Network::channel_super`].
     fates: Vec<Fate>,
     src: Sources,
+    /// Set when this network is one partition of a run.
+    remote: Option<Remote>,
+    /// Scheduled link changes (`[[event]]`) carried out so far.
+    link_events: u64,
 }
 
 /// Where and when a frame that left a link direction arrives.
@@ -210,6 +241,7 @@ impl Arrival {
     /// channel duplicated it (counted in the direction's stats and the
     /// ledger), scheduling the wire's next arrival if it changed. Returns
     /// the frames (segments) that will arrive.
+    /// Frames whose receiver another partition owns go to `away` instead.
     fn schedule(
         &self,
         frame: Frame,
@@ -217,9 +249,20 @@ impl Arrival {
         d: &mut LinkDir,
         ledger: &mut Ledger,
         q: &mut EventQueue<Event>,
+        mut away: Option<&mut Vec<Crossing>>,
     ) -> u64 {
         let segs = frame.segs();
         let mut put = |frame| {
+            if let Some(out) = away.as_deref_mut() {
+                out.push(Crossing {
+                    at: self.at,
+                    link: self.link as u32,
+                    dir: self.side as u8,
+                    epoch: self.epoch,
+                    frame,
+                });
+                return;
+            }
             if let Some(t) = d.wire.push(self.at, self.epoch, frame) {
                 q.schedule(
                     t,
@@ -243,6 +286,14 @@ impl Arrival {
             segs
         }
     }
+}
+
+/// Where the frames of link direction (`link`, `side`) go when its receiver
+/// is in another partition.
+fn away(remote: &mut Option<Remote>, link: LinkId, side: usize) -> Option<&mut Vec<Crossing>> {
+    let r = remote.as_mut()?;
+    let p = r.rx_owner[link][side]?;
+    Some(&mut r.out[p as usize])
 }
 
 /// What the wire does to one segment of a super-frame.
@@ -282,6 +333,8 @@ impl Network {
             timers: Vec::new(),
             fates: Vec::new(),
             src,
+            remote: None,
+            link_events: 0,
         }
     }
 
@@ -562,7 +615,8 @@ impl Network {
             epoch: d.epoch,
             at,
         };
-        arrive.schedule(frame, dup, d, &mut self.ledger, q)
+        let away = away(&mut self.remote, link, side);
+        arrive.schedule(frame, dup, d, &mut self.ledger, q, away)
     }
 
     /// [`Network::channel`] for a super-frame: the same draws, in the same
@@ -606,6 +660,7 @@ impl Network {
         }
         let epoch = d.epoch;
         let src = self.src.rx(link, side);
+        let remote = &mut self.remote;
         let arrival = |at| Arrival {
             src,
             link,
@@ -616,7 +671,8 @@ impl Network {
         let mut arriving = 0;
         if whole {
             let at = first_at.expect("a super-frame has segments");
-            arriving = arrival(at).schedule(frame, false, d, &mut self.ledger, q);
+            let away = away(remote, link, side);
+            arriving = arrival(at).schedule(frame, false, d, &mut self.ledger, q, away);
         } else {
             let mut i = 0;
             gso::cut(frame, &mut |mut seg| {
@@ -639,7 +695,8 @@ impl Network {
                             }
                             d.stats.corrupted += 1;
                         }
-                        arriving += arrival(at).schedule(seg, dup, d, &mut self.ledger, q);
+                        let away = away(remote, link, side);
+                        arriving += arrival(at).schedule(seg, dup, d, &mut self.ledger, q, away);
                     }
                 }
                 i += 1;
@@ -722,6 +779,7 @@ impl Network {
     }
 
     fn link_event(&mut self, index: usize) {
+        self.link_events += 1;
         let ev = self.spec.events[index].clone();
         let Some(link) = self.link_id(&ev.link) else {
             return; // validated at build time
@@ -788,6 +846,116 @@ impl Network {
             };
         }
         f
+    }
+}
+
+/// What a partition of a network does (see `crate::partition`): each
+/// partition holds a whole copy of the network but runs only the events of
+/// what it owns (its nodes, the transmitters of links leaving them, the
+/// receivers of links reaching them); the rest of its copy stays as built
+/// (every counter zero) and is never read. Scheduled link changes run in
+/// every partition, each carrying out its own halves. A frame sent on a link
+/// whose receiver another partition owns leaves as a [`Crossing`].
+impl Network {
+    /// Makes this network partition `me` of a run in which node `n` belongs
+    /// to partition `part_of[n]`.
+    pub fn make_partition(&mut self, part_of: &[u32], me: u32, parts: u32) {
+        let rx_owner = self
+            .links
+            .iter()
+            .map(|l| {
+                let owner = |side: usize| {
+                    let tx = part_of[l.ends[side].0];
+                    let rx = part_of[l.dirs[side].to.0];
+                    (tx == me && rx != me).then_some(rx)
+                };
+                [owner(0), owner(1)]
+            })
+            .collect();
+        self.remote = Some(Remote {
+            rx_owner,
+            out: (0..parts).map(|_| Vec::new()).collect(),
+        });
+    }
+
+    /// Whether partition `me` of a run cut by `part_of` runs `event`.
+    pub fn runs(&self, part_of: &[u32], me: u32, event: &Event) -> bool {
+        match *event {
+            Event::TxDone { link, dir, .. } => {
+                part_of[self.links[link as usize].ends[dir as usize].0] == me
+            }
+            Event::Arrive { link, dir } => {
+                part_of[self.links[link as usize].dirs[dir as usize].to.0] == me
+            }
+            Event::Timer { node, .. } | Event::Enter { node } => part_of[node as usize] == me,
+            Event::LinkEvent { .. } => true,
+        }
+    }
+
+    /// The frames sent so far to partition `p` (to be handed over).
+    ///
+    /// # Panics
+    /// If this network is not a partition ([`Network::make_partition`]).
+    pub fn crossings(&mut self, p: u32) -> &mut Vec<Crossing> {
+        &mut self.remote.as_mut().expect("a partition of a run").out[p as usize]
+    }
+
+    /// Puts a frame that crossed from another partition on its wire.
+    pub fn receive(&mut self, q: &mut EventQueue<Event>, c: Crossing) {
+        let (link, side) = (c.link as usize, usize::from(c.dir));
+        let d = &mut self.links[link].dirs[side];
+        if let Some(t) = d.wire.push(c.at, c.epoch, c.frame) {
+            q.schedule(
+                t,
+                self.src.rx(link, side),
+                Event::Arrive {
+                    link: c.link,
+                    dir: c.dir,
+                },
+            );
+        }
+    }
+
+    /// Scheduled link changes carried out so far (every partition carries
+    /// out each).
+    pub fn link_events(&self) -> u64 {
+        self.link_events
+    }
+
+    /// Takes what partition `p` of the same run owns (as [`Network::runs`]
+    /// tells) from `other`, its network at the end: the nodes, the
+    /// transmitters and wires, and the counters (summed: each partition
+    /// counted only what it owns).
+    pub fn absorb_partition(&mut self, mut other: Network, part_of: &[u32], p: u32) {
+        for (n, node) in other.nodes.iter_mut().enumerate() {
+            if part_of[n] == p {
+                std::mem::swap(&mut self.nodes[n], node);
+            }
+        }
+        self.ledger.absorb(&other.ledger);
+        for (l, theirs) in self.links.iter_mut().zip(&mut other.links) {
+            for side in 0..2 {
+                let tx = part_of[l.ends[side].0] == p;
+                let rx = part_of[l.dirs[side].to.0] == p;
+                let (mine, theirs) = (&mut l.dirs[side], &mut theirs.dirs[side]);
+                mine.stats.absorb(&theirs.stats);
+                if tx {
+                    std::mem::swap(&mut mine.channel, &mut theirs.channel);
+                    std::mem::swap(&mut mine.queue, &mut theirs.queue);
+                    mine.busy_until = theirs.busy_until;
+                    mine.tx_segs = theirs.tx_segs;
+                    mine.wake_pending = theirs.wake_pending;
+                }
+                if rx {
+                    std::mem::swap(&mut mine.wire, &mut theirs.wire);
+                }
+            }
+        }
+    }
+
+    /// No longer a partition: this network absorbed the others.
+    pub fn make_whole(&mut self) {
+        self.remote = None;
     }
 }
 

@@ -285,6 +285,46 @@ pub struct DirectionSpec {
     pub queue: QueueSpec,
 }
 
+impl DirectionSpec {
+    /// Applies a run-time change (what a `[[event]]` with settings does).
+    pub fn apply(&mut self, c: &LinkChange) {
+        if let Some(r) = c.rate {
+            self.rate = r;
+        }
+        if let Some(d) = c.delay {
+            self.delay = d;
+        }
+        if let Some(j) = &c.jitter {
+            self.jitter = j.clone();
+        }
+        if let Some(l) = &c.loss {
+            self.loss = l.clone();
+        }
+        if let Some(p) = c.corrupt {
+            self.corrupt = p;
+        }
+        if let Some(p) = c.duplicate {
+            self.duplicate = p;
+        }
+    }
+
+    /// The least time from a frame's last bit leaving to its arrival: the
+    /// delay, less what jitter can take off it (a normal distribution can
+    /// take it all).
+    pub fn least_delay(&self) -> SimDuration {
+        match &self.jitter {
+            None => self.delay,
+            Some(j) => match j.distribution {
+                JitterDistribution::Uniform => SimDuration::from_nanos(
+                    self.delay.as_nanos().saturating_sub(j.amount.as_nanos()),
+                ),
+                JitterDistribution::Normal => SimDuration::ZERO,
+                JitterDistribution::Pareto => self.delay,
+            },
+        }
+    }
+}
+
 impl Default for DirectionSpec {
     fn default() -> Self {
         DirectionSpec {
@@ -481,6 +521,17 @@ pub enum Direction {
     AToB,
     /// From `b` to `a`.
     BToA,
+}
+
+impl Direction {
+    /// Whether it includes direction `side` (0 = a → b, 1 = b → a).
+    pub fn includes(self, side: usize) -> bool {
+        match self {
+            Direction::Both => true,
+            Direction::AToB => side == 0,
+            Direction::BToA => side == 1,
+        }
+    }
 }
 
 /// A change to a link at a given simulated time.

@@ -143,6 +143,12 @@ impl DropCounts {
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
+    /// Adds another set of counts to these.
+    pub fn absorb(&mut self, other: &DropCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
     /// Non-zero (reason, count) pairs in a fixed order.
     pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
         DropReason::ALL
@@ -213,6 +219,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// Adds another ledger's counts to this one (the partitions of a run:
+    /// each counts what happened in what it owns).
+    pub fn absorb(&mut self, other: &Ledger) {
+        for (&o, &n) in &other.created {
+            *self.created.entry(o).or_default() += n;
+        }
+        for (&s, &n) in &other.delivered {
+            *self.delivered.entry(s).or_default() += n;
+        }
+        self.dropped.absorb(&other.dropped);
+    }
     /// Records a frame coming into existence.
     #[inline]
     pub fn create(&mut self, o: Origin) {
@@ -280,4 +297,24 @@ pub struct DirStats {
     pub queue_high_water_packets: u64,
     /// Most bytes ever waiting in the queue.
     pub queue_high_water_bytes: u64,
+}
+
+impl DirStats {
+    /// Adds another count of the same direction (the transmitter's and the
+    /// receiver's partitions count their own halves; each leaves the other
+    /// half's counters at zero).
+    pub fn absorb(&mut self, o: &DirStats) {
+        self.offered_packets += o.offered_packets;
+        self.sent_packets += o.sent_packets;
+        self.sent_bytes += o.sent_bytes;
+        self.received_packets += o.received_packets;
+        self.received_bytes += o.received_bytes;
+        self.drops.absorb(&o.drops);
+        self.corrupted += o.corrupted;
+        self.duplicated += o.duplicated;
+        self.queue_high_water_packets = self
+            .queue_high_water_packets
+            .max(o.queue_high_water_packets);
+        self.queue_high_water_bytes = self.queue_high_water_bytes.max(o.queue_high_water_bytes);
+    }
 }

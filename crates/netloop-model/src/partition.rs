@@ -1,0 +1,513 @@
+//! A network cut into partitions, run on threads with conservative
+//! synchronisation, giving the results a single run gives.
+//!
+//! This module owns where the cut goes ([`Cut`]: automatic, or given per
+//! node) and how partitions keep in step ([`run_threads`]). What a partition
+//! is inside the model (which events it runs, frames that cross to another)
+//! belongs to `network`.
+//!
+//! **Synchronisation.** A frame sent on a link reaches the far end no sooner
+//! than the link's least delay after its transmission starts, so a cut
+//! across links whose least delay is at least *L* (the lookahead) lets every
+//! partition run, without hearing from the others, all events before
+//! *T + L*, where *T* is the earliest event pending anywhere. Each round the
+//! partitions agree on *T* (a minimum over all), run their events before
+//! *T + L* (and not past the end), hand the frames that crossed to their
+//! receivers, and meet again: the windowed form of conservative
+//! synchronisation (Lubachevsky's bounded lag; YAWNS), which needs no null
+//! messages and costs two barriers per round.
+//!
+//! **Results do not depend on the cut.** Ties between events at one moment
+//! break by their source and the source's own order (`netloop_core::queue`),
+//! and every source belongs to one partition; each random stream belongs to
+//! one link direction or node. So each partition runs its events in the
+//! order a single run would, and the merged end state ([`Partitioned::sim`])
+//! is the single run's: the same results JSON, byte for byte.
+//!
+//! Not yet: partitions on MPI ranks, real-time runs with partitions, and
+//! pcap or taps on a partitioned run (refused with an error).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::Instant;
+
+use netloop_core::{SimDuration, SimTime};
+use serde::Serialize;
+
+use crate::build::{find, Simulation};
+use crate::error::BuildError;
+use crate::network::{Crossing, Network};
+use crate::spec::{LinkAction, NetworkSpec, NodeKind};
+
+/// Where a network is cut: the partition of every node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cut {
+    /// The partition of each node, in spec order.
+    pub part_of: Vec<u32>,
+    /// Number of partitions (some may hold no node).
+    pub parts: u32,
+    /// The least delay of the links cut (`SimDuration::MAX` if none is).
+    pub lookahead: SimDuration,
+    /// The links whose ends are in different partitions, in spec order.
+    pub cut_links: Vec<usize>,
+}
+
+/// Why a network cannot be cut as asked.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CutError {
+    /// Zero partitions asked for.
+    #[error("a run needs at least one partition")]
+    NoPartitions,
+    /// Real hosts need the real-time mode, which partitions do not have yet.
+    #[error(
+        "node '{node}' is a real host: partitioned runs are simulations as fast as possible \
+         only (real time with partitions is not built yet); run it without --partitions"
+    )]
+    RealNode {
+        /// The node.
+        node: String,
+    },
+    /// A cut through a link that can deliver a frame at once.
+    #[error(
+        "link '{link}' cannot be cut: its least delay is 0 (with its jitter and its \
+         scheduled changes), so it gives no lookahead; put '{a}' and '{b}' in one partition"
+    )]
+    ZeroDelay {
+        /// The link.
+        link: String,
+        /// Its end a.
+        a: String,
+        /// Its end b.
+        b: String,
+    },
+    /// A given partition number too large.
+    #[error("node '{node}': partition {part} is not below the {parts} partitions of the run")]
+    OutOfRange {
+        /// The node.
+        node: String,
+        /// Its partition.
+        part: u32,
+        /// Partitions of the run.
+        parts: u32,
+    },
+    /// The assignment given does not cover the nodes.
+    #[error("a partition is given for {given} nodes; the network has {nodes}")]
+    WrongLength {
+        /// Entries given.
+        given: usize,
+        /// Nodes in the network.
+        nodes: usize,
+    },
+}
+
+/// The least delay of link `li` over the run: both directions, as built
+/// and after each of its scheduled changes (a change may lower it).
+pub fn least_delay(spec: &NetworkSpec, li: usize) -> SimDuration {
+    let l = &spec.links[li];
+    let mut dirs = [l.a_to_b.clone(), l.b_to_a.clone()];
+    let mut least = dirs[0].least_delay().min(dirs[1].least_delay());
+    let mut events: Vec<_> = spec.events.iter().filter(|e| e.link == l.name).collect();
+    events.sort_by_key(|e| e.at);
+    for e in events {
+        if let LinkAction::Set(change) = &e.action {
+            for (side, d) in dirs.iter_mut().enumerate() {
+                if e.direction.includes(side) {
+                    d.apply(change);
+                    least = least.min(d.least_delay());
+                }
+            }
+        }
+    }
+    least
+}
+
+impl Cut {
+    /// Cuts `spec` into `parts` partitions automatically: across the links
+    /// of the longest least delay that still leaves the load balanced.
+    ///
+    /// Links with a least delay below a threshold bind their ends into one
+    /// group; for each threshold (the links' least delays, longest first)
+    /// the groups go to partitions heaviest first, each to the lightest
+    /// partition so far. The first threshold whose heaviest partition is
+    /// within 25 % of an even share wins; failing that, the best balanced
+    /// one. A node weighs its ports plus the flows that start or end at it
+    /// (with their counts). Zero-delay links are never cut.
+    pub fn auto(spec: &NetworkSpec, parts: u32) -> Result<Cut, CutError> {
+        check_simulated(spec)?;
+        if parts == 0 {
+            return Err(CutError::NoPartitions);
+        }
+        let n = spec.nodes.len();
+        let weights = node_weights(spec);
+        let least: Vec<SimDuration> = (0..spec.links.len())
+            .map(|li| least_delay(spec, li))
+            .collect();
+        let mut thresholds: Vec<SimDuration> = least
+            .iter()
+            .copied()
+            .filter(|d| *d > SimDuration::ZERO)
+            .collect();
+        thresholds.sort_unstable_by(|a, b| b.cmp(a));
+        thresholds.dedup();
+        let ends = endpoint_ids(spec);
+        let total: u64 = weights.iter().sum();
+        let even = (total as f64 / f64::from(parts)).max(1.0);
+        let mut best: Option<(f64, Vec<u32>)> = None;
+        // Threshold MAX first (every link binds): one group, for one
+        // partition or a network that cannot be cut at all.
+        for threshold in std::iter::once(SimDuration::MAX).chain(thresholds) {
+            let mut parent: Vec<usize> = (0..n).collect();
+            for (li, &(a, b)) in ends.iter().enumerate() {
+                if least[li] < threshold || least[li] == SimDuration::ZERO {
+                    let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                    parent[ra.max(rb)] = ra.min(rb);
+                }
+            }
+            let mut groups: Vec<(u64, usize)> = Vec::new(); // (weight, root)
+            let mut group_of = vec![usize::MAX; n];
+            for (v, &w) in weights.iter().enumerate() {
+                let r = find(&mut parent, v);
+                if group_of[r] == usize::MAX {
+                    group_of[r] = groups.len();
+                    groups.push((0, r));
+                }
+                groups[group_of[r]].0 += w;
+            }
+            // Heaviest first; equal weights in the order of their first node.
+            let mut order: Vec<usize> = (0..groups.len()).collect();
+            order.sort_by(|&x, &y| groups[y].0.cmp(&groups[x].0).then(x.cmp(&y)));
+            let mut load = vec![0u64; parts as usize];
+            let mut part_of_group = vec![0u32; groups.len()];
+            for g in order {
+                let p = (0..parts as usize)
+                    .min_by_key(|&p| (load[p], p))
+                    .unwrap_or(0);
+                load[p] += groups[g].0;
+                part_of_group[g] = p as u32;
+            }
+            let part_of: Vec<u32> = (0..n)
+                .map(|v| part_of_group[group_of[find(&mut parent, v)]])
+                .collect();
+            let imbalance = *load.iter().max().unwrap_or(&0) as f64 / even;
+            if imbalance <= 1.25 {
+                return Cut::given(spec, part_of, parts);
+            }
+            if best.as_ref().is_none_or(|(b, _)| imbalance < *b) {
+                best = Some((imbalance, part_of));
+            }
+        }
+        let part_of = best.map_or_else(|| vec![0; n], |(_, p)| p);
+        Cut::given(spec, part_of, parts)
+    }
+
+    /// The cut given by `part_of` (the partition of each node, in spec
+    /// order), checked: no zero-delay link between partitions.
+    pub fn given(spec: &NetworkSpec, part_of: Vec<u32>, parts: u32) -> Result<Cut, CutError> {
+        check_simulated(spec)?;
+        if parts == 0 {
+            return Err(CutError::NoPartitions);
+        }
+        if part_of.len() != spec.nodes.len() {
+            return Err(CutError::WrongLength {
+                given: part_of.len(),
+                nodes: spec.nodes.len(),
+            });
+        }
+        if let Some((v, &part)) = part_of.iter().enumerate().find(|(_, &p)| p >= parts) {
+            return Err(CutError::OutOfRange {
+                node: spec.nodes[v].name.clone(),
+                part,
+                parts,
+            });
+        }
+        let ends = endpoint_ids(spec);
+        let mut lookahead = SimDuration::MAX;
+        let mut cut_links = Vec::new();
+        for (li, &(a, b)) in ends.iter().enumerate() {
+            if part_of[a] == part_of[b] {
+                continue;
+            }
+            let d = least_delay(spec, li);
+            if d == SimDuration::ZERO {
+                let l = &spec.links[li];
+                return Err(CutError::ZeroDelay {
+                    link: l.name.clone(),
+                    a: l.a.node.clone(),
+                    b: l.b.node.clone(),
+                });
+            }
+            lookahead = lookahead.min(d);
+            cut_links.push(li);
+        }
+        Ok(Cut {
+            part_of,
+            parts,
+            lookahead,
+            cut_links,
+        })
+    }
+}
+
+/// Partitions run simulations only: a real host needs the wall clock.
+fn check_simulated(spec: &NetworkSpec) -> Result<(), CutError> {
+    match spec
+        .nodes
+        .iter()
+        .find(|n| matches!(n.kind, NodeKind::Namespace(_) | NodeKind::Attached(_)))
+    {
+        Some(n) => Err(CutError::RealNode {
+            node: n.name.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The node ids at the ends of each link.
+fn endpoint_ids(spec: &NetworkSpec) -> Vec<(usize, usize)> {
+    let id = |name: &str| {
+        spec.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .expect("a built spec names existing nodes")
+    };
+    spec.links
+        .iter()
+        .map(|l| (id(&l.a.node), id(&l.b.node)))
+        .collect()
+}
+
+/// How much work a node is likely to bring: its ports, plus the flows
+/// starting or ending at it.
+fn node_weights(spec: &NetworkSpec) -> Vec<u64> {
+    let mut w = vec![0u64; spec.nodes.len()];
+    let ends = endpoint_ids(spec);
+    for &(a, b) in &ends {
+        w[a] += 1;
+        w[b] += 1;
+    }
+    let id = |name: &str| spec.nodes.iter().position(|n| n.name == name);
+    for t in &spec.traffic {
+        // A bulk TCP flow brings more than a ping; without a measure of
+        // rates here, each flow counts the same.
+        let count = u64::from(t.count.max(1));
+        for name in [&t.from, &t.to] {
+            if let Some(v) = id(name) {
+                w[v] += count;
+            }
+        }
+    }
+    w
+}
+
+/// What one partition did during a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PartitionStats {
+    /// Nodes it owned.
+    pub nodes: usize,
+    /// Events it ran.
+    pub events: u64,
+    /// Frames it sent to other partitions.
+    pub frames_out: u64,
+    /// Frames it received from other partitions.
+    pub frames_in: u64,
+    /// Wall-clock seconds spent waiting for the other partitions (at the
+    /// two barriers of each round).
+    pub blocked_seconds: f64,
+}
+
+/// A partitioned run: the merged simulation (as a single run would have
+/// ended) and what each partition did.
+pub struct Partitioned {
+    /// The whole network at the end, merged from the partitions.
+    pub sim: Simulation,
+    /// Synchronisation rounds.
+    pub rounds: u64,
+    /// Per partition.
+    pub partitions: Vec<PartitionStats>,
+}
+
+/// What the partitions share while they run.
+struct Shared {
+    barrier: Barrier,
+    /// Each partition's earliest pending event (ns; `u64::MAX`: none).
+    next: Vec<AtomicU64>,
+    /// Frames for each partition, from all the others.
+    inbox: Vec<Mutex<Vec<Crossing>>>,
+    /// Set by partition 0 when `progress` asks to stop.
+    stop: AtomicBool,
+}
+
+/// Runs `sim` (built from its spec, not yet run) cut by `cut` on one thread
+/// per partition, as fast as possible up to simulated time `until` (events
+/// due then run). `progress` is called by partition 0 now and then with its
+/// simulated time; returning `false` stops the run at the end of a round.
+pub fn run_threads(
+    sim: Simulation,
+    cut: &Cut,
+    until: SimTime,
+    mut progress: impl FnMut(SimTime) -> bool + Send,
+) -> Result<Partitioned, BuildError> {
+    let parts = cut.parts as usize;
+    let spec = sim.net.spec().clone();
+    // The other partitions build their own copies (deterministically the
+    // same as `sim`: it built without an error, so they do too).
+    let shared = Shared {
+        barrier: Barrier::new(parts),
+        next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+        stop: AtomicBool::new(false),
+    };
+    let mut first = Some(sim);
+    let results: Vec<Result<(Simulation, PartitionStats, u64), BuildError>> =
+        std::thread::scope(|scope| {
+            let mut handles = Vec::with_capacity(parts);
+            let mut progress = Some(&mut progress);
+            for me in 0..parts {
+                let mine = first.take();
+                let spec = &spec;
+                let shared = &shared;
+                let report = if me == 0 { progress.take() } else { None };
+                let handle = std::thread::Builder::new()
+                    .name(format!("netloop-part-{me}"))
+                    .spawn_scoped(scope, move || {
+                        let sim = match mine {
+                            Some(s) => s,
+                            None => Simulation::build(spec)?,
+                        };
+                        Ok(run_partition(sim, cut, me as u32, until, shared, report))
+                    })
+                    .expect("spawning a partition thread");
+                handles.push(handle);
+            }
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+    let mut partitions = Vec::with_capacity(parts);
+    let mut merged: Option<Simulation> = None;
+    let mut rounds = 0;
+    let mut link_events = 0;
+    for (p, r) in results.into_iter().enumerate() {
+        let (sim, stats, r_rounds) = r?;
+        rounds = r_rounds;
+        partitions.push(stats);
+        match &mut merged {
+            None => {
+                link_events = sim.net.link_events();
+                merged = Some(sim);
+            }
+            Some(m) => {
+                m.net.absorb_partition(sim.net, &cut.part_of, p as u32);
+                m.queue.absorb(sim.queue);
+            }
+        }
+    }
+    let mut sim = merged.expect("at least one partition");
+    // Every partition ran each scheduled link change; a single run counts
+    // it once.
+    sim.queue
+        .forget_processed(link_events * (parts as u64).saturating_sub(1));
+    sim.net.make_whole();
+    Ok(Partitioned {
+        sim,
+        rounds,
+        partitions,
+    })
+}
+
+/// Waits at the barrier, adding the wait to `blocked`.
+fn meet(shared: &Shared, blocked: &mut f64) {
+    let t = Instant::now();
+    shared.barrier.wait();
+    *blocked += t.elapsed().as_secs_f64();
+}
+
+/// One partition's part of [`run_threads`]: returns its simulation at the
+/// end, what it did, and the rounds run.
+fn run_partition(
+    mut sim: Simulation,
+    cut: &Cut,
+    me: u32,
+    until: SimTime,
+    shared: &Shared,
+    mut progress: Option<&mut (impl FnMut(SimTime) -> bool + Send)>,
+) -> (Simulation, PartitionStats, u64) {
+    let parts = cut.parts;
+    sim.net.make_partition(&cut.part_of, me, parts);
+    {
+        let net: &Network = &sim.net;
+        sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
+    }
+    let mut stats = PartitionStats {
+        nodes: cut.part_of.iter().filter(|&&p| p == me).count(),
+        ..PartitionStats::default()
+    };
+    let start_events = sim.queue.events_processed();
+    let mut rounds = 0u64;
+    let mut last_report = Instant::now();
+    loop {
+        let incoming = std::mem::take(
+            &mut *shared.inbox[me as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        stats.frames_in += incoming.len() as u64;
+        for c in incoming {
+            sim.net.receive(&mut sim.queue, c);
+        }
+        let next = sim.queue.peek_time().map_or(u64::MAX, |t| t.as_nanos());
+        shared.next[me as usize].store(next, Ordering::Relaxed);
+        meet(shared, &mut stats.blocked_seconds);
+        let earliest = shared
+            .next
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        // Read by all after the same barrier: all stop together.
+        if earliest > until.as_nanos() || shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        rounds += 1;
+        // Frames sent at or after `earliest` arrive at `horizon` or later:
+        // everything before it is safe to run.
+        let horizon = earliest.saturating_add(cut.lookahead.as_nanos());
+        let limit = SimTime::from_nanos((horizon - 1).min(until.as_nanos()));
+        while let Some(t) = sim.queue.peek_time() {
+            if t > limit {
+                break;
+            }
+            let (now, ev) = sim.queue.pop().expect("peeked");
+            netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
+        }
+        for p in 0..parts {
+            let out = sim.net.crossings(p);
+            if out.is_empty() {
+                continue;
+            }
+            stats.frames_out += out.len() as u64;
+            shared.inbox[p as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(out);
+        }
+        if let Some(report) = progress.as_deref_mut() {
+            if last_report.elapsed().as_millis() >= 100 {
+                last_report = Instant::now();
+                if !report(sim.queue.now()) {
+                    shared.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        meet(shared, &mut stats.blocked_seconds);
+    }
+    if until != SimTime::MAX && sim.queue.now() < until && !shared.stop.load(Ordering::Relaxed) {
+        sim.queue.advance_to(until);
+    }
+    stats.events = sim.queue.events_processed() - start_events;
+    (sim, stats, rounds)
+}

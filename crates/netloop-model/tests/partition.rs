@@ -1,0 +1,384 @@
+//! Partitioned runs give the results of a single run, byte for byte, however
+//! the network is cut; cuts that cannot work are refused with a clear error.
+
+mod common;
+
+use common::*;
+use netloop_core::{Bytes, DataRate, SimDuration, SimTime};
+use netloop_model::partition::{run_threads, Cut, CutError};
+use netloop_model::spec::*;
+use netloop_model::Simulation;
+
+fn ping(interval_ms: u64) -> TrafficKind {
+    TrafficKind::Ping {
+        interval: ms(interval_ms),
+        size: Bytes::new(56),
+    }
+}
+
+/// Two routers joined by an impaired bottleneck (loss, duplication,
+/// corruption, jitter that reorders), four hosts on each side, traffic of
+/// every kind both ways across it, and scheduled changes to the
+/// bottleneck (down, up, a lower delay) and to a host link.
+fn dumbbell(seed: u64) -> NetworkSpec {
+    let mut bottleneck = dir(Some(20), ms(6));
+    bottleneck.loss = LossSpec::Bernoulli { p: 0.01 };
+    bottleneck.duplicate = 0.005;
+    bottleneck.corrupt = 0.002;
+    bottleneck.jitter = Some(JitterSpec {
+        amount: ms(1),
+        distribution: JitterDistribution::Uniform,
+        reorder: true,
+    });
+    bottleneck.queue = QueueSpec {
+        packets: Some(40),
+        ..QueueSpec::default()
+    };
+    let mut nodes = vec![router("r1"), router("r2")];
+    let mut links = vec![link("r1", "r2", bottleneck)];
+    for i in 1..=8 {
+        let h = format!("h{i}");
+        let r = if i <= 4 { "r1" } else { "r2" };
+        nodes.push(host(&h));
+        links.push(link(&h, r, dir(Some(100), ms(1))));
+    }
+    let traffic = vec![
+        flow("cbr", "h1", "h5", cbr(4, 1000)),
+        flow("tcp", "h6", "h2", TrafficKind::TcpBulk { bytes: None }),
+        flow(
+            "rr",
+            "h3",
+            "h7",
+            TrafficKind::TcpRr {
+                request: Bytes::new(200),
+                response: Bytes::new(3000),
+                interval: Some(ms(20)),
+            },
+        ),
+        flow("ping", "h8", "h4", ping(50)),
+        flow(
+            "poisson",
+            "h5",
+            "h1",
+            TrafficKind::UdpPoisson {
+                rate: DataRate::from_mbps(2),
+                size: Bytes::new(300),
+            },
+        ),
+        TrafficSpec {
+            count: 3,
+            ..flow(
+                "onoff",
+                "h2",
+                "h6",
+                TrafficKind::UdpOnOff {
+                    rate: DataRate::from_mbps(3),
+                    size: Bytes::new(700),
+                    on: ms(100),
+                    off: ms(100),
+                },
+            )
+        },
+        flow("trace", "h4", "h8", TrafficKind::Traceroute { max_hops: 5 }),
+        // Local: never crosses a cut between the routers.
+        flow("local", "h1", "h3", cbr(1, 200)),
+    ];
+    let mut s = spec(SimDuration::from_secs(3), seed, nodes, links, traffic);
+    let ev = |at_ms, link: &str, direction, action| LinkEventSpec {
+        at: ms(at_ms),
+        link: link.into(),
+        direction,
+        action,
+    };
+    s.events = vec![
+        ev(1000, "r1-r2", Direction::Both, LinkAction::Down),
+        ev(1200, "r1-r2", Direction::Both, LinkAction::Up),
+        ev(
+            1500,
+            "r1-r2",
+            Direction::AToB,
+            LinkAction::Set(LinkChange {
+                delay: Some(ms(4)),
+                ..LinkChange::default()
+            }),
+        ),
+        ev(2000, "h2-r1", Direction::BToA, LinkAction::Down),
+        ev(2300, "h2-r1", Direction::BToA, LinkAction::Up),
+    ];
+    s
+}
+
+/// A ring of four routers, each with a switch (joined to it at zero delay)
+/// and two hosts behind the switch; flows between every pair of sites.
+fn ring(seed: u64) -> NetworkSpec {
+    let mut nodes = Vec::new();
+    let mut links = Vec::new();
+    for i in 0..4 {
+        nodes.push(router(&format!("r{i}")));
+        nodes.push(switch(&format!("s{i}")));
+        links.push(link(&format!("r{i}"), &format!("s{i}"), dir(None, ms(0))));
+        for j in 0..2 {
+            let h = format!("h{i}{j}");
+            nodes.push(host(&h));
+            links.push(link(&h, &format!("s{i}"), dir(Some(50), ms(0))));
+        }
+    }
+    for i in 0..4 {
+        let d = dir(Some(30), ms(2 + i));
+        links.push(link(&format!("r{i}"), &format!("r{}", (i + 1) % 4), d));
+    }
+    let mut traffic = Vec::new();
+    for i in 0..4 {
+        for k in 1..4 {
+            let to = (i + k) % 4;
+            traffic.push(flow(
+                &format!("u{i}{to}"),
+                &format!("h{i}0"),
+                &format!("h{to}1"),
+                cbr(2, 400 + 100 * k),
+            ));
+        }
+        traffic.push(flow(
+            &format!("t{i}"),
+            &format!("h{i}1"),
+            &format!("h{}0", (i + 2) % 4),
+            TrafficKind::TcpBulk {
+                bytes: Some(Bytes::new(300_000)),
+            },
+        ));
+    }
+    spec(SimDuration::from_secs(2), seed, nodes, links, traffic)
+}
+
+fn single(s: &NetworkSpec) -> String {
+    let mut sim = Simulation::build(s).expect("valid spec");
+    sim.run(u64::MAX, |_, _| true);
+    assert_conserved(&sim);
+    serde_json::to_string_pretty(&sim.results("afap", None, None)).unwrap()
+}
+
+fn partitioned(s: &NetworkSpec, cut: &Cut) -> (String, u64) {
+    let sim = Simulation::build(s).expect("valid spec");
+    let end = SimTime::ZERO + s.run.duration;
+    let p = run_threads(sim, cut, end, |_| true).expect("runs");
+    assert_eq!(p.partitions.len(), cut.parts as usize);
+    assert_conserved(&p.sim);
+    let out: u64 = p.partitions.iter().map(|x| x.frames_out).sum();
+    let inn: u64 = p.partitions.iter().map(|x| x.frames_in).sum();
+    assert_eq!(out, inn, "every frame sent across is received");
+    (
+        serde_json::to_string_pretty(&p.sim.results("afap", None, None)).unwrap(),
+        out,
+    )
+}
+
+/// Where two JSON texts first differ, for a readable failure.
+fn first_difference(a: &str, b: &str) -> String {
+    let line = a
+        .lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or(0);
+    format!(
+        "line {}: {:?} vs {:?}",
+        line + 1,
+        a.lines().nth(line),
+        b.lines().nth(line)
+    )
+}
+
+fn assert_same_for_every_cut(s: &NetworkSpec, cuts: &[Cut]) {
+    let want = single(s);
+    for cut in cuts {
+        let (got, crossed) = partitioned(s, cut);
+        assert!(
+            got == want,
+            "{} partitions ({:?}) differ from one: {}",
+            cut.parts,
+            cut.part_of,
+            first_difference(&got, &want)
+        );
+        if cut.cut_links.is_empty() {
+            assert_eq!(crossed, 0);
+        } else {
+            assert!(crossed > 0, "frames crossed the cut {:?}", cut.part_of);
+        }
+    }
+}
+
+#[test]
+fn dumbbell_gives_the_same_results_cut_into_1_2_4_and_8() {
+    let s = dumbbell(11);
+    let mut cuts: Vec<Cut> = [1, 2, 4, 8]
+        .iter()
+        .map(|&n| Cut::auto(&s, n).expect("cuttable"))
+        .collect();
+    // The automatic cut of 2 is across the bottleneck (the longest delay).
+    assert_eq!(cuts[1].cut_links, [0]);
+    assert_eq!(
+        cuts[1].lookahead,
+        ms(3),
+        "the 4 ms set at 1.5 s, less 1 ms of jitter"
+    );
+    // Every node on its own (cuts every link), and an odd given cut.
+    let n = s.nodes.len() as u32;
+    cuts.push(Cut::given(&s, (0..n).collect(), n).unwrap());
+    cuts.push(Cut::given(&s, (0..n).map(|v| (v * 7) % 3).collect(), 3).unwrap());
+    assert_same_for_every_cut(&s, &cuts);
+}
+
+#[test]
+fn ring_gives_the_same_results_cut_into_2_3_4_and_8() {
+    let s = ring(3);
+    let cuts: Vec<Cut> = [2, 3, 4, 8]
+        .iter()
+        .map(|&n| Cut::auto(&s, n).expect("cuttable"))
+        .collect();
+    // Zero-delay links (router to switch, hosts to switch) are never cut:
+    // each site stays whole.
+    for cut in &cuts {
+        for &li in &cut.cut_links {
+            assert!(s.links[li].name.starts_with('r') && s.links[li].b.node.starts_with('r'));
+        }
+    }
+    assert_eq!(cuts[2].cut_links.len(), 4, "four sites on four partitions");
+    assert_eq!(cuts[2].lookahead, ms(2));
+    assert_same_for_every_cut(&s, &cuts);
+}
+
+/// Frames that reach a router at the same nanosecond from both sides of
+/// the cut, competing for one small queue: which goes first decides which
+/// is dropped and how long each waits, so results depend on how such ties
+/// break. A single queue broke them by global insertion order, which a
+/// partitioned run cannot reproduce (frames from the other side are put on
+/// their wire later, in a batch).
+#[test]
+fn ties_at_one_moment_break_the_same_way_across_the_cut() {
+    let mut out = dir(Some(10), ms(1));
+    out.queue = QueueSpec {
+        packets: Some(3),
+        ..QueueSpec::default()
+    };
+    let mut nodes = vec![router("r1"), router("r2")];
+    let mut links = vec![link("r1", "r2", dir(None, ms(2)))];
+    for h in ["h1", "h2", "h3"] {
+        nodes.push(host(h));
+        links.push(link(h, "r1", dir(None, ms(1))));
+    }
+    for h in ["h5", "h6", "h7"] {
+        nodes.push(host(h));
+        let d = if h == "h5" {
+            out.clone()
+        } else {
+            dir(None, ms(1))
+        };
+        links.push(link(h, "r2", d));
+    }
+    let at = |start_ms, f: TrafficSpec| TrafficSpec {
+        start: ms(start_ms),
+        ..f
+    };
+    // h1's and h2's frames reach r2 at 3 ms past each send, h6's and h7's
+    // at 1 ms: starting 2 ms apart, all four meet at r2 together, each
+    // frame of each flow, on their way to h5 behind 10 Mbit/s.
+    let s = spec(
+        SimDuration::from_secs(1),
+        5,
+        nodes,
+        links,
+        vec![
+            at(0, flow("a", "h1", "h5", cbr(3, 1000))),
+            at(0, flow("b", "h2", "h5", cbr(3, 1000))),
+            at(2, flow("c", "h6", "h5", cbr(3, 1000))),
+            at(2, flow("d", "h7", "h5", cbr(3, 1000))),
+            at(0, flow("e", "h3", "h5", cbr(3, 1000))),
+        ],
+    );
+    let cut = Cut::auto(&s, 2).unwrap();
+    assert_eq!(cut.cut_links, [0]);
+    let n = s.nodes.len() as u32;
+    let each = Cut::given(&s, (0..n).collect(), n).unwrap();
+    assert_same_for_every_cut(&s, &[cut, each]);
+    // The ties were there to break: some frames waited in h5's queue and
+    // some found it full.
+    let r: serde_json::Value = serde_json::from_str(&single(&s)).unwrap();
+    let to_h5 = &r["links"][4]["b_to_a"];
+    assert_eq!(r["links"][4]["name"], "h5-r2");
+    assert!(
+        to_h5["drops"]["queue_full"].as_u64().unwrap() > 0,
+        "{to_h5}"
+    );
+}
+
+#[test]
+fn a_cut_through_a_zero_delay_link_is_refused_by_name() {
+    let s = ring(1);
+    let n = s.nodes.len();
+    // r0 in partition 1, its switch s0 in partition 0.
+    let mut part_of = vec![0u32; n];
+    part_of[0] = 1;
+    let err = Cut::given(&s, part_of, 2).unwrap_err();
+    assert!(
+        matches!(&err, CutError::ZeroDelay { link, .. } if link == "r0-s0"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("link 'r0-s0' cannot be cut"),
+        "{err}"
+    );
+    // Normal jitter can take the whole delay off: no lookahead either.
+    let mut s = dumbbell(1);
+    s.links[0].a_to_b.jitter = Some(JitterSpec {
+        amount: ms(1),
+        distribution: JitterDistribution::Normal,
+        reorder: false,
+    });
+    let err = Cut::given(&s, (0..s.nodes.len() as u32).map(|v| v.min(1)).collect(), 2).unwrap_err();
+    assert!(matches!(&err, CutError::ZeroDelay { link, .. } if link == "r1-r2"));
+    // A change scheduled later that lowers the delay to 0 counts too.
+    let mut s = dumbbell(1);
+    s.events.push(LinkEventSpec {
+        at: ms(2500),
+        link: "h1-r1".into(),
+        direction: Direction::Both,
+        action: LinkAction::Set(LinkChange {
+            delay: Some(SimDuration::ZERO),
+            ..LinkChange::default()
+        }),
+    });
+    let n = s.nodes.len() as u32;
+    let err = Cut::given(&s, (0..n).collect(), n).unwrap_err();
+    assert!(matches!(&err, CutError::ZeroDelay { link, .. } if link == "h1-r1"));
+    // The automatic cut keeps that link whole.
+    let cut = Cut::auto(&s, 8).unwrap();
+    let h1 = s.nodes.iter().position(|x| x.name == "h1").unwrap();
+    let r1 = s.nodes.iter().position(|x| x.name == "r1").unwrap();
+    assert_eq!(cut.part_of[h1], cut.part_of[r1]);
+}
+
+#[test]
+fn real_hosts_and_bad_assignments_are_refused() {
+    let s = spec(
+        SimDuration::from_secs(1),
+        1,
+        vec![attached("x"), host("h")],
+        vec![link("x", "h", dir(None, ms(1)))],
+        vec![],
+    );
+    let err = Cut::auto(&s, 2).unwrap_err();
+    assert!(err.to_string().contains("node 'x' is a real host"), "{err}");
+    let s = dumbbell(1);
+    let err = Cut::given(&s, vec![0; 3], 2).unwrap_err();
+    assert_eq!(
+        err,
+        CutError::WrongLength {
+            given: 3,
+            nodes: 10
+        }
+    );
+    let mut part_of = vec![0u32; 10];
+    part_of[4] = 2;
+    let err = Cut::given(&s, part_of, 2).unwrap_err();
+    assert!(err.to_string().contains("node 'h3': partition 2"), "{err}");
+    assert_eq!(Cut::auto(&s, 0).unwrap_err(), CutError::NoPartitions);
+}
