@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Simulations: cut the network into this many partitions, each run on
+    /// a thread of its own; the results equal one partition's (see
+    /// docs/partitions.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub partitions: u32,
     /// Run in real time even without real hosts (a topology with namespace
     /// or attached nodes always runs in real time).
     #[arg(long)]
@@ -271,6 +276,25 @@ fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
     (wall, interrupted.load(Ordering::SeqCst))
 }
 
+/// [`execute`] for a run cut into partitions (`--partitions`): returns the
+/// results and whether it was interrupted.
+fn execute_partitioned(
+    sim: Simulation,
+    cut: &netloop_model::partition::Cut,
+    topology: &str,
+) -> anyhow::Result<(Results, bool)> {
+    let interrupted = crate::live::interrupted();
+    let end = SimTime::ZERO + sim.net.spec().run.duration;
+    let start = Instant::now();
+    let flag = interrupted;
+    let p =
+        netloop_model::partition::run_threads(sim, cut, end, move |_| !flag.load(Ordering::SeqCst))
+            .map_err(|e| anyhow!("{e}"))?;
+    let wall = start.elapsed().as_secs_f64();
+    let results = p.results(cut, "afap", Some(wall), Some(topology.to_string()));
+    Ok((results, interrupted.load(Ordering::SeqCst)))
+}
+
 /// How a pcap capture of `netloop run --pcap` went: an element of the
 /// results' `pcap`.
 #[derive(serde::Serialize)]
@@ -310,6 +334,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
+    let cut = if args.partitions > 1 {
+        if args.realtime {
+            return Err(anyhow!(
+                "--partitions runs simulations as fast as possible only (real time with partitions is not built yet): drop --realtime or --partitions"
+            ));
+        }
+        if !args.pcap.is_empty() {
+            return Err(anyhow!(
+                "--pcap on a run with --partitions is not built yet: capture with one partition"
+            ));
+        }
+        let cut =
+            netloop_model::partition::Cut::auto(&loaded.spec, args.partitions).map_err(|e| {
+                anyhow!(
+                    "{}: cannot cut into {} partitions: {e}",
+                    args.file.display(),
+                    args.partitions
+                )
+            })?;
+        Some(cut)
+    } else {
+        None
+    };
     if let Some(path) = &args.json {
         check_json_writable(path)?;
     }
@@ -339,6 +386,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let interrupted = rt.end == netloop_io::rt::EndReason::Interrupted;
         (out.results, interrupted)
+    } else if let Some(cut) = &cut {
+        let (results, interrupted) = execute_partitioned(sim, cut, &topology)?;
+        if !args.quiet {
+            print_summary(&topology, &results);
+        }
+        (results, interrupted)
     } else {
         let (wall, interrupted) = execute(&mut sim, !args.no_progress && !args.quiet);
         let results = sim.results("afap", Some(wall), Some(topology.clone()));

@@ -395,3 +395,74 @@ endpoints = ["r2", "r1"]
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--partitions N` runs the network cut into N partitions on threads and
+/// writes the results of one partition, apart from `wall` (which says how
+/// the run was cut); what partitions cannot do yet is refused by name.
+#[test]
+fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
+    let dir = tmpdir("partitions");
+    let run = |n: &str| {
+        let json = dir.join(format!("p{n}.json"));
+        let out = netloop(&[
+            "run",
+            "examples/link-flap.toml",
+            "--quiet",
+            "--partitions",
+            n,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let full: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (results(&json), full["wall"]["partitions"].clone())
+    };
+    let (one, none) = run("1");
+    assert!(none.is_null(), "one partition reports no cut: {none}");
+    for n in ["2", "3"] {
+        let (many, report) = run(n);
+        assert!(one == many, "{n} partitions changed the results");
+        assert_eq!(report["count"], n.parse::<u64>().unwrap());
+        assert!(report["rounds"].as_u64().unwrap() > 0);
+        assert!(!report["cut_links"].as_array().unwrap().is_empty());
+        let events: u64 = report["per_partition"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["events"].as_u64().unwrap())
+            .sum();
+        // Each partition ran the link changes; the results count them once.
+        assert!(events >= one["meta"]["events_processed"].as_u64().unwrap());
+    }
+    let fails = |args: &[&str], want: &str| {
+        let out = netloop(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    fails(
+        &["run", "examples/real-hosts.toml", "--partitions", "2"],
+        "is a real host: partitioned runs are simulations",
+    );
+    fails(
+        &[
+            "run",
+            "examples/link-flap.toml",
+            "--partitions",
+            "2",
+            "--pcap",
+            "all",
+        ],
+        "--pcap on a run with --partitions is not built yet",
+    );
+    fails(
+        &["run", "examples/link-flap.toml", "--partitions", "0"],
+        "--partitions",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,8 +27,8 @@
 //! Not yet: partitions on MPI ranks, real-time runs with partitions, and
 //! pcap or taps on a partitioned run (refused with an error).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use netloop_core::{SimDuration, SimTime};
@@ -326,9 +326,104 @@ pub struct Partitioned {
     pub partitions: Vec<PartitionStats>,
 }
 
+/// How a partitioned run went: `wall.partitions` in its results (with the
+/// wall-clock figures, since it describes how the run was carried out, not
+/// what the model did: the rest of the results equals a single run's).
+#[derive(Clone, Debug, Serialize)]
+pub struct PartitionReport {
+    /// Partitions.
+    pub count: u32,
+    /// The least delay of the links cut, ns (`null`: none was cut).
+    pub lookahead_ns: Option<u64>,
+    /// The links cut, by name.
+    pub cut_links: Vec<String>,
+    /// Synchronisation rounds.
+    pub rounds: u64,
+    /// Per partition, in order.
+    pub per_partition: Vec<PartitionStats>,
+}
+
+impl Partitioned {
+    /// What `wall.partitions` reports for this run, cut by `cut`.
+    pub fn report(&self, cut: &Cut) -> PartitionReport {
+        let spec = self.sim.net.spec();
+        PartitionReport {
+            count: cut.parts,
+            lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
+            cut_links: cut
+                .cut_links
+                .iter()
+                .map(|&l| spec.links[l].name.clone())
+                .collect(),
+            rounds: self.rounds,
+            per_partition: self.partitions.clone(),
+        }
+    }
+
+    /// The results (as [`Simulation::results`]), with `wall.partitions`.
+    pub fn results(
+        &self,
+        cut: &Cut,
+        mode: &str,
+        wall_seconds: Option<f64>,
+        topology: Option<String>,
+    ) -> crate::results::Results {
+        let mut r = self.sim.results(mode, wall_seconds, topology);
+        if let Some(w) = &mut r.wall {
+            w.partitions = Some(self.report(cut));
+        }
+        r
+    }
+}
+
+/// A barrier that spins, then yields, and never sleeps in the kernel.
+///
+/// Why: rounds are short (a lookahead of 1 ms of simulated time can be
+/// tens of microseconds of work), and `std::sync::Barrier` puts waiters to
+/// sleep on a futex: waking a sleeping thread took some 50 µs per round
+/// here (a halted vCPU must be woken), as much as the work. Spinning costs
+/// a core while waiting; yielding after a while lets partitions that
+/// outnumber the cores (8 partitions on 2 cores) still make progress.
+struct SpinBarrier {
+    parties: usize,
+    arrived: AtomicUsize,
+    generation: AtomicU64,
+}
+
+impl SpinBarrier {
+    fn new(parties: usize) -> Self {
+        SpinBarrier {
+            parties,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.store(generation + 1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < SPINS_BEFORE_YIELD {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Spins (of a few nanoseconds each) before a waiter starts yielding.
+const SPINS_BEFORE_YIELD: u32 = 20_000;
+
 /// What the partitions share while they run.
 struct Shared {
-    barrier: Barrier,
+    barrier: SpinBarrier,
     /// Each partition's earliest pending event (ns; `u64::MAX`: none).
     next: Vec<AtomicU64>,
     /// Frames for each partition, from all the others.
@@ -352,7 +447,7 @@ pub fn run_threads(
     // The other partitions build their own copies (deterministically the
     // same as `sim`: it built without an error, so they do too).
     let shared = Shared {
-        barrier: Barrier::new(parts),
+        barrier: SpinBarrier::new(parts),
         next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
         inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
         stop: AtomicBool::new(false),

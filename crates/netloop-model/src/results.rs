@@ -94,6 +94,9 @@ pub struct Wall {
     pub sim_per_wall: f64,
     /// Events per wall-clock second.
     pub events_per_second: f64,
+    /// How a run cut into partitions went (absent for one partition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<crate::partition::PartitionReport>,
 }
 
 /// One direction of a link.
@@ -381,6 +384,7 @@ impl SimView<'_> {
             } else {
                 0.0
             },
+            partitions: None,
         });
         let end_name = |(n, p): (usize, usize)| format!("{}:{}", names[n], net.ports(n)[p].name);
         let links = net
