@@ -28,7 +28,7 @@
 //! pcap or taps on a partitioned run (refused with an error).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use netloop_core::{SimDuration, SimTime};
@@ -376,50 +376,82 @@ impl Partitioned {
     }
 }
 
-/// A barrier that spins, then yields, and never sleeps in the kernel.
+/// A barrier that spins first, and sleeps only after a while.
 ///
 /// Why: rounds are short (a lookahead of 1 ms of simulated time can be
 /// tens of microseconds of work), and `std::sync::Barrier` puts waiters to
-/// sleep on a futex: waking a sleeping thread took some 50 µs per round
-/// here (a halted vCPU must be woken), as much as the work. Spinning costs
-/// a core while waiting; yielding after a while lets partitions that
-/// outnumber the cores (8 partitions on 2 cores) still make progress.
+/// sleep on a futex at once: waking a sleeping thread took some 50 µs per
+/// round here (a halted vCPU must be woken), as much as the work. So a
+/// waiter spins for a while when there is a core for each partition, then
+/// yields, then sleeps: partitions that outnumber the cores (8 on 2 cores)
+/// must not spin away the time the others need to reach the barrier.
 struct SpinBarrier {
     parties: usize,
+    /// Whether a waiter may spin (a core for each party).
+    spin: bool,
     arrived: AtomicUsize,
     generation: AtomicU64,
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
 }
+
+/// Spins (of a few nanoseconds each) before a waiter yields.
+const SPINS: u32 = 20_000;
+/// Yields before a waiter sleeps.
+const YIELDS: u32 = 50;
 
 impl SpinBarrier {
     fn new(parties: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         SpinBarrier {
             parties,
+            spin: parties <= cores,
             arrived: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
         }
     }
 
     fn wait(&self) {
-        let generation = self.generation.load(Ordering::Acquire);
+        let generation = self.generation.load(Ordering::SeqCst);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
             self.arrived.store(0, Ordering::Relaxed);
-            self.generation.store(generation + 1, Ordering::Release);
+            self.generation.store(generation + 1, Ordering::SeqCst);
+            // A sleeper counted itself before its last look at the
+            // generation (both SeqCst): either it saw the new one, or it
+            // is counted here and waits under the lock taken to wake it.
+            if self.sleepers.load(Ordering::SeqCst) > 0 {
+                let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.wake.notify_all();
+            }
             return;
         }
-        let mut spins = 0u32;
-        while self.generation.load(Ordering::Acquire) == generation {
-            if spins < SPINS_BEFORE_YIELD {
-                spins += 1;
+        let passed = || self.generation.load(Ordering::SeqCst) != generation;
+        if self.spin {
+            for _ in 0..SPINS {
+                if passed() {
+                    return;
+                }
                 std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
             }
         }
+        for _ in 0..YIELDS {
+            if passed() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while !passed() {
+            guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }
-
-/// Spins (of a few nanoseconds each) before a waiter starts yielding.
-const SPINS_BEFORE_YIELD: u32 = 20_000;
 
 /// What the partitions share while they run.
 struct Shared {
