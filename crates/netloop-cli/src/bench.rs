@@ -15,6 +15,8 @@ use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use netloop_core::{Bytes, DataRate, SimDuration};
+use netloop_model::partition::{run_threads, Cut};
+use netloop_model::results::Results;
 use netloop_model::spec::*;
 use netloop_model::Simulation;
 use serde::Serialize;
@@ -51,6 +53,11 @@ pub enum BenchCommand {
         /// Measure netloop only.
         #[arg(long)]
         no_ns3: bool,
+        /// Also run netloop cut into these numbers of partitions (threads;
+        /// automatic cut, across the bottleneck for 2), e.g. `2` or `2,4`;
+        /// each run's results are checked equal to one partition's.
+        #[arg(long, value_delimiter = ',')]
+        partitions: Vec<u32>,
     },
 }
 
@@ -161,6 +168,29 @@ struct Row {
     ns3: Option<Summary>,
     /// ns-3 median wall time / netloop median wall time.
     speedup: Option<f64>,
+    /// netloop cut into partitions, one entry per count asked for.
+    partitioned: Vec<PartRow>,
+}
+
+/// netloop on threads, cut into `partitions`.
+#[derive(Clone, Debug, Serialize)]
+struct PartRow {
+    partitions: u32,
+    netloop: Summary,
+    /// One partition's median wall time / this one's.
+    speedup_vs_one: f64,
+    /// `speedup_vs_one` / partitions.
+    efficiency: f64,
+    /// The links cut and the lookahead.
+    cut_links: Vec<String>,
+    lookahead_ns: Option<u64>,
+    /// Synchronisation rounds, and the seconds each partition waited at
+    /// the barriers (first run).
+    rounds: u64,
+    blocked_s: Vec<f64>,
+    /// Whether every run's results equalled one partition's (apart from
+    /// `wall`).
+    identical: bool,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -187,29 +217,60 @@ fn summarise(samples: Vec<Sample>) -> Summary {
     }
 }
 
-fn run_netloop(flows: u32, duration: u64, load: u64) -> anyhow::Result<Sample> {
+/// One run of netloop on the dumbbell, cut into `parts` partitions (1: the
+/// plain engine): its figures and its results.
+fn run_netloop(
+    flows: u32,
+    duration: u64,
+    load: u64,
+    parts: u32,
+) -> anyhow::Result<(Sample, Results)> {
     let t0 = Instant::now();
-    let mut sim = Simulation::build(&dumbbell(flows, duration, load))
-        .map_err(|e| anyhow!("dumbbell: {e}"))?;
+    let spec = dumbbell(flows, duration, load);
+    let mut sim = Simulation::build(&spec).map_err(|e| anyhow!("dumbbell: {e}"))?;
     let setup_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let stats = sim.run(1 << 20, |_, _| true);
-    let wall_s = t1.elapsed().as_secs_f64();
-    let r = sim.results("afap", Some(wall_s), None);
+    let (wall_s, events, r) = if parts > 1 {
+        let cut = Cut::auto(&spec, parts).map_err(|e| anyhow!("dumbbell: {e}"))?;
+        let t1 = Instant::now();
+        let end = netloop_core::SimTime::ZERO + spec.run.duration;
+        let p = run_threads(sim, &cut, end, |_| true).map_err(|e| anyhow!("dumbbell: {e}"))?;
+        let wall_s = t1.elapsed().as_secs_f64();
+        let r = p.results(&cut, "afap", Some(wall_s), None);
+        (wall_s, r.meta.events_processed, r)
+    } else {
+        let t1 = Instant::now();
+        let stats = sim.run(1 << 20, |_, _| true);
+        let wall_s = t1.elapsed().as_secs_f64();
+        (
+            wall_s,
+            stats.events,
+            sim.results("afap", Some(wall_s), None),
+        )
+    };
     if r.conservation.unaccounted != 0 {
         return Err(anyhow!(
             "packet conservation violated in the benchmark: {:?}",
             r.conservation
         ));
     }
-    Ok(Sample {
+    let sample = Sample {
         wall_s,
         setup_s,
-        events: stats.events,
+        events,
         packets_sent: r.flows.iter().filter_map(|f| f.sent_packets).sum(),
         packets_received: r.flows.iter().filter_map(|f| f.received_packets).sum(),
         max_rss_kb: max_rss_kb(),
-    })
+    };
+    Ok((sample, r))
+}
+
+/// The results as JSON without `wall` (what must not depend on the cut).
+fn without_wall(r: &Results) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(r)?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("wall");
+    }
+    Ok(v)
 }
 
 /// Peak resident memory of this process so far (Linux), in KiB.
@@ -290,7 +351,9 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         json,
         ns3,
         no_ns3,
+        partitions,
     } = cmd;
+    let partitions: Vec<u32> = partitions.into_iter().filter(|&p| p > 1).collect();
     let ns3 = if no_ns3 {
         None
     } else {
@@ -307,8 +370,23 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         // Interleaved, so that both systems see the same machine noise.
+        let mut parted: Vec<Vec<(Sample, Results)>> = vec![Vec::new(); partitions.len()];
+        let mut reference = None;
         for r in 0..repeats.max(1) {
-            let s = run_netloop(n, duration, load)?;
+            let (s, res) = run_netloop(n, duration, load, 1)?;
+            if reference.is_none() {
+                reference = Some(without_wall(&res)?);
+            }
+            for (i, &p) in partitions.iter().enumerate() {
+                let (s, res) = run_netloop(n, duration, load, p)?;
+                eprintln!(
+                    "flows={n} run {}/{}: netloop, {p} partitions {:.3} s",
+                    r + 1,
+                    repeats,
+                    s.wall_s
+                );
+                parted[i].push((s, res));
+            }
             eprintln!(
                 "flows={n} run {}/{}: netloop {:.3} s",
                 r + 1,
@@ -328,6 +406,31 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
         }
         let netloop = summarise(ours);
+        let mut partitioned = Vec::new();
+        for (&p, runs) in partitions.iter().zip(parted) {
+            let mut identical = true;
+            for (_, res) in &runs {
+                identical &= Some(without_wall(res)?) == reference;
+            }
+            let report = runs[0].1.wall.as_ref().and_then(|w| w.partitions.clone());
+            let summary = summarise(runs.into_iter().map(|(s, _)| s).collect());
+            let speedup_vs_one = netloop.median_wall_s / summary.median_wall_s;
+            partitioned.push(PartRow {
+                partitions: p,
+                speedup_vs_one,
+                efficiency: speedup_vs_one / f64::from(p),
+                cut_links: report
+                    .as_ref()
+                    .map_or_else(Vec::new, |r| r.cut_links.clone()),
+                lookahead_ns: report.as_ref().and_then(|r| r.lookahead_ns),
+                rounds: report.as_ref().map_or(0, |r| r.rounds),
+                blocked_s: report.as_ref().map_or_else(Vec::new, |r| {
+                    r.per_partition.iter().map(|x| x.blocked_seconds).collect()
+                }),
+                identical,
+                netloop: summary,
+            });
+        }
         let ns3 = (!theirs.is_empty()).then(|| summarise(theirs));
         let speedup = ns3
             .as_ref()
@@ -337,6 +440,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             netloop,
             ns3,
             speedup,
+            partitioned,
         });
     }
     let mut t = Table::new();
@@ -390,6 +494,59 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     }
     println!("Simulation speed: dumbbell, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
     println!("{t}");
+    let mut failed = false;
+    if !partitions.is_empty() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "flows",
+            "partitions",
+            "wall (min–max)",
+            "pkts/s",
+            "vs 1 partition",
+            "efficiency",
+            "cut (lookahead)",
+            "rounds",
+            "blocked s (per partition)",
+            "results = 1 partition",
+        ]);
+        for row in &rows {
+            for p in &row.partitioned {
+                let a = &p.netloop;
+                failed |= !p.identical;
+                t.add_row(vec![
+                    r(format::count(row.flows as u64)),
+                    r(p.partitions.to_string()),
+                    r(format!(
+                        "{:.3} s ({:.3}–{:.3})",
+                        a.median_wall_s, a.min_wall_s, a.max_wall_s
+                    )),
+                    r(format!("{:.0}", a.packets_per_s)),
+                    r(format!("{:.2}×", p.speedup_vs_one)),
+                    r(format!("{:.0} %", 100.0 * p.efficiency)),
+                    Cell::new(format!(
+                        "{} ({})",
+                        p.cut_links.join(", "),
+                        p.lookahead_ns.map_or("none".into(), |ns| {
+                            netloop_core::SimDuration::from_nanos(ns).to_string()
+                        })
+                    )),
+                    r(format::count(p.rounds)),
+                    r(p.blocked_s
+                        .iter()
+                        .map(|b| format!("{b:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(" / ")),
+                    Cell::new(if p.identical { "yes" } else { "NO" }),
+                ]);
+            }
+        }
+        println!(
+            "Partitions on threads (this machine: {} cores)",
+            Machine::read().cpus
+        );
+        println!("{t}");
+    }
     #[derive(Serialize)]
     struct Out<'a> {
         benchmark: &'static str,
@@ -413,6 +570,10 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         },
     )?;
     println!("results: {}", json.display());
+    if failed {
+        eprintln!("error: a partitioned run's results differ from one partition's");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
