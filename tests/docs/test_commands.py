@@ -318,6 +318,10 @@ HOW: dict[str, How] = {
     "netloop run examples/dumbbell.toml --duration 6s --pcap bottleneck --pcap h6:eth0 --pcap-dir out": How(
         run_in_scratch("out/bottleneck.pcap", "out/h6-eth0.pcap")
     ),
+    # docs/partitions.md
+    "netloop run examples/dumbbell.toml --duration 5s --partitions 2 --json out/results.json": How(
+        run_in_scratch("out/results.json")
+    ),
     # docs/python.md
     "pip install ./crates/netloop-py": How(
         check_pip_install, "scripts/test installs the package so into the environment this test runs in"
