@@ -319,7 +319,7 @@ HOW: dict[str, How] = {
         run_in_scratch("out/bottleneck.pcap", "out/h6-eth0.pcap")
     ),
     # docs/partitions.md
-    "netloop run examples/dumbbell.toml --duration 5s --partitions 2 --json out/results.json": How(
+    "netloop run examples/dumbbell.toml --duration 6s --partitions 2 --json out/results.json": How(
         run_in_scratch("out/results.json")
     ),
     # docs/python.md
