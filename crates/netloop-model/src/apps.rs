@@ -315,7 +315,7 @@ pub struct Ping {
 }
 
 /// One hop found by a traceroute.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Hop {
     /// The TTL of the probe.
     pub ttl: u8,

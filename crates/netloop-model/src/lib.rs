@@ -40,6 +40,7 @@ pub mod reassembly;
 pub mod results;
 pub mod router;
 pub mod routing;
+pub mod share;
 pub mod spec;
 pub mod stats;
 pub mod switch;

@@ -825,16 +825,14 @@ impl Network {
     /// wires (pending arrivals in `q`), and held by nodes (forwarding queues,
     /// frames waiting for ARP, external outboxes).
     pub fn in_flight(&self, q: &EventQueue<Event>) -> InFlight {
-        let mut f = InFlight::default();
         let now = q.now();
-        for l in &self.links {
-            for d in &l.dirs {
-                f.queued += d.queue.len() as u64;
-                // The wire holds the frame still being serialised too (it is
-                // put there when it starts).
-                let transmitting = if d.busy_until > now { d.tx_segs } else { 0 };
+        let mut f = InFlight::default();
+        for (li, l) in self.links.iter().enumerate() {
+            for side in 0..l.dirs.len() {
+                let (queued, transmitting, wire) = self.dir_in_flight(li, side, now);
+                f.queued += queued;
                 f.transmitting += transmitting;
-                f.on_wire += d.wire.segs() - transmitting;
+                f.on_wire += wire - transmitting;
             }
         }
         for n in &self.nodes {
@@ -921,41 +919,16 @@ impl Network {
     pub fn link_events(&self) -> u64 {
         self.link_events
     }
+}
 
-    /// Takes what partition `p` of the same run owns (as [`Network::runs`]
-    /// tells) from `other`, its network at the end: the nodes, the
-    /// transmitters and wires, and the counters (summed: each partition
-    /// counted only what it owns).
-    pub fn absorb_partition(&mut self, mut other: Network, part_of: &[u32], p: u32) {
-        for (n, node) in other.nodes.iter_mut().enumerate() {
-            if part_of[n] == p {
-                std::mem::swap(&mut self.nodes[n], node);
-            }
-        }
-        self.ledger.absorb(&other.ledger);
-        for (l, theirs) in self.links.iter_mut().zip(&mut other.links) {
-            for side in 0..2 {
-                let tx = part_of[l.ends[side].0] == p;
-                let rx = part_of[l.dirs[side].to.0] == p;
-                let (mine, theirs) = (&mut l.dirs[side], &mut theirs.dirs[side]);
-                mine.stats.absorb(&theirs.stats);
-                if tx {
-                    std::mem::swap(&mut mine.channel, &mut theirs.channel);
-                    std::mem::swap(&mut mine.queue, &mut theirs.queue);
-                    mine.busy_until = theirs.busy_until;
-                    mine.tx_segs = theirs.tx_segs;
-                    mine.wake_pending = theirs.wake_pending;
-                }
-                if rx {
-                    std::mem::swap(&mut mine.wire, &mut theirs.wire);
-                }
-            }
-        }
-    }
-
-    /// No longer a partition: this network absorbed the others.
-    pub fn make_whole(&mut self) {
-        self.remote = None;
+impl Network {
+    /// Frames (segments) inside link direction (`link`, `side`) at `now`:
+    /// queued, being serialised, and on the wire (those being serialised
+    /// included: a frame is put on the wire when it starts).
+    pub fn dir_in_flight(&self, link: LinkId, side: usize, now: SimTime) -> (u64, u64, u64) {
+        let d = &self.links[link].dirs[side];
+        let transmitting = if d.busy_until > now { d.tx_segs } else { 0 };
+        (d.queue.len() as u64, transmitting, d.wire.segs())
     }
 }
 

@@ -21,8 +21,9 @@
 //! break by their source and the source's own order (`netloop_core::queue`),
 //! and every source belongs to one partition; each random stream belongs to
 //! one link direction or node. So each partition runs its events in the
-//! order a single run would, and the merged end state ([`Partitioned::sim`])
-//! is the single run's: the same results JSON, byte for byte.
+//! order a single run would; at the end each partition's share of what the
+//! results are read from (`crate::share`) is merged into what a single run
+//! reads: the same results JSON, byte for byte.
 //!
 //! Not yet: partitions on MPI ranks, real-time runs with partitions, and
 //! pcap or taps on a partitioned run (refused with an error).
@@ -37,6 +38,7 @@ use serde::Serialize;
 use crate::build::{find, Simulation};
 use crate::error::BuildError;
 use crate::network::{Crossing, Network};
+use crate::share::Share;
 use crate::spec::{LinkAction, NetworkSpec, NodeKind};
 
 /// Where a network is cut: the partition of every node.
@@ -315,11 +317,17 @@ pub struct PartitionStats {
     pub blocked_seconds: f64,
 }
 
-/// A partitioned run: the merged simulation (as a single run would have
-/// ended) and what each partition did.
+/// A partitioned run at its end: what its results are read from (merged
+/// from the partitions' shares: what a single run would have read) and
+/// what each partition did.
 pub struct Partitioned {
-    /// The whole network at the end, merged from the partitions.
-    pub sim: Simulation,
+    /// Partition 0's simulation: names, ports, link parameters and the
+    /// time reached, which every partition has alike.
+    base: Simulation,
+    /// The partitions' shares, merged.
+    share: Share,
+    /// Events run, each scheduled link change counted once.
+    events: u64,
     /// Synchronisation rounds.
     pub rounds: u64,
     /// Per partition.
@@ -346,7 +354,7 @@ pub struct PartitionReport {
 impl Partitioned {
     /// What `wall.partitions` reports for this run, cut by `cut`.
     pub fn report(&self, cut: &Cut) -> PartitionReport {
-        let spec = self.sim.net.spec();
+        let spec = self.base.net.spec();
         PartitionReport {
             count: cut.parts,
             lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
@@ -360,7 +368,8 @@ impl Partitioned {
         }
     }
 
-    /// The results (as [`Simulation::results`]), with `wall.partitions`.
+    /// The results (those of [`Simulation::results`] for a single run),
+    /// with `wall.partitions`.
     pub fn results(
         &self,
         cut: &Cut,
@@ -368,7 +377,10 @@ impl Partitioned {
         wall_seconds: Option<f64>,
         topology: Option<String>,
     ) -> crate::results::Results {
-        let mut r = self.sim.results(mode, wall_seconds, topology);
+        let mut r =
+            self.base
+                .view()
+                .results_from(&self.share, self.events, mode, wall_seconds, topology);
         if let Some(w) = &mut r.wall {
             w.partitions = Some(self.report(cut));
         }
@@ -515,32 +527,33 @@ pub fn run_threads(
                 .collect()
         });
     let mut partitions = Vec::with_capacity(parts);
-    let mut merged: Option<Simulation> = None;
+    let mut first: Option<Simulation> = None;
+    let mut share: Option<Share> = None;
     let mut rounds = 0;
-    let mut link_events = 0;
+    let mut events = 0;
     for (p, r) in results.into_iter().enumerate() {
         let (sim, stats, r_rounds) = r?;
         rounds = r_rounds;
+        events += stats.events;
         partitions.push(stats);
-        match &mut merged {
-            None => {
-                link_events = sim.net.link_events();
-                merged = Some(sim);
-            }
-            Some(m) => {
-                m.net.absorb_partition(sim.net, &cut.part_of, p as u32);
-                m.queue.absorb(sim.queue);
-            }
+        let mine = Share::of(&sim.net, &sim.flows, sim.queue.now(), |n| {
+            cut.part_of[n] == p as u32
+        });
+        match &mut share {
+            None => share = Some(mine),
+            Some(s) => s.absorb(mine),
+        }
+        if first.is_none() {
+            // Every partition ran each scheduled link change; a single run
+            // counts it once.
+            events -= sim.net.link_events() * (parts as u64).saturating_sub(1);
+            first = Some(sim);
         }
     }
-    let mut sim = merged.expect("at least one partition");
-    // Every partition ran each scheduled link change; a single run counts
-    // it once.
-    sim.queue
-        .forget_processed(link_events * (parts as u64).saturating_sub(1));
-    sim.net.make_whole();
     Ok(Partitioned {
-        sim,
+        base: first.expect("at least one partition"),
+        share: share.expect("at least one partition"),
+        events,
         rounds,
         partitions,
     })

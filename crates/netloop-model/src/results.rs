@@ -7,14 +7,15 @@
 //! only non-deterministic values — wall-clock time and the rates derived from
 //! it — live in the separate `wall` object.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::apps::{App, Hop, Samples};
+use crate::apps::{Hop, Samples};
 use crate::build::{FlowInfo, Simulation};
 use crate::network::{Event, InFlight, Network, Node};
+use crate::share::{DstEnd, FlowShare, Share, SrcEnd};
 use crate::stats::{DirStats, DropCounts, Origin, Sink};
-use netloop_core::EventQueue;
+use netloop_core::{EventQueue, SimTime};
 
 /// Name of the schema.
 pub const SCHEMA: &str = "netloop-results";
@@ -129,7 +130,7 @@ pub struct LinkResult {
 }
 
 /// Summary of a distribution of nanosecond values.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Number of samples.
     pub count: u64,
@@ -331,33 +332,42 @@ impl Simulation {
 }
 
 impl SimView<'_> {
+    /// What the results are read from: the whole network's share.
+    pub fn share(&self) -> Share {
+        Share::of(self.net, self.flows, self.queue.now(), |_| true)
+    }
+
     /// The packet-conservation block as of now.
     pub fn conservation(&self) -> Conservation {
-        let l = self.net.ledger();
-        let in_flight = self.net.in_flight(self.queue);
-        let (c, d, x, f) = (
-            l.created_total(),
-            l.delivered_total(),
-            l.dropped.total(),
-            in_flight.total(),
-        );
-        Conservation {
-            created: l.created.clone(),
-            created_total: c,
-            delivered: l.delivered.clone(),
-            delivered_total: d,
-            dropped: l.dropped.clone(),
-            dropped_total: x,
-            in_flight,
-            in_flight_total: f,
-            unaccounted: c as i64 - d as i64 - x as i64 - f as i64,
-        }
+        conservation(&self.share())
     }
 
     /// The results as of now. `wall` is the wall-clock time the run took (if
     /// measured); `topology` names the file it came from.
     pub fn results(
         &self,
+        mode: &str,
+        wall_seconds: Option<f64>,
+        topology: Option<String>,
+    ) -> Results {
+        self.results_from(
+            &self.share(),
+            self.queue.events_processed(),
+            mode,
+            wall_seconds,
+            topology,
+        )
+    }
+
+    /// The results assembled from `share` (this network's, or merged from
+    /// the partitions of a run: see [`Share`]), with `events` processed. The
+    /// network gives what every copy of it has alike: names, ports, and
+    /// link parameters (changed by the scheduled link events every
+    /// partition runs); the queue gives the time reached.
+    pub fn results_from(
+        &self,
+        share: &Share,
+        events: u64,
         mode: &str,
         wall_seconds: Option<f64>,
         topology: Option<String>,
@@ -374,30 +384,27 @@ impl SimView<'_> {
             mode: mode.to_string(),
             duration_ns: spec.run.duration.as_nanos(),
             sim_time_reached_ns: end_ns,
-            events_processed: self.queue.events_processed(),
+            events_processed: events,
         };
         let wall = wall_seconds.map(|s| Wall {
             seconds: s,
             sim_per_wall: if s > 0.0 { now.as_secs_f64() / s } else { 0.0 },
-            events_per_second: if s > 0.0 {
-                self.queue.events_processed() as f64 / s
-            } else {
-                0.0
-            },
+            events_per_second: if s > 0.0 { events as f64 / s } else { 0.0 },
             partitions: None,
         });
         let end_name = |(n, p): (usize, usize)| format!("{}:{}", names[n], net.ports(n)[p].name);
         let links = net
             .links()
             .iter()
-            .map(|l| {
+            .zip(&share.dirs)
+            .map(|(l, ds)| {
                 let dir = |i: usize| {
                     let d = &l.dirs[i];
                     DirResult {
                         rate_bps: d.channel.spec.rate.map(|r| r.bps()),
                         delay_ns: d.channel.spec.delay.as_nanos(),
                         up: d.up,
-                        stats: d.stats.clone(),
+                        stats: ds[i].stats.clone(),
                     }
                 };
                 LinkResult {
@@ -409,123 +416,22 @@ impl SimView<'_> {
                 }
             })
             .collect();
-        let app = |n: usize, i: usize| -> Option<&App> {
-            match net.node(n) {
-                Node::Host(h) => h.apps().get(i),
-                _ => None,
-            }
-        };
         let flows = self
             .flows
             .iter()
-            .map(|f| {
-                let active_ns = f
-                    .stop
-                    .min(now)
-                    .as_nanos()
-                    .saturating_sub(f.start.as_nanos());
-                let mut r = FlowResult {
-                    name: f.name.clone(),
-                    kind: f.kind,
-                    from: names[f.from].clone(),
-                    to: names[f.to].clone(),
-                    start_ns: f.start.as_nanos(),
-                    stop_ns: f.stop.as_nanos(),
-                    sent_packets: None,
-                    received_packets: None,
-                    received_bytes: 0,
-                    throughput_bps: None,
-                    loss: None,
-                    delay_ns: None,
-                    jitter_ns: None,
-                    reordered: None,
-                    duplicates: None,
-                    tcp: None,
-                    hops: None,
-                };
-                let loss = |sent: u64, got: u64| {
-                    (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64)
-                };
-                // Throughput runs from the flow's start to its last arrival.
-                let span_to = |last: Option<netloop_core::SimTime>| {
-                    last.map_or(active_ns, |t| {
-                        t.as_nanos().saturating_sub(f.start.as_nanos())
-                    })
-                };
-                match (app(f.from, f.src_app), f.dst_app.and_then(|d| app(f.to, d))) {
-                    (Some(App::UdpSource(s)), Some(App::UdpSink(k))) => {
-                        let st = &k.stats;
-                        r.sent_packets = Some(s.sent);
-                        r.received_packets = Some(st.received);
-                        r.received_bytes = st.bytes;
-                        r.throughput_bps = Some(rate(st.bytes, span_to(st.last_rx)));
-                        r.loss = loss(s.sent, st.received);
-                        r.delay_ns = Percentiles::of(&st.delay);
-                        r.jitter_ns = Some((st.jitter_ns * 1000.0).round() / 1000.0);
-                        r.reordered = Some(st.reordered);
-                        r.duplicates = Some(st.duplicates);
-                    }
-                    (Some(App::Ping(p)), _) => {
-                        r.sent_packets = Some(p.sent);
-                        r.received_packets = Some(p.received);
-                        r.received_bytes = p.received * p.size as u64;
-                        r.loss = loss(p.sent, p.received);
-                        r.delay_ns = Percentiles::of(&p.rtt);
-                    }
-                    (Some(App::Traceroute(t)), _) => {
-                        r.sent_packets = Some(t.ttl as u64);
-                        r.received_packets =
-                            Some(t.hops.iter().filter(|h| h.address.is_some()).count() as u64);
-                        r.hops = Some(t.hops.clone());
-                    }
-                    (Some(App::TcpClient(c)), Some(App::TcpServer(s))) => {
-                        let bulk = matches!(c.mode, crate::apps::TcpMode::Bulk { .. });
-                        let (received, first, last) = if bulk {
-                            (
-                                s.stats.bytes_received,
-                                c.stats.started,
-                                s.stats.completed.or(s.stats.last_rx),
-                            )
-                        } else {
-                            (c.stats.bytes_received, c.stats.started, c.stats.last_rx)
-                        };
-                        let span = match (first, last) {
-                            (Some(a), Some(b)) if b > a => (b - a).as_nanos(),
-                            _ => 0,
-                        };
-                        r.received_bytes = received;
-                        r.throughput_bps = Some(rate(received, span_to(last)));
-                        r.delay_ns = if bulk {
-                            None
-                        } else {
-                            Percentiles::of(&c.stats.latency)
-                        };
-                        r.tcp = Some(TcpResult {
-                            bytes_sent: c.stats.bytes_sent,
-                            bytes_received: received,
-                            goodput_bps: rate(received, span),
-                            completed_ns: s.stats.completed.map(|t| t.as_nanos()),
-                            transactions: c.stats.transactions,
-                        });
-                    }
-                    _ => {}
-                }
-                r
-            })
+            .zip(&share.flows)
+            .map(|(f, fs)| flow_result(f, fs, now, names))
             .collect();
         let nodes = (0..names.len())
             .map(|n| {
-                let (kind, stats) = match net.node(n) {
-                    Node::Host(h) => ("host", serde_json::to_value(&h.stats)),
-                    Node::Router(r) => ("router", serde_json::to_value(r.stats())),
-                    Node::Switch(s) => ("switch", serde_json::to_value(&s.stats)),
-                    Node::External(_) => (
-                        match spec.nodes[n].kind {
-                            crate::spec::NodeKind::Attached(_) => "attached",
-                            _ => "namespace",
-                        },
-                        Ok(serde_json::Value::Null),
-                    ),
+                let kind = match net.node(n) {
+                    Node::Host(_) => "host",
+                    Node::Router(_) => "router",
+                    Node::Switch(_) => "switch",
+                    Node::External(_) => match spec.nodes[n].kind {
+                        crate::spec::NodeKind::Attached(_) => "attached",
+                        _ => "namespace",
+                    },
                 };
                 NodeResult {
                     name: names[n].clone(),
@@ -540,7 +446,9 @@ impl SimView<'_> {
                             link: net.links()[p.link].name.clone(),
                         })
                         .collect(),
-                    stats: stats.unwrap_or(serde_json::Value::Null),
+                    stats: share.nodes[n]
+                        .as_ref()
+                        .map_or(serde_json::Value::Null, |s| s.stats.clone()),
                 }
             })
             .collect();
@@ -552,8 +460,155 @@ impl SimView<'_> {
             links,
             flows,
             nodes,
-            conservation: self.conservation(),
+            conservation: conservation(share),
             realtime: None,
         }
     }
+}
+
+/// The conservation block of `share`.
+fn conservation(share: &Share) -> Conservation {
+    let l = &share.ledger;
+    let mut in_flight = InFlight::default();
+    for d in share.dirs.iter().flatten() {
+        in_flight.queued += d.queued;
+        in_flight.transmitting += d.transmitting;
+        // The wire holds the frame still being serialised too (it is put
+        // there when it starts).
+        in_flight.on_wire += d.wire;
+    }
+    in_flight.on_wire = in_flight.on_wire.saturating_sub(in_flight.transmitting);
+    in_flight.in_nodes = share.nodes.iter().flatten().map(|n| n.in_flight).sum();
+    let (c, d, x, f) = (
+        l.created_total(),
+        l.delivered_total(),
+        l.dropped.total(),
+        in_flight.total(),
+    );
+    Conservation {
+        created: l.created.clone(),
+        created_total: c,
+        delivered: l.delivered.clone(),
+        delivered_total: d,
+        dropped: l.dropped.clone(),
+        dropped_total: x,
+        in_flight,
+        in_flight_total: f,
+        unaccounted: c as i64 - d as i64 - x as i64 - f as i64,
+    }
+}
+
+/// One flow's results, from its two ends.
+fn flow_result(f: &FlowInfo, fs: &FlowShare, now: SimTime, names: &[String]) -> FlowResult {
+    let active_ns = f
+        .stop
+        .min(now)
+        .as_nanos()
+        .saturating_sub(f.start.as_nanos());
+    let mut r = FlowResult {
+        name: f.name.clone(),
+        kind: f.kind,
+        from: names[f.from].clone(),
+        to: names[f.to].clone(),
+        start_ns: f.start.as_nanos(),
+        stop_ns: f.stop.as_nanos(),
+        sent_packets: None,
+        received_packets: None,
+        received_bytes: 0,
+        throughput_bps: None,
+        loss: None,
+        delay_ns: None,
+        jitter_ns: None,
+        reordered: None,
+        duplicates: None,
+        tcp: None,
+        hops: None,
+    };
+    let loss =
+        |sent: u64, got: u64| (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64);
+    // Throughput runs from the flow's start to its last arrival.
+    let span_to =
+        |last: Option<u64>| last.map_or(active_ns, |t| t.saturating_sub(f.start.as_nanos()));
+    match (&fs.src, &fs.dst) {
+        (
+            Some(SrcEnd::Udp { sent }),
+            Some(DstEnd::Udp {
+                received,
+                bytes,
+                last_rx,
+                delay,
+                jitter_ns,
+                reordered,
+                duplicates,
+            }),
+        ) => {
+            r.sent_packets = Some(*sent);
+            r.received_packets = Some(*received);
+            r.received_bytes = *bytes;
+            r.throughput_bps = Some(rate(*bytes, span_to(*last_rx)));
+            r.loss = loss(*sent, *received);
+            r.delay_ns = delay.clone();
+            r.jitter_ns = Some((jitter_ns * 1000.0).round() / 1000.0);
+            r.reordered = Some(*reordered);
+            r.duplicates = Some(*duplicates);
+        }
+        (
+            Some(SrcEnd::Ping {
+                sent,
+                received,
+                size,
+                rtt,
+            }),
+            _,
+        ) => {
+            r.sent_packets = Some(*sent);
+            r.received_packets = Some(*received);
+            r.received_bytes = received * size;
+            r.loss = loss(*sent, *received);
+            r.delay_ns = rtt.clone();
+        }
+        (Some(SrcEnd::Traceroute { ttl, hops }), _) => {
+            r.sent_packets = Some(u64::from(*ttl));
+            r.received_packets = Some(hops.iter().filter(|h| h.address.is_some()).count() as u64);
+            r.hops = Some(hops.clone());
+        }
+        (
+            Some(SrcEnd::Tcp {
+                bulk,
+                started,
+                bytes_received,
+                last_rx,
+                latency,
+                bytes_sent,
+                transactions,
+            }),
+            Some(DstEnd::Tcp {
+                bytes_received: server_received,
+                completed,
+                last_rx: server_last_rx,
+            }),
+        ) => {
+            let (received, first, last) = if *bulk {
+                (*server_received, *started, completed.or(*server_last_rx))
+            } else {
+                (*bytes_received, *started, *last_rx)
+            };
+            let span = match (first, last) {
+                (Some(a), Some(b)) if b > a => b - a,
+                _ => 0,
+            };
+            r.received_bytes = received;
+            r.throughput_bps = Some(rate(received, span_to(last)));
+            r.delay_ns = if *bulk { None } else { latency.clone() };
+            r.tcp = Some(TcpResult {
+                bytes_sent: *bytes_sent,
+                bytes_received: received,
+                goodput_bps: rate(received, span),
+                completed_ns: *completed,
+                transactions: *transactions,
+            });
+        }
+        _ => {}
+    }
+    r
 }

@@ -10,11 +10,11 @@
 //! counted by walking the actual queues at the end, not by a counter, so the
 //! check can catch a frame that went missing.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Why a frame was dropped. Every drop in the model names one of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DropReason {
     /// A link's transmit queue was full.
@@ -165,8 +165,24 @@ impl Serialize for DropCounts {
     }
 }
 
+impl<'de> Deserialize<'de> for DropCounts {
+    /// The map [`Serialize`] writes; an unknown reason is an error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = BTreeMap::<String, u64>::deserialize(d)?;
+        let mut c = DropCounts::default();
+        for (name, n) in m {
+            let r = DropReason::ALL
+                .iter()
+                .find(|r| r.as_str() == name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown drop reason '{name}'")))?;
+            c.add_n(*r, n);
+        }
+        Ok(c)
+    }
+}
+
 /// Where a frame came into existence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// Sent by a simulated host.
@@ -185,7 +201,7 @@ pub enum Origin {
 }
 
 /// Where a frame ended up when it was not dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sink {
     /// Consumed by a simulated host's stack.
@@ -208,7 +224,7 @@ impl Sink {
 }
 
 /// The packet-conservation ledger of a whole network.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ledger {
     /// Frames created, by origin.
     pub created: BTreeMap<Origin, u64>,
@@ -275,7 +291,7 @@ impl Ledger {
 }
 
 /// Statistics of one direction of a link.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DirStats {
     /// Frames offered to the link by the sending node.
     pub offered_packets: u64,

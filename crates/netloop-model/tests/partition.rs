@@ -161,15 +161,14 @@ fn partitioned(s: &NetworkSpec, cut: &Cut) -> (String, u64) {
     let sim = Simulation::build(s).expect("valid spec");
     let end = SimTime::ZERO + s.run.duration;
     let p = run_threads(sim, cut, end, |_| true).expect("runs");
-    assert_eq!(p.partitions.len(), cut.parts as usize);
-    assert_conserved(&p.sim);
-    let out: u64 = p.partitions.iter().map(|x| x.frames_out).sum();
-    let inn: u64 = p.partitions.iter().map(|x| x.frames_in).sum();
+    let report = p.report(cut);
+    assert_eq!(report.per_partition.len(), cut.parts as usize);
+    let out: u64 = report.per_partition.iter().map(|x| x.frames_out).sum();
+    let inn: u64 = report.per_partition.iter().map(|x| x.frames_in).sum();
     assert_eq!(out, inn, "every frame sent across is received");
-    (
-        serde_json::to_string_pretty(&p.sim.results("afap", None, None)).unwrap(),
-        out,
-    )
+    let r = p.results(cut, "afap", None, None);
+    assert_eq!(r.conservation.unaccounted, 0, "{:?}", r.conservation);
+    (serde_json::to_string_pretty(&r).unwrap(), out)
 }
 
 /// Where two JSON texts first differ, for a readable failure.
@@ -381,4 +380,22 @@ fn real_hosts_and_bad_assignments_are_refused() {
     let err = Cut::given(&s, part_of, 2).unwrap_err();
     assert!(err.to_string().contains("node 'h3': partition 2"), "{err}");
     assert_eq!(Cut::auto(&s, 0).unwrap_err(), CutError::NoPartitions);
+}
+
+/// What ranks send each other at the end (each its share of what the
+/// results are read from) survives serialisation: a share sent as JSON
+/// gives the results it was read for.
+#[test]
+fn a_share_sent_as_json_gives_the_same_results() {
+    use netloop_model::share::Share;
+    let s = dumbbell(4);
+    let mut sim = Simulation::build(&s).unwrap();
+    sim.run(u64::MAX, |_, _| true);
+    let want = serde_json::to_string(&sim.results("afap", None, None)).unwrap();
+    let share = sim.view().share();
+    let got: Share = serde_json::from_slice(&serde_json::to_vec(&share).unwrap()).unwrap();
+    let r = sim
+        .view()
+        .results_from(&got, sim.queue.events_processed(), "afap", None, None);
+    assert_eq!(serde_json::to_string(&r).unwrap(), want);
 }
