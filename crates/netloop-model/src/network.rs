@@ -890,12 +890,13 @@ impl Network {
         }
     }
 
-    /// The frames sent so far to partition `p` (to be handed over).
+    /// The frames sent so far to other partitions, by partition (to be
+    /// handed over).
     ///
     /// # Panics
     /// If this network is not a partition ([`Network::make_partition`]).
-    pub fn crossings(&mut self, p: u32) -> &mut Vec<Crossing> {
-        &mut self.remote.as_mut().expect("a partition of a run").out[p as usize]
+    pub fn all_crossings(&mut self) -> &mut [Vec<Crossing>] {
+        &mut self.remote.as_mut().expect("a partition of a run").out
     }
 
     /// Puts a frame that crossed from another partition on its wire.

@@ -40,6 +40,8 @@ use crate::error::BuildError;
 use crate::network::{Crossing, Network};
 use crate::share::Share;
 use crate::spec::{LinkAction, NetworkSpec, NodeKind};
+use crate::{Frame, Gso, GsoKind};
+use netloop_core::frame::Checksum;
 
 /// Where a network is cut: the partition of every node.
 #[derive(Clone, Debug, PartialEq)]
@@ -465,15 +467,190 @@ impl SpinBarrier {
     }
 }
 
-/// What the partitions share while they run.
+/// Why bytes received from another process are not a frame that crossed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a frame from another partition is malformed at byte {at}: {what}")]
+pub struct DecodeError {
+    /// Offset in the buffer.
+    pub at: usize,
+    /// What was wrong.
+    pub what: &'static str,
+}
+
+impl Crossing {
+    /// Appends this crossing to `out` as bytes (for partitions in other
+    /// processes): the arrival, link, direction and epoch, the frame's
+    /// metadata (arrival stamp, checksum state, GSO), its length and bytes,
+    /// little-endian. The frame's id is not sent: ids are per process.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let m = &self.frame.meta;
+        out.extend_from_slice(&self.at.as_nanos().to_le_bytes());
+        out.extend_from_slice(&self.link.to_le_bytes());
+        out.push(self.dir);
+        out.extend_from_slice(&self.epoch.to_le_bytes());
+        out.extend_from_slice(&m.stamp.to_le_bytes());
+        out.push(match m.csum {
+            Checksum::Complete => 0,
+            Checksum::Partial => 1,
+        });
+        let (kind, hdr_len, size, segs) = match m.gso {
+            None => (0u8, 0u16, 0u16, 0u16),
+            Some(g) => (
+                match g.kind {
+                    GsoKind::TcpV4 { ecn: false } => 1,
+                    GsoKind::TcpV4 { ecn: true } => 2,
+                    GsoKind::UdpV4 => 3,
+                },
+                g.hdr_len,
+                g.size,
+                g.segs,
+            ),
+        };
+        out.push(kind);
+        for v in [hdr_len, size, segs] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.frame);
+    }
+
+    /// Reads one crossing from the front of `buf` (as [`Crossing::encode`]
+    /// wrote it), advancing `buf` past it.
+    pub fn decode(buf: &mut &[u8], start: usize) -> Result<Crossing, DecodeError> {
+        let whole = *buf;
+        let mut pos = 0usize;
+        let mut take = |n: usize, what: &'static str| -> Result<&[u8], DecodeError> {
+            let b = whole.get(pos..pos + n).ok_or(DecodeError {
+                at: start + pos,
+                what,
+            })?;
+            pos += n;
+            Ok(b)
+        };
+        let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let u32_of = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+        let u16_of = |b: &[u8]| u16::from_le_bytes(b.try_into().expect("2 bytes"));
+        let at = SimTime::from_nanos(u64_of(take(8, "truncated arrival time")?));
+        let link = u32_of(take(4, "truncated link")?);
+        let dir = take(1, "truncated direction")?[0];
+        let epoch = u32_of(take(4, "truncated epoch")?);
+        let stamp = u64_of(take(8, "truncated stamp")?);
+        let csum = match take(1, "truncated checksum state")?[0] {
+            0 => Checksum::Complete,
+            1 => Checksum::Partial,
+            _ => {
+                return Err(DecodeError {
+                    at: start + pos - 1,
+                    what: "unknown checksum state",
+                })
+            }
+        };
+        let kind = take(1, "truncated GSO kind")?[0];
+        let hdr_len = u16_of(take(2, "truncated GSO header length")?);
+        let size = u16_of(take(2, "truncated GSO size")?);
+        let segs = u16_of(take(2, "truncated GSO segments")?);
+        let gso_kind = match kind {
+            0 => None,
+            1 => Some(GsoKind::TcpV4 { ecn: false }),
+            2 => Some(GsoKind::TcpV4 { ecn: true }),
+            3 => Some(GsoKind::UdpV4),
+            _ => {
+                return Err(DecodeError {
+                    at: start + pos - 7,
+                    what: "unknown GSO kind",
+                })
+            }
+        };
+        let len = u32_of(take(4, "truncated length")?) as usize;
+        let mut frame = Frame::copy_from(take(len, "truncated frame")?);
+        frame.meta.stamp = stamp;
+        frame.meta.csum = csum;
+        frame.meta.gso = gso_kind.map(|kind| Gso {
+            kind,
+            hdr_len,
+            size,
+            segs,
+        });
+        if dir > 1 {
+            return Err(DecodeError {
+                at: start + 12,
+                what: "direction is neither 0 nor 1",
+            });
+        }
+        *buf = &whole[pos..];
+        Ok(Crossing {
+            at,
+            link,
+            dir,
+            epoch,
+            frame,
+        })
+    }
+}
+
+/// How the partitions of a run reach each other: threads of one process
+/// ([`run_threads`]), or processes (MPI ranks, in the command-line tool).
+/// Every partition calls the two methods in the same sequence; each call
+/// returns once all have made it.
+pub trait Exchange {
+    /// Agrees on the earliest event pending in any partition (ns;
+    /// `u64::MAX`: none) and on whether any partition asks to stop.
+    fn agree(&mut self, next: u64, stop: bool) -> (u64, bool);
+    /// Sends `out[p]` to partition `p`, emptying it, and returns the frames
+    /// the others sent to this one (each sender's in the order it sent
+    /// them).
+    fn swap(&mut self, out: &mut [Vec<Crossing>]) -> Vec<Crossing>;
+}
+
+/// What the threads of a run share.
 struct Shared {
     barrier: SpinBarrier,
     /// Each partition's earliest pending event (ns; `u64::MAX`: none).
     next: Vec<AtomicU64>,
     /// Frames for each partition, from all the others.
     inbox: Vec<Mutex<Vec<Crossing>>>,
-    /// Set by partition 0 when `progress` asks to stop.
+    /// Set when a partition asks to stop.
     stop: AtomicBool,
+}
+
+/// One thread's end of [`Shared`].
+struct ThreadExchange<'a> {
+    shared: &'a Shared,
+    me: usize,
+}
+
+impl Exchange for ThreadExchange<'_> {
+    fn agree(&mut self, next: u64, stop: bool) -> (u64, bool) {
+        let sh = self.shared;
+        sh.next[self.me].store(next, Ordering::Relaxed);
+        if stop {
+            sh.stop.store(true, Ordering::Relaxed);
+        }
+        sh.barrier.wait();
+        // Read by all between this barrier and the next (in `swap`), before
+        // any partition writes again.
+        let earliest = sh
+            .next
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        (earliest, sh.stop.load(Ordering::Relaxed))
+    }
+
+    fn swap(&mut self, out: &mut [Vec<Crossing>]) -> Vec<Crossing> {
+        let sh = self.shared;
+        for (p, frames) in out.iter_mut().enumerate() {
+            if !frames.is_empty() {
+                sh.inbox[p]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .append(frames);
+            }
+        }
+        sh.barrier.wait();
+        std::mem::take(&mut *sh.inbox[self.me].lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Runs `sim` (built from its spec, not yet run) cut by `cut` on one thread
@@ -497,87 +674,107 @@ pub fn run_threads(
         stop: AtomicBool::new(false),
     };
     let mut first = Some(sim);
-    let results: Vec<Result<(Simulation, PartitionStats, u64), BuildError>> =
-        std::thread::scope(|scope| {
-            let mut handles = Vec::with_capacity(parts);
-            let mut progress = Some(&mut progress);
-            for me in 0..parts {
-                let mine = first.take();
-                let spec = &spec;
-                let shared = &shared;
-                let report = if me == 0 { progress.take() } else { None };
-                let handle = std::thread::Builder::new()
-                    .name(format!("netloop-part-{me}"))
-                    .spawn_scoped(scope, move || {
-                        let sim = match mine {
-                            Some(s) => s,
-                            None => Simulation::build(spec)?,
-                        };
-                        Ok(run_partition(sim, cut, me as u32, until, shared, report))
-                    })
-                    .expect("spawning a partition thread");
-                handles.push(handle);
-            }
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(r) => r,
-                    Err(panic) => std::panic::resume_unwind(panic),
+    let ends: Vec<Result<PartitionEnd, BuildError>> = std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(parts);
+        let mut progress = Some(&mut progress as &mut (dyn FnMut(SimTime) -> bool + Send));
+        for me in 0..parts {
+            let mine = first.take();
+            let spec = &spec;
+            let shared = &shared;
+            let report = if me == 0 { progress.take() } else { None };
+            let handle = std::thread::Builder::new()
+                .name(format!("netloop-part-{me}"))
+                .spawn_scoped(scope, move || {
+                    let sim = match mine {
+                        Some(s) => s,
+                        None => Simulation::build(spec)?,
+                    };
+                    let mut x = ThreadExchange { shared, me };
+                    Ok(run_partition(sim, cut, me as u32, until, &mut x, report))
                 })
-                .collect()
-        });
-    let mut partitions = Vec::with_capacity(parts);
-    let mut first: Option<Simulation> = None;
-    let mut share: Option<Share> = None;
-    let mut rounds = 0;
-    let mut events = 0;
-    for (p, r) in results.into_iter().enumerate() {
-        let (sim, stats, r_rounds) = r?;
-        rounds = r_rounds;
-        events += stats.events;
-        partitions.push(stats);
-        let mine = Share::of(&sim.net, &sim.flows, sim.queue.now(), |n| {
-            cut.part_of[n] == p as u32
-        });
-        match &mut share {
-            None => share = Some(mine),
-            Some(s) => s.absorb(mine),
+                .expect("spawning a partition thread");
+            handles.push(handle);
         }
-        if first.is_none() {
-            // Every partition ran each scheduled link change; a single run
-            // counts it once.
-            events -= sim.net.link_events() * (parts as u64).saturating_sub(1);
-            first = Some(sim);
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let mut ends = ends.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let shares = ends
+        .iter()
+        .enumerate()
+        .map(|(p, e)| (e.share(cut, p as u32), e.stats.clone()))
+        .collect();
+    let first = ends.remove(0);
+    Ok(Partitioned::assemble(first, shares))
+}
+
+/// A partition at the end of its run: its simulation (whole, but run only
+/// where it owns), what it did, and the rounds run.
+pub struct PartitionEnd {
+    /// Its copy of the network, queue and flows.
+    pub sim: Simulation,
+    /// What it did.
+    pub stats: PartitionStats,
+    /// Synchronisation rounds.
+    pub rounds: u64,
+}
+
+impl PartitionEnd {
+    /// Its share of what the results are read from (what it owns).
+    pub fn share(&self, cut: &Cut, me: u32) -> Share {
+        let sim = &self.sim;
+        Share::of(&sim.net, &sim.flows, sim.queue.now(), |n| {
+            cut.part_of[n] == me
+        })
+    }
+}
+
+impl Partitioned {
+    /// The run whose partition 0 ended as `first`, from every partition's
+    /// share and figures, in partition order.
+    pub fn assemble(first: PartitionEnd, shares: Vec<(Share, PartitionStats)>) -> Partitioned {
+        let parts = shares.len() as u64;
+        let mut merged: Option<Share> = None;
+        let mut partitions = Vec::with_capacity(shares.len());
+        for (share, stats) in shares {
+            match &mut merged {
+                None => merged = Some(share),
+                Some(m) => m.absorb(share),
+            }
+            partitions.push(stats);
+        }
+        // Every partition ran each scheduled link change; a single run
+        // counts it once.
+        let events = partitions.iter().map(|p| p.events).sum::<u64>()
+            - first.sim.net.link_events() * parts.saturating_sub(1);
+        Partitioned {
+            share: merged.unwrap_or_default(),
+            events,
+            rounds: first.rounds,
+            partitions,
+            base: first.sim,
         }
     }
-    Ok(Partitioned {
-        base: first.expect("at least one partition"),
-        share: share.expect("at least one partition"),
-        events,
-        rounds,
-        partitions,
-    })
 }
 
-/// Waits at the barrier, adding the wait to `blocked`.
-fn meet(shared: &Shared, blocked: &mut f64) {
-    let t = Instant::now();
-    shared.barrier.wait();
-    *blocked += t.elapsed().as_secs_f64();
-}
-
-/// One partition's part of [`run_threads`]: returns its simulation at the
-/// end, what it did, and the rounds run.
-fn run_partition(
+/// Runs partition `me` of `sim` cut by `cut`, as fast as possible up to
+/// `until`, in step with the other partitions through `x`; partition 0
+/// calls `progress` now and then (returning `false` stops the run, for
+/// all, at the end of a round).
+pub fn run_partition(
     mut sim: Simulation,
     cut: &Cut,
     me: u32,
     until: SimTime,
-    shared: &Shared,
-    mut progress: Option<&mut (impl FnMut(SimTime) -> bool + Send)>,
-) -> (Simulation, PartitionStats, u64) {
-    let parts = cut.parts;
-    sim.net.make_partition(&cut.part_of, me, parts);
+    x: &mut impl Exchange,
+    mut progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
+) -> PartitionEnd {
+    sim.net.make_partition(&cut.part_of, me, cut.parts);
     {
         let net: &Network = &sim.net;
         sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
@@ -589,28 +786,17 @@ fn run_partition(
     let start_events = sim.queue.events_processed();
     let mut rounds = 0u64;
     let mut last_report = Instant::now();
-    loop {
-        let incoming = std::mem::take(
-            &mut *shared.inbox[me as usize]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        stats.frames_in += incoming.len() as u64;
-        for c in incoming {
-            sim.net.receive(&mut sim.queue, c);
-        }
+    let mut stop = false;
+    let stopped = loop {
         let next = sim.queue.peek_time().map_or(u64::MAX, |t| t.as_nanos());
-        shared.next[me as usize].store(next, Ordering::Relaxed);
-        meet(shared, &mut stats.blocked_seconds);
-        let earliest = shared
-            .next
-            .iter()
-            .map(|n| n.load(Ordering::Relaxed))
-            .min()
-            .unwrap_or(u64::MAX);
-        // Read by all after the same barrier: all stop together.
-        if earliest > until.as_nanos() || shared.stop.load(Ordering::Relaxed) {
-            break;
+        let t = Instant::now();
+        let (earliest, stop_all) = x.agree(next, stop);
+        stats.blocked_seconds += t.elapsed().as_secs_f64();
+        if stop_all {
+            break true;
+        }
+        if earliest > until.as_nanos() {
+            break false;
         }
         rounds += 1;
         // Frames sent at or after `earliest` arrive at `horizon` or later:
@@ -624,30 +810,25 @@ fn run_partition(
             let (now, ev) = sim.queue.pop().expect("peeked");
             netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
         }
-        for p in 0..parts {
-            let out = sim.net.crossings(p);
-            if out.is_empty() {
-                continue;
-            }
-            stats.frames_out += out.len() as u64;
-            shared.inbox[p as usize]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(out);
-        }
         if let Some(report) = progress.as_deref_mut() {
             if last_report.elapsed().as_millis() >= 100 {
                 last_report = Instant::now();
-                if !report(sim.queue.now()) {
-                    shared.stop.store(true, Ordering::Relaxed);
-                }
+                stop |= !report(sim.queue.now());
             }
         }
-        meet(shared, &mut stats.blocked_seconds);
-    }
-    if until != SimTime::MAX && sim.queue.now() < until && !shared.stop.load(Ordering::Relaxed) {
+        let out = sim.net.all_crossings();
+        stats.frames_out += out.iter().map(|v| v.len() as u64).sum::<u64>();
+        let t = Instant::now();
+        let incoming = x.swap(out);
+        stats.blocked_seconds += t.elapsed().as_secs_f64();
+        stats.frames_in += incoming.len() as u64;
+        for c in incoming {
+            sim.net.receive(&mut sim.queue, c);
+        }
+    };
+    if until != SimTime::MAX && sim.queue.now() < until && !stopped {
         sim.queue.advance_to(until);
     }
     stats.events = sim.queue.events_processed() - start_events;
-    (sim, stats, rounds)
+    PartitionEnd { sim, stats, rounds }
 }

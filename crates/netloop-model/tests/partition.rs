@@ -399,3 +399,71 @@ fn a_share_sent_as_json_gives_the_same_results() {
         .results_from(&got, sim.queue.events_processed(), "afap", None, None);
     assert_eq!(serde_json::to_string(&r).unwrap(), want);
 }
+
+/// Frames crossing to a partition in another process go as bytes: they
+/// come back the same, metadata included, and a cut-short or corrupt
+/// buffer is an error naming where, never a panic.
+#[test]
+fn crossings_survive_encoding_and_bad_bytes_are_errors() {
+    use netloop_model::network::Crossing;
+    use netloop_model::{Frame, Gso, GsoKind};
+    let mut plain = Frame::copy_from(&[7u8; 90]);
+    plain.meta.stamp = 123;
+    let mut sup = Frame::copy_from(&(0..200u8).collect::<Vec<_>>());
+    sup.meta.gso = Some(Gso {
+        kind: GsoKind::TcpV4 { ecn: true },
+        hdr_len: 54,
+        size: 73,
+        segs: 2,
+    });
+    sup.meta.csum = netloop_core::frame::Checksum::Partial;
+    let sent = vec![
+        Crossing {
+            at: SimTime::from_nanos(5_000_123),
+            link: 3,
+            dir: 1,
+            epoch: 2,
+            frame: plain,
+        },
+        Crossing {
+            at: SimTime::from_nanos(u64::MAX - 1),
+            link: u32::MAX,
+            dir: 0,
+            epoch: 0,
+            frame: sup,
+        },
+    ];
+    let mut bytes = Vec::new();
+    for c in &sent {
+        c.encode(&mut bytes);
+    }
+    let mut rest = &bytes[..];
+    for want in &sent {
+        let start = bytes.len() - rest.len();
+        let got = Crossing::decode(&mut rest, start).unwrap();
+        assert_eq!(
+            (got.at, got.link, got.dir, got.epoch),
+            (want.at, want.link, want.dir, want.epoch)
+        );
+        assert_eq!(&got.frame[..], &want.frame[..]);
+        assert_eq!(got.frame.meta.gso, want.frame.meta.gso);
+        assert_eq!(got.frame.meta.csum, want.frame.meta.csum);
+        assert_eq!(got.frame.meta.stamp, want.frame.meta.stamp);
+    }
+    assert!(rest.is_empty());
+    // Every cut short of the first crossing's end is an error.
+    let first_len = bytes.len() - {
+        let mut r = &bytes[..];
+        Crossing::decode(&mut r, 0).unwrap();
+        r.len()
+    };
+    for cut in 0..first_len {
+        let mut r = &bytes[..cut];
+        let e = Crossing::decode(&mut r, 0).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+    let mut bad = bytes.clone();
+    bad[12] = 9; // the direction byte
+    let e = Crossing::decode(&mut &bad[..], 0).unwrap_err();
+    assert!(e.to_string().contains("direction"), "{e}");
+}
