@@ -13,6 +13,8 @@ mod bench;
 mod demo;
 mod format;
 mod live;
+#[cfg(feature = "mpi")]
+mod mpi_run;
 mod probe;
 mod run;
 

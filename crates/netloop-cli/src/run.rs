@@ -49,6 +49,12 @@ pub struct RunArgs {
     /// docs/partitions.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub partitions: u32,
+    /// Simulations: run as one partition of a job started by `mpirun`, each
+    /// rank a partition (`mpirun -np 4 netloop run FILE --mpi`); rank 0
+    /// prints and writes the results. Needs netloop built with
+    /// `--features mpi` (docs/partitions.md).
+    #[arg(long)]
+    pub mpi: bool,
     /// Run in real time even without real hosts (a topology with namespace
     /// or attached nodes always runs in real time).
     #[arg(long)]
@@ -295,6 +301,27 @@ fn execute_partitioned(
     Ok((results, interrupted.load(Ordering::SeqCst)))
 }
 
+#[cfg(feature = "mpi")]
+fn execute_mpi(
+    sim: Simulation,
+    partitions: u32,
+    topology: &str,
+) -> anyhow::Result<Option<(Results, bool)>> {
+    crate::mpi_run::execute(sim, partitions, topology)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn execute_mpi(
+    _sim: Simulation,
+    _partitions: u32,
+    _topology: &str,
+) -> anyhow::Result<Option<(Results, bool)>> {
+    Err(anyhow!(
+        "this netloop was built without MPI: build it with `cargo build --release --features mpi` \
+         (Open MPI or MPICH, and libclang, installed; see docs/partitions.md)"
+    ))
+}
+
 /// How a pcap capture of `netloop run --pcap` went: an element of the
 /// results' `pcap`.
 #[derive(serde::Serialize)]
@@ -334,7 +361,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
-    let cut = if args.partitions > 1 {
+    let cut = if args.partitions > 1 && !args.mpi {
         if args.realtime {
             return Err(anyhow!(
                 "--partitions runs simulations as fast as possible only (real time with partitions is not built yet): drop --realtime or --partitions"
@@ -364,7 +391,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow!("{e}"))?;
     let topology = args.file.display().to_string();
     let mut failed = false;
-    let (results, interrupted) = if args.realtime || !sim.real.is_empty() {
+    if args.mpi && args.realtime {
+        return Err(anyhow!(
+            "--mpi runs simulations as fast as possible only (real time with partitions is not built yet): drop --realtime or --mpi"
+        ));
+    }
+    let (results, interrupted) = if args.realtime || (!sim.real.is_empty() && !args.mpi) {
         let out = crate::live::execute_live(
             &mut sim,
             &topology,
@@ -386,6 +418,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let interrupted = rt.end == netloop_io::rt::EndReason::Interrupted;
         (out.results, interrupted)
+    } else if args.mpi {
+        if !args.pcap.is_empty() {
+            return Err(anyhow!(
+                "--pcap on a run with --mpi is not built yet: capture with one partition"
+            ));
+        }
+        match execute_mpi(sim, args.partitions, &topology)? {
+            Some((results, interrupted)) => {
+                if !args.quiet {
+                    print_summary(&topology, &results);
+                }
+                (results, interrupted)
+            }
+            // Rank 0 reports for all.
+            None => return Ok(ExitCode::SUCCESS),
+        }
     } else if let Some(cut) = &cut {
         let (results, interrupted) = execute_partitioned(sim, cut, &topology)?;
         if !args.quiet {

@@ -304,7 +304,7 @@ fn node_weights(spec: &NetworkSpec) -> Vec<u64> {
 }
 
 /// What one partition did during a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct PartitionStats {
     /// Nodes it owned.
     pub nodes: usize,
@@ -343,6 +343,8 @@ pub struct Partitioned {
 pub struct PartitionReport {
     /// Partitions.
     pub count: u32,
+    /// How they ran: `threads` (one process) or `mpi` (one rank each).
+    pub transport: String,
     /// The least delay of the links cut, ns (`null`: none was cut).
     pub lookahead_ns: Option<u64>,
     /// The links cut, by name.
@@ -359,6 +361,7 @@ impl Partitioned {
         let spec = self.base.net.spec();
         PartitionReport {
             count: cut.parts,
+            transport: "threads".into(),
             lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
             cut_links: cut
                 .cut_links

@@ -1,0 +1,191 @@
+//! `netloop run --mpi`: a simulation cut into partitions, one per MPI rank
+//! (processes started by `mpirun`, on one machine or several).
+//!
+//! Each rank loads and builds the whole topology (deterministically the
+//! same everywhere), cuts it the same way (the automatic cut for as many
+//! partitions as there are ranks), runs its own partition, and keeps in
+//! step with the others through MPI: an all-reduce agrees on the earliest
+//! pending event and on stopping, an all-to-all moves the frames that
+//! crossed (encoded by `Crossing::encode`). At the end every rank sends its
+//! share of the results (serialised) to rank 0, which assembles the results
+//! a single run would give and writes them; the other ranks print nothing.
+
+use anyhow::anyhow;
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+use netloop_core::SimTime;
+use netloop_model::network::Crossing;
+use netloop_model::partition::{
+    run_partition, Cut, Exchange, PartitionEnd, PartitionStats, Partitioned,
+};
+use netloop_model::results::Results;
+use netloop_model::share::Share;
+use netloop_model::Simulation;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// One rank's end of the exchange.
+struct MpiExchange<'a> {
+    world: &'a SimpleCommunicator,
+    /// Scratch: the frames for all ranks, encoded back to back.
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+/// Offsets of consecutive chunks of the given sizes.
+fn displacements(counts: &[Count]) -> Vec<Count> {
+    counts
+        .iter()
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect()
+}
+
+impl Exchange for MpiExchange<'_> {
+    fn agree(&mut self, next: u64, stop: bool) -> (u64, bool) {
+        // One reduction for both: the minimum of "not stopping" is 0 when
+        // any rank stops.
+        let send = [next, u64::from(!stop)];
+        let mut got = [0u64; 2];
+        self.world
+            .all_reduce_into(&send[..], &mut got[..], SystemOperation::min());
+        (got[0], got[1] == 0)
+    }
+
+    fn swap(&mut self, out: &mut [Vec<Crossing>]) -> Vec<Crossing> {
+        self.send.clear();
+        let mut counts = Vec::with_capacity(out.len());
+        for frames in out.iter_mut() {
+            let before = self.send.len();
+            for c in frames.drain(..) {
+                c.encode(&mut self.send);
+            }
+            counts.push(
+                Count::try_from(self.send.len() - before).unwrap_or_else(|_| {
+                    fatal(self.world, "more than 2 GiB of frames crossed in one round")
+                }),
+            );
+        }
+        let mut recv_counts = vec![0 as Count; out.len()];
+        self.world
+            .all_to_all_into(&counts[..], &mut recv_counts[..]);
+        let (send_displs, recv_displs) = (displacements(&counts), displacements(&recv_counts));
+        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        self.recv.clear();
+        self.recv.resize(total, 0);
+        {
+            let sp = Partition::new(&self.send[..], &counts[..], &send_displs[..]);
+            let mut rp = PartitionMut::new(&mut self.recv[..], &recv_counts[..], &recv_displs[..]);
+            self.world.all_to_all_varcount_into(&sp, &mut rp);
+        }
+        let mut frames = Vec::new();
+        let mut rest = &self.recv[..];
+        while !rest.is_empty() {
+            let start = total - rest.len();
+            match Crossing::decode(&mut rest, start) {
+                Ok(c) => frames.push(c),
+                // Bytes from our own ranks: a bug, not bad input.
+                Err(e) => fatal(self.world, &e.to_string()),
+            }
+        }
+        frames
+    }
+}
+
+/// Ends the whole MPI job: one rank cannot go on without the others.
+fn fatal(world: &SimpleCommunicator, why: &str) -> ! {
+    eprintln!(
+        "error: rank {} of the MPI run: {why}; stopping all ranks",
+        world.rank()
+    );
+    world.abort(3)
+}
+
+/// What each rank sends rank 0 at the end.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RankEnd {
+    share: Share,
+    stats: PartitionStats,
+}
+
+/// Runs `sim` as partition (rank) of an MPI job; returns the results and
+/// whether the run was interrupted on rank 0, `None` on the other ranks.
+/// `partitions`, if more than 1, must be the number of ranks.
+pub fn execute(
+    sim: Simulation,
+    partitions: u32,
+    topology: &str,
+) -> anyhow::Result<Option<(Results, bool)>> {
+    let universe =
+        mpi::initialize().ok_or_else(|| anyhow!("MPI was initialised twice in this process"))?;
+    let world = universe.world();
+    let (rank, size) = (world.rank() as u32, world.size() as u32);
+    if partitions > 1 && partitions != size {
+        return Err(anyhow!(
+            "--partitions {partitions} with --mpi on {size} ranks: under MPI each rank is a \
+             partition (leave --partitions out, or start {partitions} ranks)"
+        ));
+    }
+    let spec = sim.net.spec().clone();
+    let cut = Cut::auto(&spec, size)
+        .map_err(|e| anyhow!("{topology}: cannot cut into {size} partitions: {e}"))?;
+    let interrupted = crate::live::interrupted();
+    let mut stop = move |_: SimTime| !interrupted.load(Ordering::SeqCst);
+    let end = SimTime::ZERO + spec.run.duration;
+    // Both buffers allocated from the start: empty `Vec`s share one
+    // dangling address, and Open MPI refuses an all-to-all whose send and
+    // receive buffers are the same (MPI_ERR_ARG).
+    let mut x = MpiExchange {
+        world: &world,
+        send: Vec::with_capacity(4096),
+        recv: Vec::with_capacity(4096),
+    };
+    let start = Instant::now();
+    let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
+        (rank == 0).then_some(&mut stop);
+    let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress);
+    let bytes = serde_json::to_vec(&RankEnd {
+        share: mine.share(&cut, rank),
+        stats: mine.stats.clone(),
+    })?;
+    let len = Count::try_from(bytes.len())
+        .map_err(|_| anyhow!("rank {rank}'s share of the results is over 2 GiB"))?;
+    let root = world.process_at_rank(0);
+    if rank != 0 {
+        root.gather_into(&len);
+        root.gather_varcount_into(&bytes[..]);
+        return Ok(None);
+    }
+    let mut lens = vec![0 as Count; size as usize];
+    root.gather_into_root(&len, &mut lens[..]);
+    let displs = displacements(&lens);
+    let mut all = vec![0u8; lens.iter().map(|&c| c as usize).sum()];
+    {
+        let mut rp = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+        root.gather_varcount_into_root(&bytes[..], &mut rp);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let mut shares = Vec::with_capacity(size as usize);
+    for (r, (&at, &n)) in displs.iter().zip(&lens).enumerate() {
+        let end: RankEnd = serde_json::from_slice(&all[at as usize..(at + n) as usize])
+            .map_err(|e| anyhow!("rank {r}'s share of the results is unreadable: {e}"))?;
+        shares.push((end.share, end.stats));
+    }
+    let p = Partitioned::assemble(mine, shares);
+    let mut results = p.results(&cut, "afap", Some(wall), Some(topology.to_string()));
+    if let Some(w) = &mut results.wall {
+        if let Some(r) = &mut w.partitions {
+            r.transport = "mpi".into();
+        }
+    }
+    Ok(Some((
+        results,
+        crate::live::interrupted().load(Ordering::SeqCst),
+    )))
+}
