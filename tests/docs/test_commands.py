@@ -287,6 +287,24 @@ def check_pip_install(cmd: str, tmp: Path) -> None:
         import pytest as _  # noqa: F401
 
 
+def check_mpi_build(cmd: str, tmp: Path) -> None:
+    """Builds with MPI where Open MPI (or MPICH) is installed, as CI has it;
+    elsewhere says why it can't."""
+    if shutil.which("mpicc") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must install Open MPI (.ci/run) for the MPI build")
+        pytest.skip("Open MPI or MPICH is not installed (apt-get install libopenmpi-dev openmpi-bin libclang-dev)")
+    ok(sh(cmd, ROOT, DEMO_TIMEOUT), cmd)
+
+
+def check_mpirun_in_rust_test(cmd: str, tmp: Path) -> None:
+    """The Rust test that runs the docs' mpirun commands with the MPI build
+    is there and reads them from docs/partitions.md."""
+    test = (ROOT / "crates/netloop-cli/tests/mpi.rs").read_text()
+    assert "fn the_docs_mpirun_commands_work_as_written" in test
+    assert "docs/partitions.md" in test
+
+
 DEMO_TIMEOUT = 1800  # builds netloop in release mode on a fresh machine first
 
 HOW: dict[str, How] = {
@@ -321,6 +339,11 @@ HOW: dict[str, How] = {
     # docs/partitions.md
     "netloop run examples/dumbbell.toml --duration 6s --partitions 2 --json out/results.json": How(
         run_in_scratch("out/results.json")
+    ),
+    "cargo build --release --features mpi": How(check_mpi_build),
+    "mpirun -np 2 netloop run examples/dumbbell.toml --duration 6s --mpi --json out/mpi.json": How(
+        check_mpirun_in_rust_test,
+        "needs the MPI build: crates/netloop-cli/tests/mpi.rs runs it as written (scripts/test's MPI stage)",
     ),
     # docs/python.md
     "pip install ./crates/netloop-py": How(

@@ -25,7 +25,8 @@ def test_every_stage_runs_and_the_failed_ones_are_named(tmp_path: Path) -> None:
     log = tmp_path / "calls"
     # Every stage starts with cargo or python3: with both failing, each
     # stage fails at its first command, and must still have been tried.
-    for name in ("cargo", "python3"):
+    # mpicc and mpirun only have to be found (the MPI stage then runs).
+    for name in ("cargo", "python3", "mpicc", "mpirun"):
         fake(bin_dir, name, log)
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "NETLOOP_REQUIRE_REAL")}
     env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
@@ -37,20 +38,29 @@ def test_every_stage_runs_and_the_failed_ones_are_named(tmp_path: Path) -> None:
     assert p.returncode == 1, out
     calls = log.read_text().splitlines()
     # One first command per stage: fmt, clippy, test --workspace, the fuzz
-    # corpus, the bench's build, the venv.
-    assert calls[:6] == [
+    # corpus, the bench's build, the venv, the MPI lints.
+    assert calls[:7] == [
         "cargo fmt --all -- --check",
         "cargo clippy --workspace --all-targets --quiet -- -D warnings",
         "cargo test --workspace --no-fail-fast",
         "cargo test -q --manifest-path fuzz/Cargo.toml",
         "cargo build -q -p netloop-cli",
         f"python3 -m venv {tmp_path / 'venv'}",
+        "cargo clippy -p netloop-cli --all-targets --features mpi --quiet -- -D warnings",
     ], calls
-    assert len(calls) == 6, f"a stage went on after its first command failed: {calls}"
+    assert len(calls) == 7, f"a stage went on after its first command failed: {calls}"
     summary = out[out.index("=== summary ===") :]
-    for name in ("formatting", "lints (clippy)", "workspace tests", "fuzzing", "benchmark logic", "Python and docs tests"):
+    for name in (
+        "formatting",
+        "lints (clippy)",
+        "workspace tests",
+        "fuzzing",
+        "benchmark logic",
+        "Python and docs tests",
+        "MPI partitions",
+    ):
         assert f"{name}" in summary and "FAILED" in summary.split(name, 1)[1].splitlines()[0], summary
-    assert "6 of 6 stages failed" in summary, summary
+    assert "7 of 7 stages failed" in summary, summary
 
 
 def test_a_stage_that_passes_is_reported_so(tmp_path: Path) -> None:

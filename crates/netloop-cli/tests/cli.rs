@@ -466,3 +466,16 @@ fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A netloop built without MPI says how to get it when asked for `--mpi`.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn mpi_without_the_feature_says_how_to_build_it() {
+    let out = netloop(&["run", "examples/path-mtu.toml", "--mpi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("built without MPI") && err.contains("--features mpi"),
+        "{err}"
+    );
+}

@@ -1,0 +1,175 @@
+//! Partitions on MPI ranks (`mpirun -np N netloop run FILE --mpi`): results
+//! equal to one partition's on 2, 4 and 8 ranks (more ranks than this
+//! machine's cores: `--oversubscribe`), the command of docs/partitions.md,
+//! and the errors. Built only with the `mpi` feature (scripts/test's MPI
+//! stage; CI installs Open MPI).
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netloop-mpi-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A command run as the docs show it, with Open MPI allowed to run as root
+/// (CI runs as root; Open MPI refuses that unless told).
+fn command(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.current_dir(repo())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
+}
+
+fn mpirun(ranks: u32, args: &[&str]) -> Output {
+    command("mpirun")
+        .args(["--oversubscribe", "-np", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_netloop"))
+        .args(args)
+        .output()
+        .expect("mpirun runs (Open MPI or MPICH installed)")
+}
+
+/// The results JSON at `path`, without `wall`, and `wall.partitions`.
+fn results(path: &Path) -> (serde_json::Value, serde_json::Value) {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let parts = v["wall"]["partitions"].clone();
+    v.as_object_mut().unwrap().remove("wall");
+    (v, parts)
+}
+
+fn alone(file: &str, json: &Path) {
+    let out = command(env!("CARGO_BIN_EXE_netloop"))
+        .args(["run", file, "--quiet", "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn ranks_give_the_results_of_one_partition() {
+    let dir = tmpdir("ranks");
+    for (file, ranks) in [
+        ("examples/path-mtu.toml", &[2u32, 4, 8][..]),
+        // Link changes on a link that the cut crosses.
+        ("examples/link-flap.toml", &[2][..]),
+    ] {
+        let one = dir.join("one.json");
+        alone(file, &one);
+        let (want, none) = results(&one);
+        assert!(none.is_null());
+        for &n in ranks {
+            let json = dir.join(format!("mpi{n}.json"));
+            let out = mpirun(
+                n,
+                &[
+                    "run",
+                    file,
+                    "--quiet",
+                    "--mpi",
+                    "--json",
+                    json.to_str().unwrap(),
+                ],
+            );
+            assert!(
+                out.status.success(),
+                "{file} on {n} ranks: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let (got, parts) = results(&json);
+            assert!(got == want, "{file}: {n} ranks changed the results");
+            assert_eq!(parts["transport"], "mpi");
+            assert_eq!(parts["count"], u64::from(n));
+            assert!(!parts["cut_links"].as_array().unwrap().is_empty());
+            let per = parts["per_partition"].as_array().unwrap();
+            assert_eq!(per.len(), n as usize);
+            let sent: u64 = per.iter().map(|p| p["frames_out"].as_u64().unwrap()).sum();
+            let got_in: u64 = per.iter().map(|p| p["frames_in"].as_u64().unwrap()).sum();
+            assert!(sent > 0);
+            assert_eq!(sent, got_in, "every frame sent to a rank arrived");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `mpirun` commands of docs/partitions.md, as written (`netloop` is
+/// this build's binary, on `PATH`).
+#[test]
+fn the_docs_mpirun_commands_work_as_written() {
+    let doc = std::fs::read_to_string(repo().join("docs/partitions.md")).unwrap();
+    let commands: Vec<&str> = doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("mpirun "))
+        .collect();
+    assert!(
+        !commands.is_empty(),
+        "docs/partitions.md shows an mpirun command"
+    );
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_netloop")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let scratch = tmpdir("docs");
+    std::os::unix::fs::symlink(repo().join("examples"), scratch.join("examples")).unwrap();
+    for c in commands {
+        let out = command("bash")
+            .current_dir(&scratch)
+            .env("PATH", &path)
+            .args(["-c", c])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`{c}`: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json = c
+            .split_whitespace()
+            .skip_while(|w| *w != "--json")
+            .nth(1)
+            .expect("the command writes JSON");
+        let (_, parts) = results(&scratch.join(json));
+        assert_eq!(parts["transport"], "mpi", "{c}");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn partitions_that_are_not_the_ranks_and_real_hosts_are_refused() {
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "examples/path-mtu.toml",
+            "--mpi",
+            "--partitions",
+            "3",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--partitions 3 with --mpi on 2 ranks"),
+        "{err}"
+    );
+    let out = mpirun(2, &["run", "examples/real-hosts.toml", "--mpi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is a real host"), "{err}");
+}
