@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the ns-3 side of netloop's benchmarks.
 #   bench/ns3/build.sh            -> bench/ns3/build/dumbbell  (simulation-speed peer)
+#                                    bench/ns3/build/wan       (simulation-speed peer, wan scenario)
 #                                    bench/ns3/build/emu       (real-time emulation peer)
 # Installs Debian's ns-3 (3.37) and friends only if missing, then compiles
 # each program with -O2 against pkg-config's ns3-* flags. Idempotent and quiet
@@ -51,4 +52,5 @@ build() {
 }
 
 build dumbbell
+build wan
 build emu ns3-fd-net-device

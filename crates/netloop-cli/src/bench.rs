@@ -1,6 +1,7 @@
 //! `netloop bench`: benchmarks that print a table and write JSON.
 //!
-//! `bench speed` is the simulation-speed benchmark of the core: a dumbbell
+//! `bench speed` is the simulation-speed benchmark of the core (scenarios:
+//! `crate::scenarios`; by default the dumbbell): a dumbbell
 //! (two routers joined by a 1 Gbit/s, 10 ms bottleneck; H = min(N, 100)
 //! hosts per side on 1 Gbit/s, 1 ms links; N UDP constant-bit-rate flows of
 //! 1000-byte payloads sharing 500 Mbit/s, staggered starts), simulated for
@@ -14,7 +15,6 @@
 use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use netloop_core::{Bytes, DataRate, SimDuration};
 use netloop_model::partition::{run_threads, Cut};
 use netloop_model::results::Results;
 use netloop_model::spec::*;
@@ -26,12 +26,22 @@ use std::time::Instant;
 
 use crate::format;
 use crate::run::write_json_atomic;
+use crate::scenarios::{dumbbell, wan};
 
 /// Benchmarks.
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
-    /// Simulation speed on a dumbbell, netloop against ns-3 3.37.
+    /// Simulation speed on a dumbbell (or a WAN of many sites), netloop
+    /// against ns-3 3.37.
     Speed {
+        /// The network: `dumbbell` (two routers, a 10 ms bottleneck) or
+        /// `wan` (`--sites` routers in a ring with chords, 4 hosts each; a
+        /// network to cut into partitions).
+        #[arg(long, value_enum, default_value_t = Scenario::Dumbbell)]
+        scenario: Scenario,
+        /// Sites of the wan scenario.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(4..=4096))]
+        sites: u32,
         /// Flow counts to measure.
         #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
         flows: Vec<u32>,
@@ -47,7 +57,8 @@ pub enum BenchCommand {
         /// Where to write the JSON.
         #[arg(long, default_value = "bench/out/speed.json")]
         json: PathBuf,
-        /// The ns-3 peer binary (built by bench/ns3/build.sh if missing).
+        /// The ns-3 peer binary of the dumbbell (built by bench/ns3/build.sh
+        /// if missing); the wan scenario's is `wan` in the same directory.
         #[arg(long, default_value = "bench/ns3/build/dumbbell")]
         ns3: PathBuf,
         /// Measure netloop only.
@@ -61,83 +72,29 @@ pub enum BenchCommand {
     },
 }
 
-/// The dumbbell scenario of the speed benchmark.
-pub fn dumbbell(flows: u32, duration_s: u64, load_mbps: u64) -> NetworkSpec {
-    let h = flows.clamp(1, 100);
-    let mut nodes = vec![
-        NodeSpec {
-            name: "r1".into(),
-            kind: NodeKind::Router(RouterSpec::default()),
-        },
-        NodeSpec {
-            name: "r2".into(),
-            kind: NodeKind::Router(RouterSpec::default()),
-        },
-    ];
-    let gig = |delay_ms: u64| DirectionSpec {
-        rate: Some(DataRate::from_mbps(1000)),
-        delay: SimDuration::from_millis(delay_ms),
-        queue: QueueSpec {
-            packets: Some(1000),
-            bytes: None,
-            discipline: QueueDiscipline::DropTail,
-        },
-        ..DirectionSpec::default()
-    };
-    let link = |a: &str, b: &str, d: DirectionSpec| LinkSpec {
-        name: format!("{a}-{b}"),
-        a: EndpointSpec {
-            node: a.into(),
-            address: None,
-        },
-        b: EndpointSpec {
-            node: b.into(),
-            address: None,
-        },
-        subnet: None,
-        a_to_b: d.clone(),
-        b_to_a: d,
-    };
-    let mut links = vec![link("r1", "r2", gig(10))];
-    for i in 0..h {
-        nodes.push(NodeSpec {
-            name: format!("l{i}"),
-            kind: NodeKind::Host,
-        });
-        nodes.push(NodeSpec {
-            name: format!("q{i}"),
-            kind: NodeKind::Host,
-        });
-        links.push(link(&format!("l{i}"), "r1", gig(1)));
-        links.push(link(&format!("q{i}"), "r2", gig(1)));
+/// The networks `bench speed` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// Two routers joined by a 1 Gbit/s, 10 ms bottleneck.
+    Dumbbell,
+    /// Sites in a ring with chords, 2-10 ms router links.
+    Wan,
+}
+
+impl Scenario {
+    fn spec(self, sites: u32, flows: u32, duration: u64, load: u64) -> NetworkSpec {
+        match self {
+            Scenario::Dumbbell => dumbbell(flows, duration, load),
+            Scenario::Wan => wan(sites, flows, duration, load),
+        }
     }
-    // Per-flow rate load/N; flow i starts at i*T/N, T its packet interval.
-    let rate_bps = load_mbps * 1_000_000 / flows as u64;
-    let interval_ns = 1000u128 * 8 * 1_000_000_000 / rate_bps as u128;
-    let traffic = (0..flows)
-        .map(|i| TrafficSpec {
-            name: format!("f{i}"),
-            from: format!("l{}", i % h),
-            to: format!("q{}", i % h),
-            start: SimDuration::from_nanos((interval_ns * i as u128 / flows as u128) as u64),
-            stop: Some(SimDuration::from_secs(duration_s)),
-            count: 1,
-            kind: TrafficKind::UdpCbr {
-                rate: DataRate::from_bps(rate_bps),
-                size: Bytes::new(1000),
-            },
-        })
-        .collect();
-    NetworkSpec {
-        run: RunSpec {
-            duration: SimDuration::from_secs(duration_s + 1),
-            seed: 1,
-            ..Default::default()
-        },
-        nodes,
-        links,
-        traffic,
-        ..NetworkSpec::default()
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Dumbbell => "dumbbell",
+            Scenario::Wan => "wan",
+        }
     }
 }
 
@@ -217,23 +174,19 @@ fn summarise(samples: Vec<Sample>) -> Summary {
     }
 }
 
-/// One run of netloop on the dumbbell, cut into `parts` partitions (1: the
-/// plain engine): its figures and its results.
-fn run_netloop(
-    flows: u32,
-    duration: u64,
-    load: u64,
-    parts: u32,
-) -> anyhow::Result<(Sample, Results)> {
+/// One run of netloop on `spec`, cut into `parts` partitions (1: the plain
+/// engine): its figures and its results. (Set-up, the building, is timed
+/// apart, as for ns-3.)
+fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, Results)> {
     let t0 = Instant::now();
-    let spec = dumbbell(flows, duration, load);
-    let mut sim = Simulation::build(&spec).map_err(|e| anyhow!("dumbbell: {e}"))?;
+    let mut sim = Simulation::build(spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
     let setup_s = t0.elapsed().as_secs_f64();
     let (wall_s, events, r) = if parts > 1 {
-        let cut = Cut::auto(&spec, parts).map_err(|e| anyhow!("dumbbell: {e}"))?;
+        let cut = Cut::auto(spec, parts).map_err(|e| anyhow!("benchmark network: {e}"))?;
         let t1 = Instant::now();
         let end = netloop_core::SimTime::ZERO + spec.run.duration;
-        let p = run_threads(sim, &cut, end, |_| true).map_err(|e| anyhow!("dumbbell: {e}"))?;
+        let p =
+            run_threads(sim, &cut, end, |_| true).map_err(|e| anyhow!("benchmark network: {e}"))?;
         let wall_s = t1.elapsed().as_secs_f64();
         let r = p.results(&cut, "afap", Some(wall_s), None);
         (wall_s, r.meta.events_processed, r)
@@ -301,8 +254,19 @@ fn ensure_ns3(bin: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_ns3(bin: &Path, flows: u32, duration: u64, load: u64) -> anyhow::Result<Sample> {
-    let out = Command::new(bin)
+fn run_ns3(
+    bin: &Path,
+    scenario: Scenario,
+    sites: u32,
+    flows: u32,
+    duration: u64,
+    load: u64,
+) -> anyhow::Result<Sample> {
+    let mut cmd = Command::new(bin);
+    if scenario == Scenario::Wan {
+        cmd.args(["--sites", &sites.to_string()]);
+    }
+    let out = cmd
         .args([
             "--flows",
             &flows.to_string(),
@@ -344,6 +308,8 @@ fn run_ns3(bin: &Path, flows: u32, duration: u64, load: u64) -> anyhow::Result<S
 /// Runs a benchmark.
 pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     let BenchCommand::Speed {
+        scenario,
+        sites,
         flows,
         duration,
         load,
@@ -354,6 +320,10 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         partitions,
     } = cmd;
     let partitions: Vec<u32> = partitions.into_iter().filter(|&p| p > 1).collect();
+    let ns3 = match scenario {
+        Scenario::Dumbbell => ns3,
+        Scenario::Wan => ns3.with_file_name("wan"),
+    };
     let ns3 = if no_ns3 {
         None
     } else {
@@ -370,15 +340,16 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         // Interleaved, so that both systems see the same machine noise.
+        let spec = scenario.spec(sites, n, duration, load);
         let mut parted: Vec<Vec<(Sample, Results)>> = vec![Vec::new(); partitions.len()];
         let mut reference = None;
         for r in 0..repeats.max(1) {
-            let (s, res) = run_netloop(n, duration, load, 1)?;
+            let (s, res) = run_netloop(&spec, 1)?;
             if reference.is_none() {
                 reference = Some(without_wall(&res)?);
             }
             for (i, &p) in partitions.iter().enumerate() {
-                let (s, res) = run_netloop(n, duration, load, p)?;
+                let (s, res) = run_netloop(&spec, p)?;
                 eprintln!(
                     "flows={n} run {}/{}: netloop, {p} partitions {:.3} s",
                     r + 1,
@@ -395,7 +366,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             );
             ours.push(s);
             if let Some(bin) = &ns3 {
-                let s = run_ns3(bin, n, duration, load)?;
+                let s = run_ns3(bin, scenario, sites, n, duration, load)?;
                 eprintln!(
                     "flows={n} run {}/{}: ns-3 {:.3} s",
                     r + 1,
@@ -492,7 +463,11 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             ),
         ]);
     }
-    println!("Simulation speed: dumbbell, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
+    let what = match scenario {
+        Scenario::Dumbbell => "dumbbell".to_string(),
+        Scenario::Wan => format!("wan of {sites} sites"),
+    };
+    println!("Simulation speed: {what}, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
     println!("{t}");
     let mut failed = false;
     if !partitions.is_empty() {
@@ -526,7 +501,11 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     r(format!("{:.0} %", 100.0 * p.efficiency)),
                     Cell::new(format!(
                         "{} ({})",
-                        p.cut_links.join(", "),
+                        if p.cut_links.len() <= 3 {
+                            p.cut_links.join(", ")
+                        } else {
+                            format!("{} links", p.cut_links.len())
+                        },
                         p.lookahead_ns.map_or("none".into(), |ns| {
                             netloop_core::SimDuration::from_nanos(ns).to_string()
                         })
@@ -551,6 +530,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     struct Out<'a> {
         benchmark: &'static str,
         scenario: &'static str,
+        sites: Option<u32>,
         duration_s: u64,
         load_mbps: u64,
         repeats: u32,
@@ -561,7 +541,8 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         &json,
         &Out {
             benchmark: "speed",
-            scenario: "dumbbell",
+            scenario: scenario.name(),
+            sites: (scenario == Scenario::Wan).then_some(sites),
             duration_s: duration,
             load_mbps: load,
             repeats,

@@ -17,6 +17,7 @@ mod live;
 mod mpi_run;
 mod probe;
 mod run;
+mod scenarios;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
