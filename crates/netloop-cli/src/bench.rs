@@ -16,7 +16,6 @@ use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use netloop_model::partition::{run_threads, Cut};
-use netloop_model::results::Results;
 use netloop_model::spec::*;
 use netloop_model::Simulation;
 use serde::Serialize;
@@ -69,6 +68,28 @@ pub enum BenchCommand {
         /// each run's results are checked equal to one partition's.
         #[arg(long, value_delimiter = ',')]
         partitions: Vec<u32>,
+        /// Also run netloop on these numbers of MPI ranks (`mpirun
+        /// --oversubscribe -np N`, this binary, built with `--features
+        /// mpi`), checked the same way.
+        #[arg(long, value_delimiter = ',')]
+        mpi_ranks: Vec<u32>,
+    },
+    /// One MPI rank of `bench speed --mpi-ranks` (started by mpirun).
+    #[command(hide = true)]
+    SpeedRank {
+        #[arg(long, value_enum)]
+        scenario: Scenario,
+        #[arg(long)]
+        sites: u32,
+        #[arg(long)]
+        flows: u32,
+        #[arg(long)]
+        duration: u64,
+        #[arg(long)]
+        load: u64,
+        /// Where rank 0 writes the results.
+        #[arg(long)]
+        json: PathBuf,
     },
 }
 
@@ -133,6 +154,8 @@ struct Row {
 #[derive(Clone, Debug, Serialize)]
 struct PartRow {
     partitions: u32,
+    /// `threads` or `mpi`.
+    transport: &'static str,
     netloop: Summary,
     /// One partition's median wall time / this one's.
     speedup_vs_one: f64,
@@ -177,7 +200,7 @@ fn summarise(samples: Vec<Sample>) -> Summary {
 /// One run of netloop on `spec`, cut into `parts` partitions (1: the plain
 /// engine): its figures and its results. (Set-up, the building, is timed
 /// apart, as for ns-3.)
-fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, Results)> {
+fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, serde_json::Value)> {
     let t0 = Instant::now();
     let mut sim = Simulation::build(spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
     let setup_s = t0.elapsed().as_secs_f64();
@@ -214,16 +237,100 @@ fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, Result
         packets_received: r.flows.iter().filter_map(|f| f.received_packets).sum(),
         max_rss_kb: max_rss_kb(),
     };
-    Ok((sample, r))
+    Ok((sample, serde_json::to_value(&r)?))
 }
 
-/// The results as JSON without `wall` (what must not depend on the cut).
-fn without_wall(r: &Results) -> anyhow::Result<serde_json::Value> {
-    let mut v = serde_json::to_value(r)?;
+/// One run of netloop on `ranks` MPI ranks: `mpirun` starts this binary's
+/// `bench speed-rank` on each; rank 0 writes the results, whose `wall` is
+/// the run's (the start of the processes, loading and building are not in
+/// it, as for the other runs).
+fn run_mpi(
+    scenario: Scenario,
+    sites: u32,
+    flows: u32,
+    duration: u64,
+    load: u64,
+    ranks: u32,
+) -> anyhow::Result<(Sample, serde_json::Value)> {
+    let me = std::env::current_exe().context("finding this netloop binary")?;
+    let json = std::env::temp_dir().join(format!("netloop-bench-mpi-{}.json", std::process::id()));
+    let t0 = Instant::now();
+    let mut cmd = Command::new("mpirun");
+    if nix::unistd::geteuid().is_root() {
+        // Open MPI refuses root unless told (CI and the benchmark run as root).
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let out = cmd
+        .args(["--oversubscribe", "-np", &ranks.to_string()])
+        .arg(&me)
+        .args(["bench", "speed-rank", "--scenario", scenario.name()])
+        .args(["--sites", &sites.to_string(), "--flows", &flows.to_string()])
+        .args([
+            "--duration",
+            &duration.to_string(),
+            "--load",
+            &load.to_string(),
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .context("running mpirun (Open MPI or MPICH installed?)")?;
+    let total = t0.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(anyhow!(
+            "mpirun -np {ranks} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&json).with_context(|| format!("reading {}", json.display()))?,
+    )?;
+    let _ = std::fs::remove_file(&json);
+    let wall_s = v["wall"]["seconds"].as_f64().unwrap_or(f64::NAN);
+    let sum = |k: &str| -> u64 {
+        v["flows"]
+            .as_array()
+            .map_or(0, |fs| fs.iter().filter_map(|f| f[k].as_u64()).sum())
+    };
+    let sample = Sample {
+        wall_s,
+        // Starting the ranks, loading and building.
+        setup_s: total - wall_s,
+        events: v["meta"]["events_processed"].as_u64().unwrap_or(0),
+        packets_sent: sum("sent_packets"),
+        packets_received: sum("received_packets"),
+        max_rss_kb: None,
+    };
+    Ok((sample, v))
+}
+
+/// `bench speed-rank`: one rank's part of [`run_mpi`].
+fn speed_rank(
+    scenario: Scenario,
+    sites: u32,
+    flows: u32,
+    duration: u64,
+    load: u64,
+    json: &Path,
+) -> anyhow::Result<ExitCode> {
+    let spec = scenario.spec(sites, flows, duration, load);
+    let sim = Simulation::build(&spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
+    if let Some((mut results, _)) = crate::run::execute_mpi(sim, 0, scenario.name())? {
+        // Built in code, as the other runs of the benchmark: no file.
+        results.meta.topology = None;
+        write_json_atomic(json, &results)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Results JSON without `wall` (what must not depend on the cut).
+fn without_wall(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
         o.remove("wall");
     }
-    Ok(v)
+    v
 }
 
 /// Peak resident memory of this process so far (Linux), in KiB.
@@ -307,19 +414,41 @@ fn run_ns3(
 
 /// Runs a benchmark.
 pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    let BenchCommand::Speed {
-        scenario,
-        sites,
-        flows,
-        duration,
-        load,
-        repeats,
-        json,
-        ns3,
-        no_ns3,
-        partitions,
-    } = cmd;
-    let partitions: Vec<u32> = partitions.into_iter().filter(|&p| p > 1).collect();
+    let (scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions, mpi_ranks) =
+        match cmd {
+            BenchCommand::SpeedRank {
+                scenario,
+                sites,
+                flows,
+                duration,
+                load,
+                json,
+            } => return speed_rank(scenario, sites, flows, duration, load, &json),
+            BenchCommand::Speed {
+                scenario,
+                sites,
+                flows,
+                duration,
+                load,
+                repeats,
+                json,
+                ns3,
+                no_ns3,
+                partitions,
+                mpi_ranks,
+            } => (
+                scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions,
+                mpi_ranks,
+            ),
+        };
+    // Each way of running netloop besides one partition: (partitions,
+    // transport).
+    let ways: Vec<(u32, &'static str)> = partitions
+        .into_iter()
+        .filter(|&p| p > 1)
+        .map(|p| (p, "threads"))
+        .chain(mpi_ranks.into_iter().map(|p| (p, "mpi")))
+        .collect();
     let ns3 = match scenario {
         Scenario::Dumbbell => ns3,
         Scenario::Wan => ns3.with_file_name("wan"),
@@ -341,17 +470,21 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         let mut theirs = Vec::new();
         // Interleaved, so that both systems see the same machine noise.
         let spec = scenario.spec(sites, n, duration, load);
-        let mut parted: Vec<Vec<(Sample, Results)>> = vec![Vec::new(); partitions.len()];
+        let mut parted: Vec<Vec<(Sample, serde_json::Value)>> = vec![Vec::new(); ways.len()];
         let mut reference = None;
         for r in 0..repeats.max(1) {
             let (s, res) = run_netloop(&spec, 1)?;
             if reference.is_none() {
-                reference = Some(without_wall(&res)?);
+                reference = Some(without_wall(&res));
             }
-            for (i, &p) in partitions.iter().enumerate() {
-                let (s, res) = run_netloop(&spec, p)?;
+            for (i, &(p, how)) in ways.iter().enumerate() {
+                let (s, res) = if how == "mpi" {
+                    run_mpi(scenario, sites, n, duration, load, p)?
+                } else {
+                    run_netloop(&spec, p)?
+                };
                 eprintln!(
-                    "flows={n} run {}/{}: netloop, {p} partitions {:.3} s",
+                    "flows={n} run {}/{}: netloop, {p} partitions ({how}) {:.3} s",
                     r + 1,
                     repeats,
                     s.wall_s
@@ -378,26 +511,32 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         let netloop = summarise(ours);
         let mut partitioned = Vec::new();
-        for (&p, runs) in partitions.iter().zip(parted) {
-            let mut identical = true;
-            for (_, res) in &runs {
-                identical &= Some(without_wall(res)?) == reference;
-            }
-            let report = runs[0].1.wall.as_ref().and_then(|w| w.partitions.clone());
+        for (&(p, how), runs) in ways.iter().zip(parted) {
+            let identical = runs
+                .iter()
+                .all(|(_, res)| Some(without_wall(res)) == reference);
+            let report = runs[0].1["wall"]["partitions"].clone();
             let summary = summarise(runs.into_iter().map(|(s, _)| s).collect());
             let speedup_vs_one = netloop.median_wall_s / summary.median_wall_s;
             partitioned.push(PartRow {
                 partitions: p,
+                transport: how,
                 speedup_vs_one,
                 efficiency: speedup_vs_one / f64::from(p),
-                cut_links: report
-                    .as_ref()
-                    .map_or_else(Vec::new, |r| r.cut_links.clone()),
-                lookahead_ns: report.as_ref().and_then(|r| r.lookahead_ns),
-                rounds: report.as_ref().map_or(0, |r| r.rounds),
-                blocked_s: report.as_ref().map_or_else(Vec::new, |r| {
-                    r.per_partition.iter().map(|x| x.blocked_seconds).collect()
+                cut_links: report["cut_links"].as_array().map_or_else(Vec::new, |l| {
+                    l.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
                 }),
+                lookahead_ns: report["lookahead_ns"].as_u64(),
+                rounds: report["rounds"].as_u64().unwrap_or(0),
+                blocked_s: report["per_partition"]
+                    .as_array()
+                    .map_or_else(Vec::new, |l| {
+                        l.iter()
+                            .filter_map(|x| x["blocked_seconds"].as_f64())
+                            .collect()
+                    }),
                 identical,
                 netloop: summary,
             });
@@ -470,7 +609,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     println!("Simulation speed: {what}, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
     println!("{t}");
     let mut failed = false;
-    if !partitions.is_empty() {
+    if !ways.is_empty() {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header(vec![
@@ -491,7 +630,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 failed |= !p.identical;
                 t.add_row(vec![
                     r(format::count(row.flows as u64)),
-                    r(p.partitions.to_string()),
+                    r(format!("{} ({})", p.partitions, p.transport)),
                     r(format!(
                         "{:.3} s ({:.3}–{:.3})",
                         a.median_wall_s, a.min_wall_s, a.max_wall_s
@@ -521,7 +660,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
         }
         println!(
-            "Partitions on threads (this machine: {} cores)",
+            "Partitions (this machine: {} cores; more partitions than cores share them)",
             Machine::read().cpus
         );
         println!("{t}");

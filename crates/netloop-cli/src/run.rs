@@ -302,7 +302,7 @@ fn execute_partitioned(
 }
 
 #[cfg(feature = "mpi")]
-fn execute_mpi(
+pub(crate) fn execute_mpi(
     sim: Simulation,
     partitions: u32,
     topology: &str,
@@ -311,7 +311,7 @@ fn execute_mpi(
 }
 
 #[cfg(not(feature = "mpi"))]
-fn execute_mpi(
+pub(crate) fn execute_mpi(
     _sim: Simulation,
     _partitions: u32,
     _topology: &str,

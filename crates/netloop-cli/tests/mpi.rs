@@ -173,3 +173,54 @@ fn partitions_that_are_not_the_ranks_and_real_hosts_are_refused() {
     assert!(!out.status.success());
     assert!(err.contains("is a real host"), "{err}");
 }
+
+/// `bench speed --mpi-ranks` runs the benchmark's network on ranks beside
+/// threads, and fails unless every run's results equal one partition's.
+#[test]
+fn the_benchmark_runs_on_ranks_and_checks_the_results() {
+    let dir = tmpdir("bench");
+    let json = dir.join("speed.json");
+    let out = command(env!("CARGO_BIN_EXE_netloop"))
+        .args([
+            "bench",
+            "speed",
+            "--scenario",
+            "wan",
+            "--sites",
+            "8",
+            "--flows",
+            "40",
+        ])
+        .args([
+            "--duration",
+            "1",
+            "--load",
+            "200",
+            "--repeats",
+            "1",
+            "--no-ns3",
+        ])
+        .args(["--partitions", "2", "--mpi-ranks", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v["rows"][0]["partitioned"].as_array().unwrap();
+    let ways: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["partitions"].as_u64().unwrap(),
+                r["transport"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ways, [(2, "threads"), (2, "mpi")]);
+    assert!(rows.iter().all(|r| r["identical"] == true));
+    let _ = std::fs::remove_dir_all(&dir);
+}
