@@ -35,16 +35,16 @@ struct MpiExchange<'a> {
     recv: Vec<u8>,
 }
 
-/// Offsets of consecutive chunks of the given sizes.
-fn displacements(counts: &[Count]) -> Vec<Count> {
-    counts
-        .iter()
-        .scan(0, |at, &c| {
-            let d = *at;
-            *at += c;
-            Some(d)
-        })
-        .collect()
+/// Offsets of consecutive chunks of the given sizes; `None` if they pass
+/// MPI's 2 GiB.
+fn displacements(counts: &[Count]) -> Option<Vec<Count>> {
+    let mut at: Count = 0;
+    let mut out = Vec::with_capacity(counts.len());
+    for &c in counts {
+        out.push(at);
+        at = at.checked_add(c)?;
+    }
+    Some(out)
 }
 
 impl Exchange for MpiExchange<'_> {
@@ -75,7 +75,11 @@ impl Exchange for MpiExchange<'_> {
         let mut recv_counts = vec![0 as Count; out.len()];
         self.world
             .all_to_all_into(&counts[..], &mut recv_counts[..]);
-        let (send_displs, recv_displs) = (displacements(&counts), displacements(&recv_counts));
+        let (Some(send_displs), Some(recv_displs)) =
+            (displacements(&counts), displacements(&recv_counts))
+        else {
+            fatal(self.world, "more than 2 GiB of frames crossed in one round")
+        };
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
         self.recv.clear();
         self.recv.resize(total, 0);
@@ -150,12 +154,15 @@ pub fn execute(
     let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
         (rank == 0).then_some(&mut stop);
     let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress);
+    // From here on every rank must reach the gathers: one that returned an
+    // error instead would leave rank 0 waiting, so a failure ends the job.
     let bytes = serde_json::to_vec(&RankEnd {
         share: mine.share(&cut, rank),
         stats: mine.stats.clone(),
-    })?;
+    })
+    .unwrap_or_else(|e| fatal(&world, &format!("its share of the results: {e}")));
     let len = Count::try_from(bytes.len())
-        .map_err(|_| anyhow!("rank {rank}'s share of the results is over 2 GiB"))?;
+        .unwrap_or_else(|_| fatal(&world, "its share of the results is over 2 GiB"));
     let root = world.process_at_rank(0);
     if rank != 0 {
         root.gather_into(&len);
@@ -164,7 +171,8 @@ pub fn execute(
     }
     let mut lens = vec![0 as Count; size as usize];
     root.gather_into_root(&len, &mut lens[..]);
-    let displs = displacements(&lens);
+    let displs = displacements(&lens)
+        .unwrap_or_else(|| fatal(&world, "the shares of the results are over 2 GiB"));
     let mut all = vec![0u8; lens.iter().map(|&c| c as usize).sum()];
     {
         let mut rp = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);

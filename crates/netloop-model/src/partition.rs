@@ -25,8 +25,11 @@
 //! results are read from (`crate::share`) is merged into what a single run
 //! reads: the same results JSON, byte for byte.
 //!
-//! Not yet: partitions on MPI ranks, real-time runs with partitions, and
-//! pcap or taps on a partitioned run (refused with an error).
+//! Partitions on MPI ranks use the same runner ([`run_partition`]) through
+//! an [`Exchange`] of their own (in the command-line tool). Not yet:
+//! real-time runs with partitions, and taps (pcap) on a partitioned run: a
+//! tap would see only what its partition owns (the command line refuses
+//! `--pcap` with partitions).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -406,6 +409,9 @@ struct SpinBarrier {
     parties: usize,
     /// Whether a waiter may spin (a core for each party).
     spin: bool,
+    /// Set when a party will never come (its thread failed): waiters
+    /// return at once, and the run stops.
+    broken: AtomicBool,
     arrived: AtomicUsize,
     generation: AtomicU64,
     sleepers: AtomicUsize,
@@ -424,6 +430,7 @@ impl SpinBarrier {
         SpinBarrier {
             parties,
             spin: parties <= cores,
+            broken: AtomicBool::new(false),
             arrived: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             sleepers: AtomicUsize::new(0),
@@ -432,7 +439,18 @@ impl SpinBarrier {
         }
     }
 
-    fn wait(&self) {
+    /// Marks the barrier broken and wakes every waiter.
+    fn the_party_is_gone(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.wake.notify_all();
+    }
+
+    /// Waits for every party; false if the barrier is broken.
+    fn wait(&self) -> bool {
+        if self.broken.load(Ordering::SeqCst) {
+            return false;
+        }
         let generation = self.generation.load(Ordering::SeqCst);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
             self.arrived.store(0, Ordering::Relaxed);
@@ -444,20 +462,23 @@ impl SpinBarrier {
                 let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.wake.notify_all();
             }
-            return;
+            return true;
         }
-        let passed = || self.generation.load(Ordering::SeqCst) != generation;
+        let passed = || {
+            self.generation.load(Ordering::SeqCst) != generation
+                || self.broken.load(Ordering::SeqCst)
+        };
         if self.spin {
             for _ in 0..SPINS {
                 if passed() {
-                    return;
+                    return !self.broken.load(Ordering::SeqCst);
                 }
                 std::hint::spin_loop();
             }
         }
         for _ in 0..YIELDS {
             if passed() {
-                return;
+                return !self.broken.load(Ordering::SeqCst);
             }
             std::thread::yield_now();
         }
@@ -467,6 +488,7 @@ impl SpinBarrier {
             guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        !self.broken.load(Ordering::SeqCst)
     }
 }
 
@@ -629,7 +651,10 @@ impl Exchange for ThreadExchange<'_> {
         if stop {
             sh.stop.store(true, Ordering::Relaxed);
         }
-        sh.barrier.wait();
+        if !sh.barrier.wait() {
+            // A partition failed: stop (its error is reported by the join).
+            return (u64::MAX, true);
+        }
         // Read by all between this barrier and the next (in `swap`), before
         // any partition writes again.
         let earliest = sh
@@ -651,6 +676,7 @@ impl Exchange for ThreadExchange<'_> {
                     .append(frames);
             }
         }
+        // Broken: the next `agree` stops the run.
         sh.barrier.wait();
         std::mem::take(&mut *sh.inbox[self.me].lock().unwrap_or_else(|e| e.into_inner()))
     }
@@ -688,12 +714,26 @@ pub fn run_threads(
             let handle = std::thread::Builder::new()
                 .name(format!("netloop-part-{me}"))
                 .spawn_scoped(scope, move || {
+                    // A partition that fails (an error, a panic) never comes
+                    // back to the barrier: break it, so the others stop
+                    // instead of waiting for ever.
+                    struct Gone<'a>(&'a SpinBarrier, bool);
+                    impl Drop for Gone<'_> {
+                        fn drop(&mut self) {
+                            if !self.1 {
+                                self.0.the_party_is_gone();
+                            }
+                        }
+                    }
+                    let mut gone = Gone(&shared.barrier, false);
                     let sim = match mine {
                         Some(s) => s,
                         None => Simulation::build(spec)?,
                     };
                     let mut x = ThreadExchange { shared, me };
-                    Ok(run_partition(sim, cut, me as u32, until, &mut x, report))
+                    let end = run_partition(sim, cut, me as u32, until, &mut x, report);
+                    gone.1 = true;
+                    Ok(end)
                 })
                 .expect("spawning a partition thread");
             handles.push(handle);
@@ -788,8 +828,11 @@ pub fn run_partition(
     };
     let start_events = sim.queue.events_processed();
     let mut rounds = 0u64;
-    let mut last_report = Instant::now();
+    // The first report comes after the first round, then every 100 ms.
+    let mut last_report: Option<Instant> = None;
     let mut stop = false;
+    // The last moment every partition ran to (the same for all).
+    let mut ran_to: Option<SimTime> = None;
     let stopped = loop {
         let next = sim.queue.peek_time().map_or(u64::MAX, |t| t.as_nanos());
         let t = Instant::now();
@@ -798,7 +841,9 @@ pub fn run_partition(
         if stop_all {
             break true;
         }
-        if earliest > until.as_nanos() {
+        // Nothing pending anywhere (`u64::MAX`) ends a run to
+        // `SimTime::MAX` too.
+        if earliest == u64::MAX || earliest > until.as_nanos() {
             break false;
         }
         rounds += 1;
@@ -806,6 +851,7 @@ pub fn run_partition(
         // everything before it is safe to run.
         let horizon = earliest.saturating_add(cut.lookahead.as_nanos());
         let limit = SimTime::from_nanos((horizon - 1).min(until.as_nanos()));
+        ran_to = Some(limit);
         while let Some(t) = sim.queue.peek_time() {
             if t > limit {
                 break;
@@ -814,8 +860,8 @@ pub fn run_partition(
             netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
         }
         if let Some(report) = progress.as_deref_mut() {
-            if last_report.elapsed().as_millis() >= 100 {
-                last_report = Instant::now();
+            if last_report.is_none_or(|t| t.elapsed().as_millis() >= 100) {
+                last_report = Some(Instant::now());
                 stop |= !report(sim.queue.now());
             }
         }
@@ -831,7 +877,61 @@ pub fn run_partition(
     };
     if until != SimTime::MAX && sim.queue.now() < until && !stopped {
         sim.queue.advance_to(until);
+    } else if let Some(t) = ran_to.filter(|&t| stopped && sim.queue.now() < t) {
+        // Stopped early: every partition stands at the end of the last
+        // round, so that what is in flight between them is counted at one
+        // moment (a transmitter idle since its last event would still count
+        // a frame as being serialised that its receiver already took).
+        sim.queue.advance_to(t);
     }
     stats.events = sim.queue.events_processed() - start_events;
     PartitionEnd { sim, stats, rounds }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A party that fails breaks the barrier: the others are let go (they
+    /// waited for ever before), and later waits return at once.
+    #[test]
+    fn a_broken_barrier_lets_its_waiters_go() {
+        let b = SpinBarrier::new(3);
+        std::thread::scope(|s| {
+            let w1 = s.spawn(|| b.wait());
+            let w2 = s.spawn(|| b.wait());
+            std::thread::sleep(Duration::from_millis(50));
+            b.the_party_is_gone();
+            assert!(!w1.join().unwrap());
+            assert!(!w2.join().unwrap());
+        });
+        assert!(!b.wait(), "a broken barrier stays broken");
+    }
+
+    /// Parties pass together, round after round: none gets a round ahead.
+    #[test]
+    fn parties_pass_the_barrier_together() {
+        let b = SpinBarrier::new(3);
+        let round = AtomicU64::new(0);
+        let arrived = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for r in 0..2_000u64 {
+                        assert_eq!(round.load(Ordering::SeqCst), r);
+                        if arrived.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
+                            arrived.store(0, Ordering::SeqCst);
+                            round.fetch_add(1, Ordering::SeqCst);
+                        }
+                        assert!(b.wait());
+                        // Everyone has counted this round before anyone
+                        // passes; the round moved on exactly once.
+                        assert_eq!(round.load(Ordering::SeqCst), r + 1);
+                        assert!(b.wait());
+                    }
+                });
+            }
+        });
+    }
 }

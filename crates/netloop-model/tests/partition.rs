@@ -467,3 +467,44 @@ fn crossings_survive_encoding_and_bad_bytes_are_errors() {
     let e = Crossing::decode(&mut &bad[..], 0).unwrap_err();
     assert!(e.to_string().contains("direction"), "{e}");
 }
+
+/// A run to the end of time ends when nothing is pending in any partition
+/// (it used to go on with empty rounds for ever).
+#[test]
+fn a_run_to_the_end_of_time_ends_when_nothing_is_left() {
+    let mut s = dumbbell(3);
+    s.events.clear();
+    for t in &mut s.traffic {
+        t.kind = cbr(1, 500);
+        t.stop = Some(ms(200));
+    }
+    let cut = Cut::auto(&s, 2).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let p = run_threads(Simulation::build(&s).unwrap(), &cut, SimTime::MAX, |_| true).unwrap();
+        let r = p.results(&cut, "afap", None, None);
+        let _ = tx.send((r.conservation.unaccounted, r.conservation.in_flight_total));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(got, (0, 0));
+}
+
+/// A run stopped early (Ctrl-C) stops every partition at the same moment,
+/// and every frame is still accounted for.
+#[test]
+fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
+    let s = dumbbell(2);
+    let cut = Cut::auto(&s, 2).unwrap();
+    let mut calls = 0;
+    let end = SimTime::ZERO + s.run.duration;
+    let p = run_threads(Simulation::build(&s).unwrap(), &cut, end, move |_| {
+        calls += 1;
+        calls < 2
+    })
+    .unwrap();
+    let r = p.results(&cut, "afap", None, None);
+    assert!(r.meta.sim_time_reached_ns < s.run.duration.as_nanos());
+    assert_eq!(r.conservation.unaccounted, 0, "{:?}", r.conservation);
+}
