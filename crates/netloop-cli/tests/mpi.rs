@@ -46,16 +46,29 @@ fn results(path: &Path) -> (serde_json::Value, serde_json::Value) {
     (v, parts)
 }
 
+/// Asserts `out` is a success, showing what it printed if not.
+fn succeeded(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Asserts `out` failed saying `want`.
+fn refused(out: &Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "succeeded where {want:?} was due");
+    assert!(err.contains(want), "{err}");
+}
+
 fn alone(file: &str, json: &Path) {
     let out = command(env!("CARGO_BIN_EXE_netloop"))
         .args(["run", file, "--quiet", "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out, file);
 }
 
 #[test]
@@ -83,11 +96,7 @@ fn ranks_give_the_results_of_one_partition() {
                     json.to_str().unwrap(),
                 ],
             );
-            assert!(
-                out.status.success(),
-                "{file} on {n} ranks: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            succeeded(&out, &format!("{file} on {n} ranks"));
             let (got, parts) = results(&json);
             assert!(got == want, "{file}: {n} ranks changed the results");
             assert_eq!(parts["transport"], "mpi");
@@ -133,12 +142,7 @@ fn the_docs_mpirun_commands_work_as_written() {
             .args(["-c", c])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "`{c}`: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out, c);
         let json = c
             .split_whitespace()
             .skip_while(|w| *w != "--json")
@@ -162,16 +166,9 @@ fn partitions_that_are_not_the_ranks_and_real_hosts_are_refused() {
             "3",
         ],
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("--partitions 3 with --mpi on 2 ranks"),
-        "{err}"
-    );
+    refused(&out, "--partitions 3 with --mpi on 2 ranks");
     let out = mpirun(2, &["run", "examples/real-hosts.toml", "--mpi"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("is a real host"), "{err}");
+    refused(&out, "is a real host");
 }
 
 /// `bench speed --mpi-ranks` runs the benchmark's network on ranks beside
@@ -204,11 +201,7 @@ fn the_benchmark_runs_on_ranks_and_checks_the_results() {
         .arg(&json)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out, "bench speed --mpi-ranks 2");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let rows = v["rows"][0]["partitioned"].as_array().unwrap();
     let ways: Vec<_> = rows

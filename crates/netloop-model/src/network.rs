@@ -823,27 +823,10 @@ impl Network {
 
     /// Frames currently inside the model: in link queues and transmitters, on
     /// wires (pending arrivals in `q`), and held by nodes (forwarding queues,
-    /// frames waiting for ARP, external outboxes).
+    /// frames waiting for ARP, external outboxes). Read, as the results
+    /// read it, from the whole network's share.
     pub fn in_flight(&self, q: &EventQueue<Event>) -> InFlight {
-        let now = q.now();
-        let mut f = InFlight::default();
-        for (li, l) in self.links.iter().enumerate() {
-            for side in 0..l.dirs.len() {
-                let (queued, transmitting, wire) = self.dir_in_flight(li, side, now);
-                f.queued += queued;
-                f.transmitting += transmitting;
-                f.on_wire += wire - transmitting;
-            }
-        }
-        for n in &self.nodes {
-            f.in_nodes += match n {
-                Node::Host(h) => h.in_flight(),
-                Node::Router(r) => r.in_flight(),
-                Node::External(x) => x.waiting(),
-                Node::Switch(_) => 0,
-            };
-        }
-        f
+        crate::share::Share::of(self, &[], q.now(), |_| true).in_flight()
     }
 }
 

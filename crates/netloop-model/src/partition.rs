@@ -31,6 +31,7 @@
 //! tap would see only what its partition owns (the command line refuses
 //! `--pcap` with partitions).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -145,7 +146,8 @@ impl Cut {
             return Err(CutError::NoPartitions);
         }
         let n = spec.nodes.len();
-        let weights = node_weights(spec);
+        let ends = endpoint_ids(spec);
+        let weights = node_weights(spec, &ends);
         let least: Vec<SimDuration> = (0..spec.links.len())
             .map(|li| least_delay(spec, li))
             .collect();
@@ -156,7 +158,6 @@ impl Cut {
             .collect();
         thresholds.sort_unstable_by(|a, b| b.cmp(a));
         thresholds.dedup();
-        let ends = endpoint_ids(spec);
         let total: u64 = weights.iter().sum();
         let even = (total as f64 / f64::from(parts)).max(1.0);
         let mut best: Option<(f64, Vec<u32>)> = None;
@@ -269,36 +270,40 @@ fn check_simulated(spec: &NetworkSpec) -> Result<(), CutError> {
     }
 }
 
+/// Node ids by name.
+fn node_ids(spec: &NetworkSpec) -> HashMap<&str, usize> {
+    spec.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect()
+}
+
 /// The node ids at the ends of each link.
 fn endpoint_ids(spec: &NetworkSpec) -> Vec<(usize, usize)> {
-    let id = |name: &str| {
-        spec.nodes
-            .iter()
-            .position(|n| n.name == name)
-            .expect("a built spec names existing nodes")
-    };
+    let ids = node_ids(spec);
+    let id = |name: &str| *ids.get(name).expect("a built spec names existing nodes");
     spec.links
         .iter()
         .map(|l| (id(&l.a.node), id(&l.b.node)))
         .collect()
 }
 
-/// How much work a node is likely to bring: its ports, plus the flows
-/// starting or ending at it.
-fn node_weights(spec: &NetworkSpec) -> Vec<u64> {
+/// How much work a node is likely to bring: its ports (`ends`: the ends of
+/// each link), plus the flows starting or ending at it.
+fn node_weights(spec: &NetworkSpec, ends: &[(usize, usize)]) -> Vec<u64> {
     let mut w = vec![0u64; spec.nodes.len()];
-    let ends = endpoint_ids(spec);
-    for &(a, b) in &ends {
+    for &(a, b) in ends {
         w[a] += 1;
         w[b] += 1;
     }
-    let id = |name: &str| spec.nodes.iter().position(|n| n.name == name);
+    let ids = node_ids(spec);
     for t in &spec.traffic {
         // A bulk TCP flow brings more than a ping; without a measure of
         // rates here, each flow counts the same.
         let count = u64::from(t.count.max(1));
         for name in [&t.from, &t.to] {
-            if let Some(v) = id(name) {
+            if let Some(&v) = ids.get(name.as_str()) {
                 w[v] += count;
             }
         }
@@ -684,7 +689,7 @@ impl Exchange for ThreadExchange<'_> {
 
 /// Runs `sim` (built from its spec, not yet run) cut by `cut` on one thread
 /// per partition, as fast as possible up to simulated time `until` (events
-/// due then run). `progress` is called by partition 0 now and then with its
+/// due then run). `progress` is called by partition 0 after each round with its
 /// simulated time; returning `false` stops the run at the end of a round.
 pub fn run_threads(
     sim: Simulation,
@@ -807,7 +812,7 @@ impl Partitioned {
 
 /// Runs partition `me` of `sim` cut by `cut`, as fast as possible up to
 /// `until`, in step with the other partitions through `x`; partition 0
-/// calls `progress` now and then (returning `false` stops the run, for
+/// calls `progress` after each round (returning `false` stops the run, for
 /// all, at the end of a round).
 pub fn run_partition(
     mut sim: Simulation,
@@ -828,8 +833,6 @@ pub fn run_partition(
     };
     let start_events = sim.queue.events_processed();
     let mut rounds = 0u64;
-    // The first report comes after the first round, then every 100 ms.
-    let mut last_report: Option<Instant> = None;
     let mut stop = false;
     // The last moment every partition ran to (the same for all).
     let mut ran_to: Option<SimTime> = None;
@@ -860,10 +863,7 @@ pub fn run_partition(
             netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
         }
         if let Some(report) = progress.as_deref_mut() {
-            if last_report.is_none_or(|t| t.elapsed().as_millis() >= 100) {
-                last_report = Some(Instant::now());
-                stop |= !report(sim.queue.now());
-            }
+            stop |= !report(sim.queue.now());
         }
         let out = sim.net.all_crossings();
         stats.frames_out += out.iter().map(|v| v.len() as u64).sum::<u64>();

@@ -469,16 +469,7 @@ impl SimView<'_> {
 /// The conservation block of `share`.
 fn conservation(share: &Share) -> Conservation {
     let l = &share.ledger;
-    let mut in_flight = InFlight::default();
-    for d in share.dirs.iter().flatten() {
-        in_flight.queued += d.queued;
-        in_flight.transmitting += d.transmitting;
-        // The wire holds the frame still being serialised too (it is put
-        // there when it starts).
-        in_flight.on_wire += d.wire;
-    }
-    in_flight.on_wire = in_flight.on_wire.saturating_sub(in_flight.transmitting);
-    in_flight.in_nodes = share.nodes.iter().flatten().map(|n| n.in_flight).sum();
+    let in_flight = share.in_flight();
     let (c, d, x, f) = (
         l.created_total(),
         l.delivered_total(),

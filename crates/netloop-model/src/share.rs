@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apps::{App, Hop, TcpMode};
 use crate::build::FlowInfo;
-use crate::network::{Network, Node};
+use crate::network::{InFlight, Network, Node};
 use crate::results::Percentiles;
 use crate::stats::{DirStats, Ledger};
 use crate::NodeId;
@@ -268,6 +268,23 @@ impl Share {
             flows,
             ledger: net.ledger().clone(),
         }
+    }
+
+    /// The frames inside the network, by where they are.
+    pub fn in_flight(&self) -> InFlight {
+        let mut f = InFlight::default();
+        for d in self.dirs.iter().flatten() {
+            f.queued += d.queued;
+            f.transmitting += d.transmitting;
+            // The wire holds the frame still being serialised too (it is
+            // put there when it starts).
+            f.on_wire += d.wire;
+        }
+        // Never below: a frame being serialised is on its wire (in a
+        // partitioned run, once every partition stands at one moment).
+        f.on_wire = f.on_wire.saturating_sub(f.transmitting);
+        f.in_nodes = self.nodes.iter().flatten().map(|n| n.in_flight).sum();
+        f
     }
 
     /// Adds another owner's share (of the same network) to this one.

@@ -492,19 +492,38 @@ fn a_run_to_the_end_of_time_ends_when_nothing_is_left() {
 }
 
 /// A run stopped early (Ctrl-C) stops every partition at the same moment,
-/// and every frame is still accounted for.
+/// and every frame is still accounted for. A lone ping across the cut: the
+/// sender's partition is idle for rounds while its frame arrives on the
+/// other side, so a sender standing still at its last event would count
+/// that frame as still being serialised (fails without the fix).
 #[test]
 fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
-    let s = dumbbell(2);
-    let cut = Cut::auto(&s, 2).unwrap();
-    let mut calls = 0;
+    let s = spec(
+        SimDuration::from_secs(3),
+        1,
+        vec![host("a"), host("b")],
+        vec![link("a", "b", dir(Some(1), ms(5)))],
+        vec![flow("p", "a", "b", ping(700))],
+    );
+    let cut = Cut::given(&s, vec![0, 1], 2).unwrap();
     let end = SimTime::ZERO + s.run.duration;
-    let p = run_threads(Simulation::build(&s).unwrap(), &cut, end, move |_| {
-        calls += 1;
-        calls < 2
-    })
-    .unwrap();
-    let r = p.results(&cut, "afap", None, None);
-    assert!(r.meta.sim_time_reached_ns < s.run.duration.as_nanos());
-    assert_eq!(r.conservation.unaccounted, 0, "{:?}", r.conservation);
+    for stop_at in 1..40 {
+        // Asked to stop at report `stop_at`: one comes after each round.
+        let mut rounds = 0;
+        let p = run_threads(Simulation::build(&s).unwrap(), &cut, end, move |_| {
+            rounds += 1;
+            rounds < stop_at
+        })
+        .unwrap();
+        let r = p.results(&cut, "afap", None, None);
+        // Later stops may come after the last round (the run has ended).
+        if stop_at <= 5 {
+            assert!(r.meta.sim_time_reached_ns < s.run.duration.as_nanos());
+        }
+        assert_eq!(
+            r.conservation.unaccounted, 0,
+            "stopped at round {stop_at}: {:?}",
+            r.conservation
+        );
+    }
 }
