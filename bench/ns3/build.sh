@@ -33,7 +33,7 @@ build() {
     shift
     local src="$here/$name.cc" out="$here/build/$name"
     local -a m=("${mods[@]}" "$@")
-    if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
+    if [[ -x "$out" && "$out" -nt "$src" && "$out" -nt "$here/common.h" && "$out" -nt "${BASH_SOURCE[0]}" ]]; then
         return 0
     fi
     # Debian's ns3 .pc files carry a bogus "-I/usr;" entry; drop anything with ';'.

@@ -25,6 +25,8 @@
 //                 [--seed S] [--scheduler map|heap|calendar|list|priority-queue]
 // (both "--flows N" and "--flows=N" are accepted). Prints one JSON object.
 
+#include "common.h"
+
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
@@ -77,26 +79,9 @@ ParseArgs(int argc, char** argv)
     Args a;
     for (int k = 1; k < argc; ++k)
     {
-        std::string opt = argv[k];
+        std::string opt;
         std::string val;
-        auto eq = opt.find('=');
-        if (eq != std::string::npos)
-        {
-            val = opt.substr(eq + 1);
-            opt = opt.substr(0, eq);
-        }
-        else
-        {
-            if (opt == "-h" || opt == "--help")
-            {
-                Usage("help");
-            }
-            if (k + 1 >= argc)
-            {
-                Usage(("missing value for " + opt).c_str());
-            }
-            val = argv[++k];
-        }
+        peer::NextOption(argc, argv, k, opt, val, [](const std::string& m) { Usage(m.c_str()); });
         std::replace(opt.begin(), opt.end(), '_', '-');
         char* end = nullptr;
         if (opt == "--flows")
@@ -165,16 +150,6 @@ Ipv4Address
 Subnet30(uint32_t base, uint32_t j)
 {
     return Ipv4Address(base + 4 * j);
-}
-
-// Packets the TrafficControlLayer discards because the device's tx queue is
-// stopped (see the note at TraceConnect below).
-uint64_t g_tcDrops = 0;
-
-void
-CountTcDrop(Ptr<const Packet>)
-{
-    ++g_tcDrops;
 }
 
 } // namespace
@@ -299,15 +274,10 @@ main(int argc, char** argv)
     // handing them to the device; so overflow drops show up here, not in the
     // device queue's own drop counter. The callback costs nothing unless a
     // packet is dropped.
-    for (NodeList::Iterator it = NodeList::Begin(); it != NodeList::End(); ++it)
+    if (!peer::CountTcDrops())
     {
-        if (!(*it)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
-                "TcDrop",
-                MakeCallback(&CountTcDrop)))
-        {
-            std::fprintf(stderr, "dumbbell: no TrafficControlLayer trace source \"TcDrop\"\n");
-            return 1;
-        }
+        std::fprintf(stderr, "dumbbell: no TrafficControlLayer trace source \"TcDrop\"\n");
+        return 1;
     }
 
     // Applications.
@@ -348,28 +318,11 @@ main(int argc, char** argv)
     const auto t2 = Clock::now();
     const uint64_t events = Simulator::GetEventCount() - eventsBefore;
 
-    uint64_t sentBytes = 0;
-    for (uint32_t k = 0; k < clients.GetN(); ++k)
-    {
-        sentBytes += DynamicCast<UdpClient>(clients.Get(k))->GetTotalTx();
-    }
-    uint64_t received = 0;
-    for (uint32_t k = 0; k < servers.GetN(); ++k)
-    {
-        received += DynamicCast<UdpServer>(servers.Get(k))->GetReceived();
-    }
-    uint64_t devDrops = 0;
-    for (uint32_t k = 0; k < allDevices.GetN(); ++k)
-    {
-        Ptr<PointToPointNetDevice> d = DynamicCast<PointToPointNetDevice>(allDevices.Get(k));
-        devDrops += d->GetQueue()->GetTotalDroppedPackets();
-    }
-
+    const peer::Totals tot = peer::Tally(clients, servers, allDevices);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double setupS = std::chrono::duration<double>(t1 - t0).count();
     const double wallS = std::chrono::duration<double>(t2 - t1).count();
-    const uint64_t sent = sentBytes / 1000;
 
     std::printf("{\"system\":\"ns-3\",\"version\":\"3.37\",\"scenario\":\"dumbbell\","
                 "\"flows\":%" PRIu32 ",\"hosts_per_side\":%" PRIu32 ",\"duration_s\":%.9g,"
@@ -387,11 +340,12 @@ main(int argc, char** argv)
                 wallS,
                 setupS,
                 events,
-                sent,
-                received,
-                g_tcDrops,
-                devDrops,
-                static_cast<int64_t>(sent) - static_cast<int64_t>(received + g_tcDrops + devDrops),
+                tot.sent,
+                tot.received,
+                peer::g_tcDrops,
+                tot.devDrops,
+                static_cast<int64_t>(tot.sent) -
+                    static_cast<int64_t>(tot.received + peer::g_tcDrops + tot.devDrops),
                 Simulator::Now().GetSeconds(),
                 ru.ru_maxrss);
     std::fflush(stdout);

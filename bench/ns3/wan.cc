@@ -24,6 +24,8 @@
 // Usage: wan --sites S --flows N [--duration D] [--load MBPS] [--seed S]
 // Prints one JSON object, as dumbbell does.
 
+#include "common.h"
+
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
@@ -74,26 +76,9 @@ ParseArgs(int argc, char** argv)
     Args a;
     for (int k = 1; k < argc; ++k)
     {
-        std::string opt = argv[k];
+        std::string opt;
         std::string val;
-        auto eq = opt.find('=');
-        if (eq != std::string::npos)
-        {
-            val = opt.substr(eq + 1);
-            opt = opt.substr(0, eq);
-        }
-        else
-        {
-            if (opt == "-h" || opt == "--help")
-            {
-                Usage("help");
-            }
-            if (k + 1 >= argc)
-            {
-                Usage("missing value for " + opt);
-            }
-            val = argv[++k];
-        }
+        peer::NextOption(argc, argv, k, opt, val, Usage);
         char* end = nullptr;
         if (opt == "--sites")
         {
@@ -168,14 +153,6 @@ WanLinks(uint32_t sites)
     return made;
 }
 
-uint64_t g_tcDrops = 0;
-
-void
-CountTcDrop(Ptr<const Packet>)
-{
-    ++g_tcDrops;
-}
-
 } // namespace
 
 int
@@ -236,15 +213,10 @@ main(int argc, char** argv)
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
-    for (NodeList::Iterator it = NodeList::Begin(); it != NodeList::End(); ++it)
+    if (!peer::CountTcDrops())
     {
-        if (!(*it)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
-                "TcDrop",
-                MakeCallback(&CountTcDrop)))
-        {
-            std::fprintf(stderr, "wan: no TrafficControlLayer trace source \"TcDrop\"\n");
-            return 1;
-        }
+        std::fprintf(stderr, "wan: no TrafficControlLayer trace source \"TcDrop\"\n");
+        return 1;
     }
 
     const double T = 1000.0 * 8.0 / (args.load * 1e6 / N);
@@ -284,25 +256,9 @@ main(int argc, char** argv)
     const auto t2 = Clock::now();
     const uint64_t events = Simulator::GetEventCount() - eventsBefore;
 
-    uint64_t sentBytes = 0;
-    for (uint32_t c = 0; c < clients.GetN(); ++c)
-    {
-        sentBytes += DynamicCast<UdpClient>(clients.Get(c))->GetTotalTx();
-    }
-    uint64_t received = 0;
-    for (uint32_t c = 0; c < servers.GetN(); ++c)
-    {
-        received += DynamicCast<UdpServer>(servers.Get(c))->GetReceived();
-    }
-    uint64_t devDrops = 0;
-    for (uint32_t c = 0; c < allDevices.GetN(); ++c)
-    {
-        devDrops +=
-            DynamicCast<PointToPointNetDevice>(allDevices.Get(c))->GetQueue()->GetTotalDroppedPackets();
-    }
+    const peer::Totals tot = peer::Tally(clients, servers, allDevices);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    const uint64_t sent = sentBytes / 1000;
     std::printf("{\"system\":\"ns-3\",\"version\":\"3.37\",\"scenario\":\"wan\","
                 "\"sites\":%" PRIu32 ",\"flows\":%" PRIu32 ",\"duration_s\":%.9g,"
                 "\"load_mbps\":%.9g,\"seed\":%" PRIu32 ","
@@ -318,10 +274,10 @@ main(int argc, char** argv)
                 std::chrono::duration<double>(t2 - t1).count(),
                 std::chrono::duration<double>(t1 - t0).count(),
                 events,
-                sent,
-                received,
-                g_tcDrops,
-                devDrops,
+                tot.sent,
+                tot.received,
+                peer::g_tcDrops,
+                tot.devDrops,
                 Simulator::Now().GetSeconds(),
                 ru.ru_maxrss);
     std::fflush(stdout);
