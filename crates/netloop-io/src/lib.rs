@@ -25,6 +25,7 @@ pub mod error;
 pub mod frameio;
 pub use netloop_model::gso;
 pub mod live;
+pub mod memory;
 pub mod netns;
 pub mod notify;
 pub mod packet;

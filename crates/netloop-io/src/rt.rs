@@ -37,7 +37,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::clock::{self, RtClock};
+use crate::clock::{self, RtClock, Start};
 use crate::frameio::{BoundaryCounters, FrameIo};
 use crate::rtio::{self, Arrival, Duty, IoOptions, Outgoing, Shared, SharedPort, QUEUE_FRAMES};
 
@@ -168,6 +168,9 @@ pub struct RtOptions<'a> {
     pub batch: usize,
     /// Set (e.g. by a signal handler) to end the run early.
     pub stop: &'a AtomicBool,
+    /// Bytes of heap to make resident before the clock starts, for what
+    /// the model allocates as it runs (see [`crate::memory`]).
+    pub heap_reserve: usize,
     /// Run the event thread in the SCHED_FIFO class at this priority (1–99)
     /// for the run, and the I/O thread one below it; `None` leaves both in
     /// the normal class.
@@ -318,6 +321,12 @@ pub struct RtReport {
     pub demotions: u64,
     /// The same for the I/O thread.
     pub io_demotions: u64,
+    /// Bytes of heap made resident before the clock started (see
+    /// [`crate::memory`]).
+    pub heap_reserve_bytes: u64,
+    /// Page faults the event thread took during the run: each stops it for
+    /// microseconds; many at once make events late.
+    pub event_page_faults: u64,
     /// Per real interface.
     pub ports: Vec<PortReport>,
     /// Frames read from real interfaces, in total.
@@ -489,6 +498,16 @@ struct Tally {
     last_late: Option<SimTime>,
     sleeps: u64,
     demotions: u64,
+    /// The heap made resident before the clock started.
+    reserved: crate::memory::Reserved,
+    /// The event thread's minor page faults when the clock started.
+    faults0: i64,
+}
+
+/// Minor page faults of the calling thread so far.
+fn thread_page_faults() -> i64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD)
+        .map_or(0, |u| u.minor_page_faults())
 }
 
 impl Tally {
@@ -554,6 +573,8 @@ impl Tally {
             buffers: pool_stats().since(&self.pool0).plus(&io.pool),
             demotions: self.demotions,
             io_demotions: io.demotions,
+            heap_reserve_bytes: self.reserved.bytes as u64,
+            event_page_faults: (thread_page_faults() - self.faults0).max(0) as u64,
             rx_frames: sum(|c| c.rx_frames),
             tx_frames: sum(|c| c.tx_frames),
             boundary_lost: sum(|c| c.lost()),
@@ -751,9 +772,10 @@ impl EventSide<'_, '_> {
     }
 }
 
-/// Runs `net` in real time from the queue's current time, with simulated time
-/// zero at `clock.origin`, until `opts.until`, a stop request, or the control
-/// hook's `Stop`. The ports are the I/O thread's for the run.
+/// Runs `net` in real time from the queue's current time, until
+/// `opts.until`, a stop request, or the control hook's `Stop`; `start` says
+/// when simulated time starts on the wall clock. The ports are the I/O
+/// thread's for the run.
 ///
 /// `control` is called at the start and again whenever simulated time reaches
 /// the time it last asked for; it starts programs, notices their exit, and
@@ -764,7 +786,7 @@ pub fn run_realtime(
     net: &mut Network,
     queue: &mut EventQueue<Event>,
     ports: &mut [RealPort],
-    clock: RtClock,
+    start: Start,
     opts: &RtOptions<'_>,
     control: &mut dyn FnMut(&mut Control<'_>) -> Step,
 ) -> std::io::Result<RtReport> {
@@ -801,6 +823,40 @@ pub fn run_realtime(
         .iter_mut()
         .map(|p| std::sync::Mutex::new(rtio::PortState::new(p)))
         .collect();
+    // Everything that allocates (and faults its pages in) is made before
+    // the clock starts, so that none of it makes the first events late.
+    let mut tally = Tally {
+        slack,
+        fifo,
+        priority_error,
+        cpu0: 0,
+        pool0: pool_stats(),
+        wall0: 0,
+        events0: 0,
+        lateness: histogram(),
+        window: histogram(),
+        input: histogram(),
+        wakeup: histogram(),
+        late_events: 0,
+        first_late: None,
+        last_late: None,
+        sleeps: 0,
+        demotions: 0,
+        reserved: crate::memory::Reserved::default(),
+        faults0: 0,
+    };
+    let direct_latency = histogram();
+    let direct_due = Vec::with_capacity(QUEUE_FRAMES);
+    let known = VecDeque::with_capacity(CHECKPOINTS);
+    tally.reserved = crate::memory::reserve(opts.heap_reserve);
+    let clock = match start {
+        Start::WhenReady => RtClock::with_now_at(queue.now()),
+        Start::At(clock) => clock,
+    };
+    tally.cpu0 = thread_cpu_ns();
+    tally.faults0 = thread_page_faults();
+    tally.wall0 = clock::mono_ns();
+    tally.events0 = queue.events_processed();
     let mut side = EventSide {
         clock,
         opts,
@@ -809,29 +865,12 @@ pub fn run_realtime(
         shared: &shared,
         ports: &cells,
         direct_dirty: vec![false; n_ports],
-        direct_due: Vec::with_capacity(QUEUE_FRAMES),
-        direct_latency: histogram(),
+        direct_due,
+        direct_latency,
         window_frames: 0,
         queue_full: vec![0; n_ports],
-        known: VecDeque::with_capacity(CHECKPOINTS),
-        tally: Tally {
-            slack,
-            fifo,
-            priority_error,
-            cpu0: thread_cpu_ns(),
-            pool0: pool_stats(),
-            wall0: clock::mono_ns(),
-            events0: queue.events_processed(),
-            lateness: histogram(),
-            window: histogram(),
-            input: histogram(),
-            wakeup: histogram(),
-            late_events: 0,
-            first_late: None,
-            last_late: None,
-            sleeps: 0,
-            demotions: 0,
-        },
+        known,
+        tally,
     };
     let io_opts = IoOptions {
         batch: opts.batch,

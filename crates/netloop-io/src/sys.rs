@@ -32,6 +32,40 @@ fn cvt(ret: c_int) -> io::Result<c_int> {
 // Process and clocks
 // ---------------------------------------------------------------------------
 
+/// The machine's physical memory in bytes, if the system says.
+pub fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf takes an integer and has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && size > 0).then(|| pages as u64 * size as u64)
+}
+
+/// Tells glibc's allocator to keep freed memory in the heap: no trimming of
+/// the heap's top, and blocks up to `heap_up_to` bytes from the heap rather
+/// than from fresh mappings. Returns false where the C library is not
+/// glibc (nothing is changed there).
+pub fn keep_freed_memory(heap_up_to: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        let heap_up_to = c_int::try_from(heap_up_to).unwrap_or(c_int::MAX);
+        // SAFETY: mallopt takes two integers and changes allocator
+        // parameters under the allocator's own lock.
+        unsafe {
+            libc::mallopt(libc::M_TRIM_THRESHOLD, c_int::MAX) == 1
+                && libc::mallopt(libc::M_MMAP_THRESHOLD, heap_up_to) == 1
+        }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = heap_up_to;
+        false
+    }
+}
+
 /// Whether this process runs with effective user id 0 (tests that create
 /// network devices skip themselves otherwise).
 pub fn is_root() -> bool {
