@@ -507,7 +507,7 @@ def slim(rep):
                                         "last_late_s", "boundary_lost", "rx_frames", "tx_frames",
                                         "cpu_share", "event_cpu_share", "io_cpu_share", "event_lateness",
                                         "input_latency", "output_latency", "demotions", "io_demotions",
-                                        "model_dropped")}
+                                        "model_dropped", "event_page_faults")}
     return rep
 
 
@@ -734,6 +734,18 @@ def exp_speed(p, reps, outdir):
 # Report
 
 
+def parse_pairs(text):
+    """"0,150,300" -> [0, 150, 300] (sorted, each once); ValueError says
+    what is wrong."""
+    out = set()
+    for x in text.split(","):
+        x = x.strip()
+        if not x.isdigit():
+            raise ValueError(f"{x!r} is not a whole number of pairs (expected e.g. 0,150,300)")
+        out.add(int(x))
+    return sorted(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=PROFILES, default="quick")
@@ -742,9 +754,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "reference"),
                     help="directory for results.json, RESULTS.md and the plots")
     ap.add_argument("--from-json", help="only write the report and plots of an earlier results.json")
+    ap.add_argument("--mixed-pairs", help="override the profile's simulated pairs of the mixed experiment "
+                    "(comma-separated, e.g. 0,150,300,600: to find its kept-up capacity)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other experiments of the results.json already in --out (rerun some only)")
     a = ap.parse_args()
+    pairs = None
+    if a.mixed_pairs is not None:
+        try:
+            pairs = parse_pairs(a.mixed_pairs)
+        except ValueError as e:
+            ap.error(f"--mixed-pairs {a.mixed_pairs!r}: {e}")
     os.makedirs(a.out, exist_ok=True)
     if a.from_json:
         with open(a.from_json) as f:
@@ -766,7 +786,9 @@ def main():
         missing.append(f"{NETLOOP} (cargo build --release)")
     if missing:
         sys.exit("missing: " + "; ".join(missing) + " — bench/run installs all of it")
-    p = PROFILES[a.profile]
+    p = dict(PROFILES[a.profile])
+    if pairs is not None:
+        p["mixed_pairs"] = pairs
     reps = a.repeats or p["repeats"]
     res = {"profile": a.profile, "repeats": reps, "params": p, "machine": machine(),
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "experiments": {}}

@@ -110,6 +110,20 @@ def table_row(text, first):
     return [c.strip() for c in row.strip("|").split("|")]
 
 
+class Options(unittest.TestCase):
+    def test_mixed_pairs_are_whole_numbers_sorted_once(self):
+        self.assertEqual(reference.parse_pairs("300, 0,150,300"), [0, 150, 300])
+        for bad in ("150,-1", "1.5", "", "0,,3"):
+            with self.assertRaises(ValueError):
+                reference.parse_pairs(bad)
+
+    def test_a_bad_mixed_pairs_option_is_named_before_anything_runs(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "reference.py"), "--only", "mixed",
+                            "--mixed-pairs", "0,x"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--mixed-pairs '0,x': 'x' is not a whole number of pairs", r.stderr)
+
+
 class Capacity(unittest.TestCase):
     def test_capacity_stops_at_the_first_lossy_rate(self):
         # 3 lost in 1000 at the third rate breaks the ladder; a clean
