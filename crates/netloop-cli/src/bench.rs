@@ -316,7 +316,7 @@ fn speed_rank(
 ) -> anyhow::Result<ExitCode> {
     let spec = scenario.spec(sites, flows, duration, load);
     let sim = Simulation::build(&spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
-    if let Some((mut results, _)) = crate::run::execute_mpi(sim, 0, scenario.name())? {
+    if let Some((mut results, _)) = crate::run::execute_mpi(sim, 0, None, scenario.name())? {
         // Built in code, as the other runs of the benchmark: no file.
         results.meta.topology = None;
         write_json_atomic(json, &results)?;

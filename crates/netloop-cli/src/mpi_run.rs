@@ -120,10 +120,12 @@ struct RankEnd {
 
 /// Runs `sim` as partition (rank) of an MPI job; returns the results and
 /// whether the run was interrupted on rank 0, `None` on the other ranks.
-/// `partitions`, if more than 1, must be the number of ranks.
+/// `partitions`, if more than 1, must be the number of ranks; `given` is
+/// the topology file's partition of each node, if it gives them.
 pub fn execute(
     sim: Simulation,
     partitions: u32,
+    given: Option<&[u32]>,
     topology: &str,
 ) -> anyhow::Result<Option<(Results, bool)>> {
     let universe =
@@ -137,7 +139,7 @@ pub fn execute(
         ));
     }
     let spec = sim.net.spec().clone();
-    let cut = Cut::auto(&spec, size)
+    let cut = Cut::given_or_auto(&spec, given, size)
         .map_err(|e| anyhow!("{topology}: cannot cut into {size} partitions: {e}"))?;
     let interrupted = crate::live::interrupted();
     let mut stop = move |_: SimTime| !interrupted.load(Ordering::SeqCst);

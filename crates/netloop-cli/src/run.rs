@@ -305,15 +305,17 @@ fn execute_partitioned(
 pub(crate) fn execute_mpi(
     sim: Simulation,
     partitions: u32,
+    given: Option<Vec<u32>>,
     topology: &str,
 ) -> anyhow::Result<Option<(Results, bool)>> {
-    crate::mpi_run::execute(sim, partitions, topology)
+    crate::mpi_run::execute(sim, partitions, given.as_deref(), topology)
 }
 
 #[cfg(not(feature = "mpi"))]
 pub(crate) fn execute_mpi(
     _sim: Simulation,
     _partitions: u32,
+    _given: Option<Vec<u32>>,
     _topology: &str,
 ) -> anyhow::Result<Option<(Results, bool)>> {
     Err(anyhow!(
@@ -372,14 +374,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 "--pcap on a run with --partitions is not built yet: capture with one partition"
             ));
         }
-        let cut =
-            netloop_model::partition::Cut::auto(&loaded.spec, args.partitions).map_err(|e| {
-                anyhow!(
-                    "{}: cannot cut into {} partitions: {e}",
-                    args.file.display(),
-                    args.partitions
-                )
-            })?;
+        let cut = netloop_model::partition::Cut::given_or_auto(
+            &loaded.spec,
+            loaded.partitions.as_deref(),
+            args.partitions,
+        )
+        .map_err(|e| {
+            anyhow!(
+                "{}: cannot cut into {} partitions: {e}",
+                args.file.display(),
+                args.partitions
+            )
+        })?;
         Some(cut)
     } else {
         None
@@ -424,7 +430,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 "--pcap on a run with --mpi is not built yet: capture with one partition"
             ));
         }
-        match execute_mpi(sim, args.partitions, &topology)? {
+        match execute_mpi(sim, args.partitions, loaded.partitions, &topology)? {
             Some((results, interrupted)) => {
                 if !args.quiet {
                     print_summary(&topology, &results);

@@ -467,6 +467,57 @@ fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A topology file may say which partition each node runs in: the cut
+/// follows it (not the automatic one, which would cut the longest link
+/// r1-r2), the results are one partition's, and a cut the file makes
+/// impossible is refused by name.
+#[test]
+fn the_file_can_give_each_nodes_partition() {
+    let dir = tmpdir("given-partitions");
+    let run = |text: &str, n: &str| {
+        // One file per text: the results name it.
+        let file = dir.join(format!("t{}.toml", text.len()));
+        std::fs::write(&file, text).unwrap();
+        let json = dir.join(format!("t{n}.json"));
+        let out = netloop(&[
+            "run",
+            file.to_str().unwrap(),
+            "--quiet",
+            "--partitions",
+            n,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() {
+            return Err(err);
+        }
+        let full: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        Ok((results(&json), full["wall"]["partitions"].clone()))
+    };
+    let text = std::fs::read_to_string(repo().join("examples/given-cut.toml")).unwrap();
+    let (one, _) = run(&text, "1").unwrap();
+    let (two, report) = run(&text, "2").unwrap();
+    assert!(one == two, "the given cut changed the results");
+    assert_eq!(report["cut_links"], serde_json::json!(["r2-h2"]));
+    // A partition number the run does not have.
+    let r2 = "name = \"r2\"\nkind = \"router\"\npartition = 0";
+    assert!(text.contains(r2));
+    let err = run(&text.replace(r2, &r2.replace('0', "2")), "2").unwrap_err();
+    assert!(
+        err.contains("node 'r2': partition 2 is not below the 2 partitions of the run"),
+        "{err}"
+    );
+    // A cut through a link that gives no lookahead.
+    let err = run(&text.replace("delay = \"2ms\"", "delay = \"0s\""), "2").unwrap_err();
+    assert!(
+        err.contains("link 'r2-h2' cannot be cut: its least delay is 0"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A netloop built without MPI says how to get it when asked for `--mpi`.
 #[cfg(not(feature = "mpi"))]
 #[test]

@@ -78,6 +78,8 @@ fn ranks_give_the_results_of_one_partition() {
         ("examples/path-mtu.toml", &[2u32, 4, 8][..]),
         // Link changes on a link that the cut crosses.
         ("examples/link-flap.toml", &[2][..]),
+        // A cut the file gives (`partition` on each node).
+        ("examples/given-cut.toml", &[2][..]),
     ] {
         let one = dir.join("one.json");
         alone(file, &one);
@@ -102,6 +104,9 @@ fn ranks_give_the_results_of_one_partition() {
             assert_eq!(parts["transport"], "mpi");
             assert_eq!(parts["count"], u64::from(n));
             assert!(!parts["cut_links"].as_array().unwrap().is_empty());
+            if file.ends_with("given-cut.toml") {
+                assert_eq!(parts["cut_links"], serde_json::json!(["r2-h2"]));
+            }
             let per = parts["per_partition"].as_array().unwrap();
             assert_eq!(per.len(), n as usize);
             let sent: u64 = per.iter().map(|p| p["frames_out"].as_u64().unwrap()).sum();

@@ -62,6 +62,9 @@ pub struct Loaded {
     pub spec: NetworkSpec,
     /// Positions of its items and fields, for errors found later.
     pub sources: SourceMap,
+    /// The partition of each node (in spec order), if the file gives them
+    /// (`partition` on every node); `None` for an automatic cut.
+    pub partitions: Option<Vec<u32>>,
 }
 
 /// Settings given outside the file that replace its own, such as `netloop
@@ -135,9 +138,19 @@ pub fn parse_str_with(
     let mut loader = sections::Loader::new(&mut d);
     loader.overrides = overrides.clone();
     loader.read(doc.get_ref());
+    let partitions = loader
+        .partitions
+        .iter()
+        .map(|(p, _)| *p)
+        .collect::<Option<Vec<u32>>>()
+        .filter(|p| !p.is_empty());
     let (spec, sources) = (loader.spec, loader.map);
     if d.errors.is_empty() {
-        Ok(Loaded { spec, sources })
+        Ok(Loaded {
+            spec,
+            sources,
+            partitions,
+        })
     } else {
         Err(ConfigErrors::new(d.errors))
     }

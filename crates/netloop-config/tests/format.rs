@@ -811,3 +811,37 @@ fn unreadable_input() {
         "b.toml:2:8: the file is not valid UTF-8 text (TOML files must be UTF-8)"
     );
 }
+
+#[test]
+fn nodes_may_name_their_partition_all_or_none() {
+    let two = |pa: &str, pb: &str| {
+        format!(
+            "[[node]]\nname = \"a\"\nkind = \"host\"\n{pa}\n[[node]]\nname = \"b\"\nkind = \"host\"\n{pb}\n\
+             [[link]]\nendpoints = [\"a\", \"b\"]\ndelay = \"1ms\"\n"
+        )
+    };
+    assert_eq!(ok(&two("", "")).partitions, None);
+    assert_eq!(
+        ok(&two("partition = 1", "partition = 0")).partitions,
+        Some(vec![1, 0])
+    );
+    let e = one_error(&two("partition = 1", ""));
+    assert!(
+        e.starts_with("t.toml:5:1: node 'b', field 'partition': missing, but node 'a' (line 1) has one: give every node a partition, or none for an automatic cut"),
+        "{e}"
+    );
+    for (bad, want) in [
+        ("partition = -1", "t.toml:4:13: node 'a', field 'partition'"),
+        (
+            "partition = \"0\"",
+            "t.toml:4:13: node 'a', field 'partition'",
+        ),
+        (
+            "partition = 70000",
+            "t.toml:4:13: node 'a', field 'partition'",
+        ),
+    ] {
+        let e = one_error(&two(bad, "partition = 0"));
+        assert!(e.starts_with(want), "{bad}: {e}");
+    }
+}

@@ -130,6 +130,20 @@ pub fn least_delay(spec: &NetworkSpec, li: usize) -> SimDuration {
 }
 
 impl Cut {
+    /// The cut a run uses: the partition of each node as `given` (a
+    /// topology file's `partition` fields, in spec order), or else an
+    /// automatic one ([`Cut::auto`]).
+    pub fn given_or_auto(
+        spec: &NetworkSpec,
+        given: Option<&[u32]>,
+        parts: u32,
+    ) -> Result<Cut, CutError> {
+        match given {
+            Some(g) => Cut::given(spec, g.to_vec(), parts),
+            None => Cut::auto(spec, parts),
+        }
+    }
+
     /// Cuts `spec` into `parts` partitions automatically: across the links
     /// of the longest least delay that still leaves the load balanced.
     ///

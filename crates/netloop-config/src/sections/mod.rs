@@ -101,6 +101,9 @@ pub(crate) struct Loader<'d, 's> {
     pub(crate) live: bool,
     /// Settings given outside the file.
     pub(crate) overrides: crate::Overrides,
+    /// Per node of the spec: the partition the file gives it, and where
+    /// the node is.
+    pub(crate) partitions: Vec<(Option<u32>, Range<usize>)>,
 }
 
 impl<'d, 's> Loader<'d, 's> {
@@ -123,10 +126,33 @@ impl<'d, 's> Loader<'d, 's> {
             route_keys: HashMap::new(),
             live: false,
             overrides: crate::Overrides::default(),
+            partitions: Vec::new(),
         }
     }
 
     /// Reads the whole document.
+    /// A file gives every node a partition or none: a cut given for part
+    /// of the network leaves no rule for the rest.
+    fn check_partitions(&mut self) {
+        let given = self.partitions.iter().position(|(p, _)| p.is_some());
+        let missing = self.partitions.iter().position(|(p, _)| p.is_none());
+        if let (Some(g), Some(m)) = (given, missing) {
+            let (g_name, m_name) = (&self.spec.nodes[g].name, &self.spec.nodes[m].name);
+            let g_line = self.d.locate(&self.partitions[g].1).line;
+            let message = format!(
+                "missing, but node '{g_name}' (line {g_line}) has one: \
+                 give every node a partition, or none for an automatic cut"
+            );
+            let span = self.partitions[m].1.clone();
+            self.d.error(
+                &span,
+                &format!("node '{m_name}'"),
+                Some("partition"),
+                message,
+            );
+        }
+    }
+
     pub(crate) fn read(&mut self, doc: &DeTable<'_>) {
         let mut unknown_tables = false;
         for (key, value) in doc.iter() {
@@ -161,6 +187,7 @@ impl<'d, 's> Loader<'d, 's> {
         for (i, (t, span)) in nodes.iter().enumerate() {
             node::read(self, i, t, span.clone());
         }
+        self.check_partitions();
         // A file without nodes describes nothing to run: most likely the
         // wrong file. (If it has tables the format does not know, such as
         // [[nodes]], those errors say what is wrong.)

@@ -24,7 +24,11 @@ const KEYS: &[&str] = &[
     "command",
     "interface",
     "force",
+    "partition",
 ];
+/// The highest partition number a node may name (partitions are threads or
+/// MPI ranks: far more than any run has).
+const MAX_PARTITION: u32 = 65_535;
 const KINDS: &[&str] = &["host", "router", "switch", "namespace", "attached"];
 const ROUTER_KEYS: &[&str] = &["forwarding_rate", "forwarding_queue"];
 const SWITCH_KEYS: &[&str] = &["mac_table_size", "mac_aging"];
@@ -157,8 +161,12 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
         }
         None => None,
     };
+    let partition = t.opt(l.d, "partition", |v| {
+        value::u32_in(v, 0, MAX_PARTITION, "a partition number")
+    });
     if let (Some(name), Some(kind), false) = (name, node_kind, t.failed) {
         l.spec.nodes.push(NodeSpec { name, kind });
+        l.partitions.push((partition, span));
     }
 }
 
