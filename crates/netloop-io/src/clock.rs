@@ -51,6 +51,27 @@ pub fn set_timer_slack_ns(ns: u64) -> u64 {
     nix::sys::prctl::get_timerslack().map_or(50_000, |v| v as u64)
 }
 
+/// CPU time the hypervisor has taken from this machine's CPUs since boot
+/// (the `steal` column of `/proc/stat`, summed over the CPUs), in
+/// nanoseconds; `None` where the kernel does not say. On a virtual machine
+/// a vCPU that the host deschedules stops for that long whatever its
+/// priority: events then run late through no fault of the scheduler.
+pub fn steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: u64 = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&h| h > 0)? as u64;
+    Some(ticks.saturating_mul(1_000_000_000) / hz)
+}
+
 /// When a real-time run's simulated time starts on the wall clock.
 #[derive(Clone, Copy, Debug)]
 pub enum Start {
@@ -120,6 +141,15 @@ mod tests {
             c.sim_of(c.mono_of(SimTime::from_nanos(123))),
             SimTime::from_nanos(123)
         );
+    }
+
+    #[test]
+    fn steal_time_is_read_and_never_runs_backwards() {
+        // Every Linux since 2.6.11 has the column; a VM's host fills it.
+        let a = steal_ns().expect("/proc/stat has a steal column");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = steal_ns().unwrap();
+        assert!(b >= a, "steal went from {a} to {b} ns");
     }
 
     #[test]

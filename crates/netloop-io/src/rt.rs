@@ -327,6 +327,10 @@ pub struct RtReport {
     /// Page faults the event thread took during the run: each stops it for
     /// microseconds; many at once make events late.
     pub event_page_faults: u64,
+    /// CPU time the hypervisor took from this machine's CPUs during the run
+    /// (all CPUs together; `None` where the kernel does not say): a vCPU
+    /// descheduled by its host stops whatever the thread's priority.
+    pub steal_ns: Option<u64>,
     /// Per real interface.
     pub ports: Vec<PortReport>,
     /// Frames read from real interfaces, in total.
@@ -502,6 +506,8 @@ struct Tally {
     reserved: crate::memory::Reserved,
     /// The event thread's minor page faults when the clock started.
     faults0: i64,
+    /// CPU time stolen by the hypervisor when the clock started.
+    steal0: Option<u64>,
 }
 
 /// Minor page faults of the calling thread so far.
@@ -575,6 +581,10 @@ impl Tally {
             io_demotions: io.demotions,
             heap_reserve_bytes: self.reserved.bytes as u64,
             event_page_faults: (thread_page_faults() - self.faults0).max(0) as u64,
+            steal_ns: self
+                .steal0
+                .zip(clock::steal_ns())
+                .map(|(a, b)| b.saturating_sub(a)),
             rx_frames: sum(|c| c.rx_frames),
             tx_frames: sum(|c| c.tx_frames),
             boundary_lost: sum(|c| c.lost()),
@@ -844,6 +854,7 @@ pub fn run_realtime(
         demotions: 0,
         reserved: crate::memory::Reserved::default(),
         faults0: 0,
+        steal0: None,
     };
     let direct_latency = histogram();
     let direct_due = Vec::with_capacity(QUEUE_FRAMES);
@@ -855,6 +866,7 @@ pub fn run_realtime(
     };
     tally.cpu0 = thread_cpu_ns();
     tally.faults0 = thread_page_faults();
+    tally.steal0 = clock::steal_ns();
     tally.wall0 = clock::mono_ns();
     tally.events0 = queue.events_processed();
     let mut side = EventSide {
