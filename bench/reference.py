@@ -24,6 +24,10 @@ Experiments (each can be run alone with --only):
            flow's rate against N (the curve and the knee at 95 %).
   speed    simulation speed without real hosts: `netloop bench speed`
            (dumbbell, 1 to 10 000 flows) against ns-3 on the same scenario.
+  partitions  scale out: `netloop bench speed --scenario wan` (64 sites in a
+           ring with chords) on one partition, on 2 (and 4) threads and MPI
+           ranks, and on ns-3; speed-up and efficiency against one partition,
+           beside the published anchors (Unison, Shadow).
 
 Systems: `kernel` (Linux forwarding between namespaces; rates with tbf, no
 delay: this kernel has no netem), `netloop` (and `netloop --steer` for TCP),
@@ -42,6 +46,7 @@ needed); as root:
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,7 +61,7 @@ NS3_EMU = os.path.join(ROOT, "bench", "ns3", "build", "emu")
 NS3_DUMBBELL = os.path.join(ROOT, "bench", "ns3", "build", "dumbbell")
 GIGABIT_TCP = 1e9 * 1448 / 1538  # TCP payload per wire byte with timestamps
 TAG = f"nlr{os.getpid() % 100000}"
-EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "opcua", "speed"]
+EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "opcua", "speed", "partitions"]
 
 # The profiles: `quick` finishes in about 15 minutes on a 2-core machine.
 PROFILES = {
@@ -64,13 +69,15 @@ PROFILES = {
               "table_probes": 60, "mixed_s": 8,
               "udp_rates": [125, 1000, 10_000, 30_000, 60_000, 100_000, 200_000],
               "mixed_pairs": [0, 150, 1000, 3000],
-              "speed_flows": "1,100,10000", "speed_duration": 2},
+              "speed_flows": "1,100,10000", "speed_duration": 2,
+              "part_flows": "1000", "part_duration": 1, "part_counts": "2"},
     "full": {"repeats": 3, "opcua_s": 8, "tcp_s": 6, "udp_s": 4, "probes": 1000, "pings": 300,
              "table_probes": 150, "mixed_s": 10,
              "udp_rates": [125, 1000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000,
                            100_000, 150_000, 200_000],
              "mixed_pairs": [0, 50, 150, 300, 600, 1000, 1500, 2000, 3000],
-             "speed_flows": "1,10,100,1000,10000", "speed_duration": 10},
+             "speed_flows": "1,10,100,1000,10000", "speed_duration": 10,
+             "part_flows": "1000,10000", "part_duration": 2, "part_counts": "2,4"},
 }
 
 # nse's delay accuracy table (seed 004): delay ms -> size -> (RTT, sd, %err, adj RTT, adj %err).
@@ -730,6 +737,42 @@ def exp_speed(p, reps, outdir):
         return json.load(f)
 
 
+def netloop_has_mpi():
+    """Whether NETLOOP was built with MPI and mpirun is here: a build
+    without it says so at once when asked for --mpi."""
+    if not shutil.which("mpirun"):
+        return False
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    r = subprocess.run([NETLOOP, "run", os.path.join(ROOT, "examples", "given-cut.toml"), "--mpi", "--quiet"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    return "built without MPI" not in r.stderr
+
+
+def exp_partitions(p, reps, outdir):
+    """The 64-site WAN on one partition, on threads and on MPI ranks (when
+    netloop has MPI), and on ns-3 (bench/ns3/wan.cc)."""
+    js = os.path.join(outdir, "partitions.json")
+    args = [NETLOOP, "bench", "speed", "--scenario", "wan", "--sites", "64", "--load", "2000",
+            "--flows", p["part_flows"], "--duration", str(p["part_duration"]), "--repeats", str(reps),
+            "--partitions", p["part_counts"], "--json", js, "--ns3", NS3_DUMBBELL]
+    mpi = netloop_has_mpi()
+    if mpi:
+        args += ["--mpi-ranks", p["part_counts"]]
+    errf = tempfile.TemporaryFile("w+")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    run = spawn(args, stderr=errf, text=True, cwd=ROOT, env=env)
+    if not finish(run, 3 * 3600, wait=10):
+        return {"error": "netloop bench speed --scenario wan did not finish within three hours"}
+    if run.returncode != 0:
+        return {"error": tail(errf, 1000)}
+    with open(js) as f:
+        out = json.load(f)
+    if not mpi:
+        out["mpi_note"] = ("no MPI ranks: netloop was built without --features mpi, or mpirun is missing "
+                           "(bench/run builds with MPI when mpicc is installed)")
+    return out
+
+
 # --------------------------------------------------------------------------
 # Report
 
@@ -808,6 +851,8 @@ def main():
             print(f"== {e}", flush=True)
             if e == "speed":
                 res["experiments"][e] = exp_speed(p, reps, a.out)
+            elif e == "partitions":
+                res["experiments"][e] = exp_partitions(p, reps, a.out)
             else:
                 res["experiments"][e] = globals()[f"exp_{e}"](p, reps)
             res["experiments"][e]["wall_s"] = time.monotonic() - t

@@ -124,6 +124,46 @@ class Options(unittest.TestCase):
         self.assertIn("--mixed-pairs '0,x': 'x' is not a whole number of pairs", r.stderr)
 
 
+def wan_row(flows, one_s, parts, ns3_s=None):
+    """A `bench speed --scenario wan` row: one partition's wall time, then
+    (partitions, transport, wall time) of each cut run."""
+    run = lambda w: {"median_wall_s": w, "packets_per_s": 1000 / w}  # noqa: E731
+    return {"flows": flows, "netloop": run(one_s), "ns3": run(ns3_s) if ns3_s else None,
+            "partitioned": [{"partitions": n, "transport": t, "netloop": run(w), "speedup_vs_one": one_s / w,
+                             "efficiency": one_s / w / n} for n, t, w in parts]}
+
+
+class Partitions(unittest.TestCase):
+    def wan(self, rows, **extra):
+        return section("partitions", {"sites": 64, "load_mbps": 2000, "duration_s": 2, "repeats": 3,
+                                      "rows": rows, **extra})
+
+    def test_targets_take_the_worst_flow_count_of_two_partitions(self):
+        t, text = self.wan([wan_row(1000, 4.0, [(2, "threads", 2.0), (2, "mpi", 2.0), (4, "threads", 1.5)], 80.0),
+                            wan_row(10000, 6.0, [(2, "threads", 3.75), (2, "mpi", 4.0)])])
+        threads = t["Partitions: 2 threads ≥ 1.7× one partition on the larger network"]
+        self.assertEqual(threads, ("1,000 flows 2.00×, 10,000 flows 1.60×", "**not met**"))
+        ranks = t["Partitions: 2 MPI ranks ≥ 1.6× one partition on the larger network"]
+        self.assertEqual(ranks, ("1,000 flows 2.00×, 10,000 flows 1.50×", "**not met**"))
+        # Efficiency, the ratio to ns-3, and the anchors are in the text.
+        self.assertIn("| 1,000 | 4 threads | 1.500 | 667 | 2.67× | 67 % | 53.33× |", text)
+        self.assertIn("| 1,000 | ns-3 3.37 | 80.000 |", text)
+        self.assertIn("Unison", text)
+        self.assertIn("Shadow 2", text)
+
+    def test_without_ranks_the_mpi_target_is_not_claimed(self):
+        t, text = self.wan([wan_row(1000, 4.0, [(2, "threads", 2.0)])], mpi_note="no MPI ranks: no mpirun")
+        self.assertEqual(t["Partitions: 2 threads ≥ 1.7× one partition on the larger network"][1], "**met**")
+        self.assertEqual(t["Partitions: 2 MPI ranks ≥ 1.6× one partition on the larger network"],
+                         ("not run", "n/a"))
+        self.assertIn("no MPI ranks: no mpirun.", text)
+
+    def test_a_failed_run_says_why(self):
+        t, text = section("partitions", {"error": "boom"})
+        self.assertIn("failed: boom", text)
+        self.assertEqual(t, {})
+
+
 class Capacity(unittest.TestCase):
     def test_capacity_stops_at_the_first_lossy_rate(self):
         # 3 lost in 1000 at the third rate breaks the ladder; a clean
