@@ -35,26 +35,43 @@ pub struct Reserved {
     pub kept: bool,
 }
 
+thread_local! {
+    /// Bytes this thread has reserved so far (kept in its arena: the
+    /// allocator no longer trims).
+    static RESERVED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Makes `bytes` (rounded up to whole mebibytes) of the calling thread's
-/// heap resident and free for its next allocations.
+/// heap resident and free for its next allocations. What this thread
+/// reserved before counts: a second call for the same size writes nothing,
+/// so a caller may reserve early (before it opens real interfaces, whose
+/// frames would wait meanwhile) and [`crate::rt::run_realtime`] again.
 pub fn reserve(bytes: usize) -> Reserved {
     let kept = crate::sys::keep_freed_memory(HEAP_UP_TO);
-    let blocks = bytes.div_ceil(BLOCK);
-    let mut held: Vec<Vec<u8>> = Vec::with_capacity(blocks);
-    for _ in 0..blocks {
-        // Written, not zeroed by calloc: fresh memory from the kernel is
-        // known to be zero, and calloc would skip the write that faults the
-        // page in.
-        let mut b = Vec::<u8>::with_capacity(BLOCK);
-        b.resize(BLOCK, 0xa5);
-        held.push(b);
-    }
-    // Freed newest first, so each block joins the top of the heap.
-    while let Some(b) = held.pop() {
-        drop(std::hint::black_box(b));
+    let have = RESERVED.with(|r| r.get()) / BLOCK;
+    let want = bytes.div_ceil(BLOCK);
+    if want > have {
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(want);
+        for k in 0..want {
+            let mut b = Vec::<u8>::with_capacity(BLOCK);
+            // The first blocks come from what was reserved before (the
+            // free top of the heap, resident): only the new ones are
+            // written. Written, not zeroed by calloc: fresh memory from the
+            // kernel is known to be zero, and calloc would skip the write
+            // that faults the page in.
+            if k >= have {
+                b.resize(BLOCK, 0xa5);
+            }
+            held.push(b);
+        }
+        // Freed newest first, so each block joins the top of the heap.
+        while let Some(b) = held.pop() {
+            drop(std::hint::black_box(b));
+        }
+        RESERVED.with(|r| r.set(want * BLOCK));
     }
     Reserved {
-        bytes: blocks * BLOCK,
+        bytes: have.max(want) * BLOCK,
         kept,
     }
 }
