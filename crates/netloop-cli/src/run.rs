@@ -363,6 +363,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some(mut sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
+    if loaded.partitions.is_some() && args.partitions <= 1 && !args.mpi && !args.quiet {
+        // Not an error (one partition gives the same results), but the
+        // user who wrote them may have expected them to be used.
+        eprintln!(
+            "note: {} gives each node a partition; they are used with --partitions N \
+             (threads) or --mpi (ranks): this run is one partition",
+            args.file.display()
+        );
+    }
     let cut = if args.partitions > 1 && !args.mpi {
         if args.realtime {
             return Err(anyhow!(

@@ -496,6 +496,14 @@ fn the_file_can_give_each_nodes_partition() {
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         Ok((results(&json), full["wall"]["partitions"].clone()))
     };
+    // One partition ignores the fields, and says so.
+    let out = netloop(&["run", "examples/given-cut.toml", "--no-progress"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gives each node a partition; they are used with --partitions N"),
+        "{err}"
+    );
     let text = std::fs::read_to_string(repo().join("examples/given-cut.toml")).unwrap();
     let (one, _) = run(&text, "1").unwrap();
     let (two, report) = run(&text, "2").unwrap();
