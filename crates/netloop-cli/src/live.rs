@@ -224,14 +224,6 @@ pub fn print_report(r: &LiveReport) {
             format::ns(rt.late_threshold_ns as f64),
             format::ns(rt.event_lateness.max_ns as f64)
         );
-        if let Some(steal) = rt.steal_ns.filter(|&s| s > 0) {
-            eprintln!(
-                "During the run the hypervisor took {} of CPU time from this machine's CPUs \
-                 (steal time): a vCPU stopped by its host stops netloop's threads too, whatever \
-                 their priority.\n",
-                format::ns(steal as f64)
-            );
-        }
     } else {
         let span = match (rt.first_late_s, rt.last_late_s) {
             (Some(a), Some(b)) => format!(", between {a:.3} s and {b:.3} s of the run"),
