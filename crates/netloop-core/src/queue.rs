@@ -130,6 +130,12 @@ impl<E> EventQueue<E> {
         self.heap.peek().map(|e| e.time)
     }
 
+    /// The next event, if any (a scheduler's hint to warm the caches for
+    /// it; see [`Model::prefetch`](crate::Model::prefetch)).
+    pub fn peek_event(&self) -> Option<&E> {
+        self.heap.peek().map(|e| &e.event)
+    }
+
     /// Removes the next event and advances the current time to it.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         self.pop_numbered().map(|(t, _, e)| (t, e))
@@ -335,5 +341,16 @@ mod tests {
     fn a_source_out_of_range_panics() {
         let mut q = EventQueue::new();
         q.schedule(SimTime::ZERO, MAX_SOURCES as Source, ());
+    }
+
+    #[test]
+    fn peek_event_shows_what_pop_returns_next() {
+        let mut q = EventQueue::new();
+        assert!(q.peek_event().is_none());
+        q.schedule(SimTime::from_nanos(20), 1, "late");
+        q.schedule(SimTime::from_nanos(10), 2, "early");
+        assert_eq!(q.peek_event(), Some(&"early"));
+        assert_eq!(q.pop(), Some((SimTime::from_nanos(10), "early")));
+        assert_eq!(q.peek_event(), Some(&"late"));
     }
 }

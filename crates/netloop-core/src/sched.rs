@@ -16,6 +16,34 @@ pub trait Model {
     type Event;
     /// Handles one event at time `now`; may schedule more on `queue`.
     fn handle(&mut self, now: SimTime, event: Self::Event, queue: &mut EventQueue<Self::Event>);
+
+    /// A hint that `event` is likely the next to run: a model whose state is
+    /// larger than the caches starts loading what that event will touch
+    /// (see [`prefetch`]) while the current one runs. Must not change
+    /// anything; the default does nothing.
+    fn prefetch(&self, _event: &Self::Event) {}
+}
+
+/// Asks the CPU to start loading the cache lines of `*r` (up to
+/// `max_lines` of them): a hint, with no effect on what the program
+/// computes.
+#[inline]
+#[allow(unsafe_code)] // the one unsafe call of this crate: see SAFETY below
+pub fn prefetch<T>(r: &T, max_lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = (r as *const T).cast::<i8>();
+        let lines = std::mem::size_of::<T>().div_ceil(64).min(max_lines);
+        for i in 0..lines {
+            // SAFETY: a prefetch never faults or reads into the program:
+            // the address (wrapping_add: within or just past `*r`) is
+            // only a hint to the cache.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (r, max_lines);
 }
 
 /// What a scheduler reports at the end of a run.
@@ -50,6 +78,9 @@ pub fn run_afap<M: Model>(
             _ => break,
         }
         let (now, event) = queue.pop().expect("peeked");
+        if let Some(next) = queue.peek_event() {
+            model.prefetch(next);
+        }
         model.handle(now, event, queue);
         let done = queue.events_processed() - start_events;
         if done >= next_report {

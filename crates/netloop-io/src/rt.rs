@@ -694,6 +694,9 @@ impl EventSide<'_, '_> {
                 return false;
             }
             let (t, n, ev) = queue.pop_numbered().expect("peeked");
+            if let Some(next) = queue.peek_event() {
+                net.prefetch(next);
+            }
             let late = self.lateness(t, n);
             self.tally
                 .record_lateness(t, late, self.opts.late_threshold_ns);

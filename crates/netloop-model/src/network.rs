@@ -15,6 +15,7 @@
 //! is [`Event::Arrive`], always at least the link's propagation delay after the
 //! frame's last bit left, so a link between partitions carries its lookahead.
 
+use netloop_core::sched::prefetch;
 use netloop_core::{EventQueue, Model, SimTime, Source, MAX_SOURCES};
 use std::collections::VecDeque;
 
@@ -212,6 +213,10 @@ pub struct Network {
     /// For each node and port: the link and which side of it (0 = a, 1 = b).
     pub(crate) port_links: Vec<Vec<(LinkId, usize)>>,
     pub(crate) links: Vec<Link>,
+    /// Per link, the node at the receiving end of each direction (the
+    /// links' own `to`, in a small array that stays in the caches: see
+    /// [`Model::prefetch`]).
+    link_rx: Vec<[u32; 2]>,
     pub(crate) ledger: Ledger,
     taps: Vec<Vec<Box<dyn Tap>>>,
     out: Vec<(PortId, Frame)>,
@@ -320,6 +325,10 @@ impl Network {
         src: Sources,
     ) -> Self {
         let taps = (0..links.len()).map(|_| Vec::new()).collect();
+        let link_rx = links
+            .iter()
+            .map(|l| [l.dirs[0].to.0 as u32, l.dirs[1].to.0 as u32])
+            .collect();
         Network {
             spec,
             nodes,
@@ -327,6 +336,7 @@ impl Network {
             ports,
             port_links,
             links,
+            link_rx,
             ledger: Ledger::default(),
             taps,
             out: Vec::new(),
@@ -953,6 +963,40 @@ impl Model for Network {
             }
             Event::Enter { node } => self.enter(now, node as usize, q),
             Event::LinkEvent { index } => self.link_event(index as usize),
+        }
+    }
+
+    /// Starts loading the link direction and the node an event will touch
+    /// (a host's or router's state is a box of a kilobyte or so): with
+    /// thousands of them, each event otherwise finds its state in memory,
+    /// not in the caches (about 20 % of the run time at 1 000 pairs of
+    /// hosts).
+    fn prefetch(&self, event: &Event) {
+        let node = match *event {
+            Event::TxDone { link, dir, .. } => {
+                if let Some(l) = self.links.get(link as usize) {
+                    prefetch(&l.dirs[usize::from(dir) & 1], 16);
+                }
+                return;
+            }
+            Event::Arrive { link, dir } => {
+                let (Some(l), Some(rx)) = (
+                    self.links.get(link as usize),
+                    self.link_rx.get(link as usize),
+                ) else {
+                    return;
+                };
+                let dir = usize::from(dir) & 1;
+                prefetch(&l.dirs[dir], 8);
+                rx[dir]
+            }
+            Event::Timer { node, .. } | Event::Enter { node } => node,
+            Event::LinkEvent { .. } => return,
+        };
+        match self.nodes.get(node as usize) {
+            Some(Node::Host(h)) => prefetch(&**h, 8),
+            Some(Node::Router(r)) => prefetch(&**r, 16),
+            _ => {}
         }
     }
 }

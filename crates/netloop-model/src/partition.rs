@@ -874,6 +874,9 @@ pub fn run_partition(
                 break;
             }
             let (now, ev) = sim.queue.pop().expect("peeked");
+            if let Some(next) = sim.queue.peek_event() {
+                netloop_core::Model::prefetch(&sim.net, next);
+            }
             netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
         }
         if let Some(report) = progress.as_deref_mut() {
