@@ -356,6 +356,7 @@ fn run_one(
         Some(50),
         steer,
         false,
+        None,
     )?;
     print_summary(name, &o.results);
     print_report(&o.report);

@@ -42,6 +42,7 @@ pub struct LiveOutcome {
 /// Runs `sim` in real time with its real hosts; `None` if it could not start
 /// (the error is printed). Programs' output goes to `log_dir`, or to the
 /// run's own directory under the system's temporary directory.
+#[allow(clippy::too_many_arguments)] // the run's settings, each from a flag
 pub fn execute_live(
     sim: &mut Simulation,
     topology: &str,
@@ -50,6 +51,7 @@ pub fn execute_live(
     priority: Option<i32>,
     steer: bool,
     quiet: bool,
+    cut: Option<&netloop_model::partition::Cut>,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
     let duration = sim.net.spec().run.duration;
@@ -100,11 +102,23 @@ pub fn execute_live(
             steer,
             on_ready: &mut on_ready,
             remote: None,
+            cut,
         },
     )
     .map_err(|e| anyhow!("{e}"))?;
     let wall = started.elapsed().as_secs_f64();
-    let mut results = sim.results("realtime", Some(wall), Some(topology.to_string()));
+    let mut results = match (&report.partitions, cut) {
+        (Some(p), Some(cut)) => netloop_model::partition::merged_results(
+            sim,
+            cut,
+            &p.shares,
+            p.events,
+            "realtime",
+            Some(wall),
+            Some(topology.to_string()),
+        ),
+        _ => sim.results("realtime", Some(wall), Some(topology.to_string())),
+    };
     results.realtime = Some(serde_json::to_value(&report)?);
     Ok(LiveOutcome { results, report })
 }

@@ -44,9 +44,10 @@ pub struct RunArgs {
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
-    /// Simulations: cut the network into this many partitions, each run on
-    /// a thread of its own; the results equal one partition's (see
-    /// docs/partitions.md).
+    /// Cut the network into this many partitions, each run on a thread of
+    /// its own: as fast as possible, the results equal one partition's; in
+    /// real time, each partition keeps to the wall clock and every real
+    /// host is in the first (see docs/partitions.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub partitions: u32,
     /// Simulations: run as one partition of a job started by `mpirun`, each
@@ -372,22 +373,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         );
     }
+    let realtime = args.realtime || (!sim.real.is_empty() && !args.mpi);
     let cut = if args.partitions > 1 && !args.mpi {
-        if args.realtime {
-            return Err(anyhow!(
-                "--partitions runs simulations as fast as possible only (real time with partitions is not built yet): drop --realtime or --partitions"
-            ));
-        }
         if !args.pcap.is_empty() {
             return Err(anyhow!(
                 "--pcap on a run with --partitions is not built yet: capture with one partition"
             ));
         }
-        let cut = netloop_model::partition::Cut::given_or_auto(
-            &loaded.spec,
-            loaded.partitions.as_deref(),
-            args.partitions,
-        )
+        let given = loaded.partitions.as_deref();
+        let cut = if realtime {
+            // Every real host in partition 0, beside the I/O thread.
+            netloop_model::partition::Cut::for_realtime(&loaded.spec, given, args.partitions)
+        } else {
+            netloop_model::partition::Cut::given_or_auto(&loaded.spec, given, args.partitions)
+        }
         .map_err(|e| {
             anyhow!(
                 "{}: cannot cut into {} partitions: {e}",
@@ -408,10 +407,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     if args.mpi && args.realtime {
         return Err(anyhow!(
-            "--mpi runs simulations as fast as possible only (real time with partitions is not built yet): drop --realtime or --mpi"
+            "--mpi runs simulations as fast as possible only (real time runs partitions on threads: --partitions N): drop --realtime or --mpi"
         ));
     }
-    let (results, interrupted) = if args.realtime || (!sim.real.is_empty() && !args.mpi) {
+    let (results, interrupted) = if realtime {
         let out = crate::live::execute_live(
             &mut sim,
             &topology,
@@ -420,6 +419,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             (args.rt_priority > 0).then_some(i32::from(args.rt_priority)),
             args.steer,
             args.quiet,
+            cut.as_ref(),
         )?;
         if !args.quiet {
             print_summary(&topology, &out.results);

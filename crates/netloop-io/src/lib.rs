@@ -34,6 +34,7 @@ pub mod proc;
 pub mod registry;
 pub mod rt;
 pub mod rtio;
+pub mod rtpart;
 pub mod session;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -15,7 +15,9 @@
 
 use netloop_core::{SimDuration, SimTime};
 use netloop_model::build::RealNode;
+use netloop_model::partition::Cut;
 use netloop_model::results::{Results, SimView};
+use netloop_model::share::Share;
 use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind};
 use netloop_model::Simulation;
 use serde::Serialize;
@@ -32,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::netns;
 use crate::packet::{self, PacketOptions, PacketSocket};
 use crate::rt::{self, Control, Lateness, RealPort, RtOptions, RtReport, Step};
+use crate::rtpart::PartitionRt;
 use crate::session::Session;
 use crate::tap::TapDevice;
 
@@ -74,6 +77,31 @@ pub struct LiveOptions<'a> {
     pub on_ready: &'a mut dyn FnMut(&[HostReport]),
     /// Requests from another thread, if any (see [`remote`]).
     pub remote: Option<Remote>,
+    /// Run cut into partitions, each on a thread of its own kept to the
+    /// wall clock ([`crate::rtpart`]); the cut must be
+    /// `Cut::for_realtime`'s (every real host in partition 0). `None`: one.
+    pub cut: Option<&'a Cut>,
+}
+
+/// How the partitions of a real-time run went: `partitions` in its report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RtPartitions {
+    /// Partitions.
+    pub count: u32,
+    /// The least delay of the links cut, ns (`null`: none was cut): the
+    /// time a frame has to reach the partition that receives it.
+    pub lookahead_ns: Option<u64>,
+    /// The links cut, by name.
+    pub cut_links: Vec<String>,
+    /// Per partition, in order (partition 0 runs the real hosts).
+    pub per_partition: Vec<PartitionRt>,
+    /// The other partitions' shares of the results, to merge with
+    /// partition 0's (see `netloop_model::partition::merged_results`).
+    #[serde(skip)]
+    pub shares: Vec<Share>,
+    /// Events of all partitions, each scheduled link change counted once.
+    #[serde(skip)]
+    pub events: u64,
 }
 
 /// A request to a running network.
@@ -233,8 +261,12 @@ pub struct LiveReport {
     #[serde(skip)]
     pub log_dir: Option<PathBuf>,
     /// The scheduler's self-report (its fields appear at this level in JSON).
+    /// With partitions, `kept_up` and `late_events` are every partition's.
     #[serde(flatten)]
     pub realtime: RtReport,
+    /// A run cut into partitions: each one's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<RtPartitions>,
 }
 
 /// How often running programs are checked for exit.
@@ -296,11 +328,35 @@ struct Scheduled {
 pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveReport> {
     let real = sim.real.clone();
     precheck(&real)?;
+    let cut = opts.cut.filter(|c| c.parts > 1);
+    if cut.is_some() && opts.remote.is_some() {
+        return Err(Error::msg(
+            "a run driven from Python runs as one partition (a snapshot would see only one)",
+        ));
+    }
+    // The other partitions' copies of the network, built before anything
+    // real exists (a big network takes a while).
+    let mut helpers = Vec::new();
+    if let Some(c) = cut {
+        let spec = sim.net.spec().clone();
+        for _ in 1..c.parts {
+            helpers.push(Simulation::build(&spec).map_err(|e| Error::msg(e.to_string()))?);
+        }
+        crate::rtpart::make_partition(sim, c, 0);
+    }
+    let exchange = match cut {
+        Some(c) => Some(
+            crate::rtpart::Exchange::new(c.parts as usize)
+                .map_err(|e| Error::os("making the partitions' doorbells", e))?,
+        ),
+        None => None,
+    };
+    let first = exchange.as_ref().map(|x| x.first());
     // Before any real interface opens: frames that real hosts send while
     // the reserve is written (about 65 ms for 64 MiB) would wait in the
     // kernel and cross the model that much late (a first ping 54 ms too
     // slow, measured). The scheduler's own reserve then finds it done.
-    let reserve = heap_reserve(sim.flows.len());
+    let reserve = heap_reserve(sim.flows.len()) / cut.map_or(1, |c| c.parts as usize);
     crate::memory::reserve(reserve);
     let mut session = if real.is_empty() {
         None
@@ -458,6 +514,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         priority: opts.priority,
         cpu: loop_cpu,
         wake: remote.as_ref().map(|r| r.wake.as_fd()),
+        partners: first.as_ref().map(|f| f as &dyn crate::rt::Partners),
         heap_reserve: reserve,
     };
     let started_at = Instant::now();
@@ -509,16 +566,59 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 .unwrap_or(SimTime::MAX);
             Step::Continue(next_start.min(now + POLL_COMMANDS))
         };
-        rt::run_realtime(
-            &mut sim.net,
-            &mut sim.queue,
-            &mut ports,
-            Start::WhenReady,
-            &rt_opts,
-            &mut control,
-        )
-        .map_err(|e| Error::os("starting the real-time run's I/O thread", e))?
+        let helper_opts = crate::rtpart::HelperOptions {
+            late_threshold_ns: opts.late_threshold_ns,
+            spin_ns: opts.spin_ns,
+            priority: opts.priority,
+            heap_reserve: reserve,
+            until,
+        };
+        std::thread::scope(|scope| {
+            let mut threads = Vec::new();
+            if let (Some(c), Some(x)) = (cut, exchange.as_ref()) {
+                for (k, h) in helpers.drain(..).enumerate() {
+                    let (x, ho) = (x, &helper_opts);
+                    threads.push(
+                        std::thread::Builder::new()
+                            .name(format!("netloop-part-{}", k + 1))
+                            .spawn_scoped(scope, move || {
+                                crate::rtpart::run_helper(h, c, k + 1, x, ho)
+                            })
+                            .map_err(|e| Error::os("starting a partition's thread", e))?,
+                    );
+                }
+            }
+            // The others wait for the clock and then for the end: whatever
+            // happens here (an error, a panic), they are told it came.
+            let guard = exchange.as_ref().map(|x| x.abandon_on_drop());
+            let r = rt::run_realtime(
+                &mut sim.net,
+                &mut sim.queue,
+                &mut ports,
+                Start::WhenReady,
+                &rt_opts,
+                &mut control,
+            )
+            .map_err(|e| Error::os("starting the real-time run's I/O thread", e));
+            // Ended as it should: partition 0 has set the end and waited
+            // for the others at it.
+            // Otherwise the guard lets them go now, before they are waited
+            // for.
+            match guard {
+                Some(g) if r.is_ok() => g.disarm(),
+                g => drop(g),
+            }
+            let mut ends = Vec::new();
+            for t in threads {
+                match t.join() {
+                    Ok(end) => ends.push(end),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            r.map(|report| (report, ends))
+        })?
     };
+    let (report, ends) = report;
     let run_id = session.as_ref().map(|s| s.run_id().to_string());
     // Programs that exited since the last poll (the loop polls every 20 ms)
     // exited by themselves: their status belongs in the report, not
@@ -560,6 +660,11 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             wait: c.wait,
         })
         .collect();
+    let mut report = report;
+    let partitions = match (cut, exchange.as_ref()) {
+        (Some(c), Some(x)) => Some(partitions_report(sim, c, x, &mut report, ends)),
+        _ => None,
+    };
     Ok(LiveReport {
         run_id,
         teardown_failures,
@@ -567,7 +672,56 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         commands,
         log_dir,
         realtime: report,
+        partitions,
     })
+}
+
+/// The partitions' figures and shares at the end of a run cut by `cut`;
+/// the run kept up only if every partition did.
+fn partitions_report(
+    sim: &Simulation,
+    cut: &Cut,
+    x: &crate::rtpart::Exchange,
+    report: &mut RtReport,
+    ends: Vec<crate::rtpart::HelperEnd>,
+) -> RtPartitions {
+    let first = x.first_report(
+        cut.part_of.iter().filter(|&&p| p == 0).count(),
+        report.events,
+        report.event_lateness,
+        report.late_events,
+        report.event_cpu_share,
+    );
+    let mut per_partition = vec![first];
+    let mut shares = Vec::new();
+    let mut events = report.events;
+    for (k, e) in ends.into_iter().enumerate() {
+        let me = k as u32 + 1;
+        shares.push(Share::of(
+            &e.sim.net,
+            &e.sim.flows,
+            e.sim.queue.now(),
+            |n| cut.part_of[n] == me,
+        ));
+        // Every partition ran each scheduled link change.
+        events += e.report.events - e.sim.net.link_events();
+        per_partition.push(e.report);
+    }
+    report.kept_up = per_partition.iter().all(|p| p.kept_up);
+    report.late_events = per_partition.iter().map(|p| p.late_events).sum();
+    let spec = sim.net.spec();
+    RtPartitions {
+        count: cut.parts,
+        lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
+        cut_links: cut
+            .cut_links
+            .iter()
+            .map(|&l| spec.links[l].name.clone())
+            .collect(),
+        per_partition,
+        shares,
+        events,
+    }
 }
 
 /// Makes the run's own directory for its programs' output:

@@ -182,6 +182,34 @@ pub struct RtOptions<'a> {
     /// (a request from another thread): the loop then calls the hook at
     /// once instead of at the time it asked for. The hook must drain it.
     pub wake: Option<BorrowedFd<'a>>,
+    /// The other partitions of a run cut into several (this scheduler
+    /// runs partition 0, the one with the real hosts; see
+    /// [`crate::rtpart`]); `None` for a run of one partition.
+    pub partners: Option<&'a dyn Partners>,
+}
+
+/// The other partitions of a real-time run, as the scheduler of partition
+/// 0 sees them (implemented in [`crate::rtpart`]).
+pub trait Partners: Sync {
+    /// Waits until the others are ready to start (their heap reserved):
+    /// the clock starts after that, so their first events are on time.
+    fn wait_ready(&self);
+    /// Simulated time has started on `clock`: the others keep to it too.
+    fn started(&self, clock: RtClock);
+    /// A descriptor that becomes readable when frames from the others
+    /// wait (after [`Partners::prepare_sleep`]).
+    fn bell(&self) -> BorrowedFd<'_>;
+    /// Hands over the frames this partition sent across the cut, and puts
+    /// those sent to it on their wires.
+    fn exchange(&self, net: &mut Network, queue: &mut EventQueue<Event>);
+    /// About to sleep: whether frames wait (then it must not).
+    fn prepare_sleep(&self) -> bool;
+    /// Awake again.
+    fn woke(&self);
+    /// The run ends at `at` (where this partition stands): the others run
+    /// to it and stop, and what is still in flight between partitions is
+    /// put on its wires.
+    fn finish(&self, net: &mut Network, queue: &mut EventQueue<Event>, at: SimTime);
 }
 
 /// Why a real-time run ended.
@@ -216,7 +244,7 @@ pub struct Lateness {
 }
 
 impl Lateness {
-    fn of(h: &Histogram<u64>) -> Self {
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
             return Lateness::default();
         }
@@ -401,7 +429,7 @@ impl Mode {
 /// machine and more on a busy one; spinning before each deadline for twice
 /// the recent 99th percentile of that (at least [`MIN_SPIN_NS`]) makes the
 /// event run on time without spinning longer than needed.
-struct Wakeups {
+pub(crate) struct Wakeups {
     max_ns: u64,
     recent: [u64; 128],
     n: usize,
@@ -425,7 +453,7 @@ pub const SPIN_RELAX_SHARE: f64 = 0.5;
 pub const MIN_SPIN_NS: u64 = 10_000;
 
 impl Wakeups {
-    fn new(max_ns: u64) -> Wakeups {
+    pub(crate) fn new(max_ns: u64) -> Wakeups {
         Wakeups {
             max_ns,
             recent: [0; 128],
@@ -436,7 +464,7 @@ impl Wakeups {
         }
     }
 
-    fn spin_ns(&self) -> u64 {
+    pub(crate) fn spin_ns(&self) -> u64 {
         self.spin_ns.min(self.cap_ns)
     }
 
@@ -444,7 +472,7 @@ impl Wakeups {
     /// ended: spinning is CPU the real programs need (on 2 cores, all of
     /// it under load), so a thread that is mostly busy spins less and
     /// sleeps more, down to not spinning at all.
-    fn budget(&mut self, share: f64) {
+    pub(crate) fn budget(&mut self, share: f64) {
         if share > SPIN_BUDGET_SHARE {
             self.cap_ns /= 2;
         } else if share < SPIN_RELAX_SHARE {
@@ -453,7 +481,7 @@ impl Wakeups {
     }
 
     /// One timed sleep ended `over_ns` after its deadline.
-    fn record(&mut self, over_ns: u64) {
+    pub(crate) fn record(&mut self, over_ns: u64) {
         self.recent[self.n % self.recent.len()] = over_ns;
         self.n += 1;
         if self.n >= 32 && self.n.is_multiple_of(32) {
@@ -863,10 +891,16 @@ pub fn run_realtime(
     let direct_due = Vec::with_capacity(QUEUE_FRAMES);
     let known = VecDeque::with_capacity(CHECKPOINTS);
     tally.reserved = crate::memory::reserve(opts.heap_reserve);
+    if let Some(p) = opts.partners {
+        p.wait_ready();
+    }
     let clock = match start {
         Start::WhenReady => RtClock::with_now_at(queue.now()),
         Start::At(clock) => clock,
     };
+    if let Some(p) = opts.partners {
+        p.started(clock);
+    }
     tally.cpu0 = thread_cpu_ns();
     tally.faults0 = thread_page_faults();
     tally.steal0 = clock::steal_ns();
@@ -957,17 +991,20 @@ fn event_loop(
     let mut arrivals: Vec<(u64, u32, Arrival)> = Vec::with_capacity(QUEUE_FRAMES);
     let mut next_control = SimTime::ZERO;
     let mut last_wake_poll = 0u64;
-    // The doorbell, the control hook's wake-up descriptor if any, and the
-    // ports (waited on by this thread under light load); a negative
-    // descriptor is skipped by ppoll.
+    // The doorbell, the control hook's wake-up descriptor if any, the other
+    // partitions' doorbell if any, and the ports (from `PORTS_AT`, waited
+    // on by this thread under light load); a negative descriptor is
+    // skipped by ppoll.
     let none = libc::pollfd {
         fd: -1,
         events: 0,
         revents: 0,
     };
+    let partners = opts.partners;
     let raw: Vec<libc::pollfd> = [
         crate::sys::pollfd_in(shared.to_event.fd()),
         opts.wake.map_or(none, crate::sys::pollfd_in),
+        partners.map_or(none, |p| crate::sys::pollfd_in(p.bell())),
     ]
     .into_iter()
     .chain(
@@ -1060,7 +1097,13 @@ fn event_loop(
         }
 
         let limit = clock.now().min(opts.until);
+        if let Some(p) = partners {
+            p.exchange(net, queue);
+        }
         side.run_due(net, queue, limit);
+        if let Some(p) = partners {
+            p.exchange(net, queue);
+        }
         if now >= opts.until {
             break EndReason::Duration;
         }
@@ -1083,11 +1126,11 @@ fn event_loop(
             // Under light load the ports are this thread's to wait on.
             for (k, f) in fds.iter_mut().enumerate() {
                 *f = raw[k];
-                if k >= 2 {
+                if k >= PORTS_AT {
                     // Never wait for a port here: under load the ports are
                     // the I/O thread's; a port it holds now is busy, and
                     // this pass does without it.
-                    match (mode.split, ports[k - 2].try_lock()) {
+                    match (mode.split, ports[k - PORTS_AT].try_lock()) {
                         (false, Ok(p)) => {
                             if let Some(u) = p.muted_until(mono) {
                                 sleep_ns = sleep_ns.min(u - mono);
@@ -1101,7 +1144,8 @@ fn event_loop(
                 }
             }
             shared.to_event.prepare_sleep();
-            if rx.is_empty() {
+            let mail = partners.is_some_and(|p| p.prepare_sleep());
+            if rx.is_empty() && !mail {
                 side.tally.sleeps += 1;
                 let target = mono + sleep_ns;
                 match crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(sleep_ns)) {
@@ -1115,9 +1159,9 @@ fn event_loop(
                         if fds[1].revents != 0 {
                             next_control = SimTime::ZERO;
                         }
-                        for (k, f) in fds.iter().enumerate().skip(2) {
+                        for (k, f) in fds.iter().enumerate().skip(PORTS_AT) {
                             if f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                                if let Ok(mut p) = ports[k - 2].try_lock() {
+                                if let Ok(mut p) = ports[k - PORTS_AT].try_lock() {
                                     p.poll_error();
                                 }
                             }
@@ -1127,6 +1171,9 @@ fn event_loop(
                 }
             }
             shared.to_event.woke();
+            if let Some(p) = partners {
+                p.woke();
+            }
             last_wake_poll = clock::mono_ns();
         } else {
             if opts.wake.is_some() && mono.saturating_sub(last_wake_poll) >= WAKE_POLL_NS {
@@ -1142,12 +1189,22 @@ fn event_loop(
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run.
     let last = clock.now().min(opts.until);
+    if let Some(p) = partners {
+        p.exchange(net, queue);
+    }
     if side.run_due(net, queue, last) && queue.now() < last {
         queue.advance_to(last);
+    }
+    if let Some(p) = partners {
+        p.finish(net, queue, queue.now());
     }
     side.tally.demotions = duty.demotions;
     end
 }
+
+/// Where the ports begin in the event thread's poll set (after the
+/// doorbell, the control hook's descriptor and the partitions' doorbell).
+const PORTS_AT: usize = 3;
 
 #[cfg(test)]
 mod tests {

@@ -174,6 +174,7 @@ fn options(stop: &AtomicBool, until: SimDuration) -> RtOptions<'_> {
         priority: None,
         cpu: None,
         wake: None,
+        partners: None,
         heap_reserve: 0,
     }
 }

@@ -26,10 +26,12 @@
 //! reads: the same results JSON, byte for byte.
 //!
 //! Partitions on MPI ranks use the same runner ([`run_partition`]) through
-//! an [`Exchange`] of their own (in the command-line tool). Not yet:
-//! real-time runs with partitions, and taps (pcap) on a partitioned run: a
-//! tap would see only what its partition owns (the command line refuses
-//! `--pcap` with partitions).
+//! an [`Exchange`] of their own (in the command-line tool). Real-time runs
+//! cut into partitions (`netloop_io::rtpart`) use the cut
+//! ([`Cut::for_realtime`]: every real host in partition 0) and the merge
+//! of shares ([`merged_results`]), not the rounds. Not yet: taps (pcap) on
+//! a partitioned run: a tap would see only what its partition owns (the
+//! command line refuses `--pcap` with partitions).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -66,14 +68,31 @@ pub enum CutError {
     /// Zero partitions asked for.
     #[error("a run needs at least one partition")]
     NoPartitions,
-    /// Real hosts need the real-time mode, which partitions do not have yet.
+    /// Real hosts need the real-time mode, and a cut for it
+    /// ([`Cut::for_realtime`]).
     #[error(
-        "node '{node}' is a real host: partitioned runs are simulations as fast as possible \
-         only (real time with partitions is not built yet); run it without --partitions"
+        "node '{node}' is a real host: a network with real hosts runs in real time, \
+         which MPI ranks do not do (threads do: --partitions N)"
     )]
     RealNode {
         /// The node.
         node: String,
+    },
+    /// Real hosts given to different partitions of a real-time run.
+    #[error(
+        "real hosts '{a}' (partition {a_part}) and '{b}' (partition {b_part}) are in different \
+         partitions: in real time every real host is in one partition (it runs beside the \
+         I/O thread); give them the same `partition`"
+    )]
+    RealHostsSplit {
+        /// One real host.
+        a: String,
+        /// Its partition.
+        a_part: u32,
+        /// Another, elsewhere.
+        b: String,
+        /// Its partition.
+        b_part: u32,
     },
     /// A cut through a link that can deliver a frame at once.
     #[error(
@@ -156,6 +175,12 @@ impl Cut {
     /// (with their counts). Zero-delay links are never cut.
     pub fn auto(spec: &NetworkSpec, parts: u32) -> Result<Cut, CutError> {
         check_simulated(spec)?;
+        Cut::auto_with(spec, parts, false)
+    }
+
+    /// [`Cut::auto`], with every real host (namespace, attached interface)
+    /// in one group if `real_together`.
+    fn auto_with(spec: &NetworkSpec, parts: u32, real_together: bool) -> Result<Cut, CutError> {
         if parts == 0 {
             return Err(CutError::NoPartitions);
         }
@@ -179,6 +204,15 @@ impl Cut {
         // partition or a network that cannot be cut at all.
         for threshold in std::iter::once(SimDuration::MAX).chain(thresholds) {
             let mut parent: Vec<usize> = (0..n).collect();
+            if real_together {
+                let mut real = (0..n).filter(|&v| is_real(spec, v));
+                if let Some(first) = real.next() {
+                    for v in real {
+                        let (ra, rb) = (find(&mut parent, first), find(&mut parent, v));
+                        parent[ra.max(rb)] = ra.min(rb);
+                    }
+                }
+            }
             for (li, &(a, b)) in ends.iter().enumerate() {
                 if least[li] < threshold || least[li] == SimDuration::ZERO {
                     let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
@@ -212,20 +246,63 @@ impl Cut {
                 .collect();
             let imbalance = *load.iter().max().unwrap_or(&0) as f64 / even;
             if imbalance <= 1.25 {
-                return Cut::given(spec, part_of, parts);
+                return Cut::checked(spec, part_of, parts);
             }
             if best.as_ref().is_none_or(|(b, _)| imbalance < *b) {
                 best = Some((imbalance, part_of));
             }
         }
         let part_of = best.map_or_else(|| vec![0; n], |(_, p)| p);
-        Cut::given(spec, part_of, parts)
+        Cut::checked(spec, part_of, parts)
     }
 
     /// The cut given by `part_of` (the partition of each node, in spec
     /// order), checked: no zero-delay link between partitions.
     pub fn given(spec: &NetworkSpec, part_of: Vec<u32>, parts: u32) -> Result<Cut, CutError> {
         check_simulated(spec)?;
+        Cut::checked(spec, part_of, parts)
+    }
+
+    /// The cut of a real-time run: as [`Cut::given_or_auto`], for a network
+    /// that may have real hosts, which must all be in one partition (they
+    /// share the I/O thread of the partition that runs with it); that
+    /// partition is numbered 0 (the others keep their order).
+    pub fn for_realtime(
+        spec: &NetworkSpec,
+        given: Option<&[u32]>,
+        parts: u32,
+    ) -> Result<Cut, CutError> {
+        let mut cut = match given {
+            Some(g) => Cut::checked(spec, g.to_vec(), parts)?,
+            None => Cut::auto_with(spec, parts, true)?,
+        };
+        let real: Vec<usize> = (0..spec.nodes.len())
+            .filter(|&v| is_real(spec, v))
+            .collect();
+        if let Some(&first) = real.first() {
+            let home = cut.part_of[first];
+            if let Some(&other) = real.iter().find(|&&v| cut.part_of[v] != home) {
+                return Err(CutError::RealHostsSplit {
+                    a: spec.nodes[first].name.clone(),
+                    a_part: home,
+                    b: spec.nodes[other].name.clone(),
+                    b_part: cut.part_of[other],
+                });
+            }
+            // Partition `home` becomes 0; 0 .. home-1 move up by one.
+            for p in &mut cut.part_of {
+                *p = match *p {
+                    x if x == home => 0,
+                    x if x < home => x + 1,
+                    x => x,
+                };
+            }
+        }
+        Ok(cut)
+    }
+
+    /// The cut `part_of`, checked (see [`Cut::given`]), real hosts or not.
+    fn checked(spec: &NetworkSpec, part_of: Vec<u32>, parts: u32) -> Result<Cut, CutError> {
         if parts == 0 {
             return Err(CutError::NoPartitions);
         }
@@ -271,6 +348,14 @@ impl Cut {
 }
 
 /// Partitions run simulations only: a real host needs the wall clock.
+/// Whether node `v` is a real host (a namespace or an attached interface).
+fn is_real(spec: &NetworkSpec, v: usize) -> bool {
+    matches!(
+        spec.nodes[v].kind,
+        NodeKind::Namespace(_) | NodeKind::Attached(_)
+    )
+}
+
 fn check_simulated(spec: &NetworkSpec) -> Result<(), CutError> {
     match spec
         .nodes
@@ -413,6 +498,30 @@ impl Partitioned {
         }
         r
     }
+}
+
+/// The results of a run cut by `cut` whose partition 0 ended as `first`,
+/// from `first`'s share and the others' (`others`, in partition order),
+/// with `events` run in all: a real-time run's (`netloop_io::rtpart`),
+/// whose partitions end on threads of their own.
+pub fn merged_results(
+    first: &Simulation,
+    cut: &Cut,
+    others: &[Share],
+    events: u64,
+    mode: &str,
+    wall_seconds: Option<f64>,
+    topology: Option<String>,
+) -> crate::results::Results {
+    let mut share = Share::of(&first.net, &first.flows, first.queue.now(), |n| {
+        cut.part_of[n] == 0
+    });
+    for s in others {
+        share.absorb(s.clone());
+    }
+    first
+        .view()
+        .results_from(&share, events, mode, wall_seconds, topology)
 }
 
 /// A barrier that spins first, and sleeps only after a while.

@@ -275,6 +275,7 @@ impl LiveRun {
                         steer,
                         on_ready: &mut on_ready,
                         remote: Some(remote),
+                        cut: None,
                     },
                 );
                 let captures = finish_captures(&caps);

@@ -1,0 +1,446 @@
+//! Real time with partitions: a network cut into partitions (threads of
+//! one process), each kept to the wall clock by a scheduler of its own, so
+//! that a run can use every core of the machine.
+//!
+//! Partition 0 holds every real host (`Cut::for_realtime`) and runs the
+//! scheduler of [`crate::rt`], with its I/O thread; each other partition
+//! runs [`run_helper`]: the events that are due, each at its moment,
+//! sleeping in `ppoll` on its doorbell until the next one (spinning the
+//! last microseconds, as partition 0 does).
+//!
+//! **Exchange.** A frame sent on a cut link is settled by its sender (its
+//! fate, its arrival time: see `Network::receive`) and handed to the
+//! receiving partition's inbox, whose doorbell wakes it. A cut link's
+//! delay (the lookahead) is the time a frame has to get there: a partition
+//! that keeps up hands it over within microseconds of its sending, so it is
+//! on the receiver's wire long before it arrives. One that reaches the
+//! receiver after its arrival time (its sender was that late) enters at
+//! once and is counted (`late_frames_in`, `max_late_in_ns`): the run fell
+//! behind, and the report says so.
+//!
+//! **The end.** Partition 0 decides when the run ends (its duration, its
+//! programs, Ctrl-C) and at which simulated time; the others run to that
+//! moment and stop, and the frames still in the inboxes are put on their
+//! wires, so that the merged results count them as in flight. Results are
+//! merged from each partition's share as in an as-fast-as-possible
+//! partitioned run (`netloop_model::share`).
+//!
+//! Not here: MPI ranks in real time, run-time changes from the Python API
+//! (a snapshot would see one partition), and pcap (as with partitions
+//! as fast as possible).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use netloop_core::{EventQueue, Model, SimTime};
+use netloop_model::build::Simulation;
+use netloop_model::network::{Crossing, Event, Network};
+use netloop_model::partition::Cut;
+use serde::Serialize;
+
+use crate::clock::{self, RtClock};
+use crate::notify::Notifier;
+use crate::rt::{histogram, Lateness, Partners, Wakeups};
+use crate::rtio::Duty;
+
+/// What one partition of a real-time run did: `realtime.partitions[]` in
+/// the results.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PartitionRt {
+    /// Nodes it owned.
+    pub nodes: usize,
+    /// Events it ran.
+    pub events: u64,
+    /// Whether each of its events ran within the late threshold and every
+    /// frame from another partition came before its arrival time.
+    pub kept_up: bool,
+    /// Its events later than the threshold.
+    pub late_events: u64,
+    /// How late its events ran (partition 0's: `event_lateness` of the
+    /// report).
+    pub event_lateness: Lateness,
+    /// Frames it sent to other partitions.
+    pub frames_out: u64,
+    /// Frames it received from other partitions.
+    pub frames_in: u64,
+    /// Of those, frames that reached it after their arrival time (they
+    /// entered then, late).
+    pub late_frames_in: u64,
+    /// The latest of them, ns after its arrival time.
+    pub max_late_in_ns: u64,
+    /// Its thread's share of the wall time.
+    pub cpu_share: f64,
+}
+
+/// Per partition, what the exchange counts.
+#[derive(Default)]
+struct Counters {
+    out: AtomicU64,
+    r#in: AtomicU64,
+    late_in: AtomicU64,
+    max_late_in: AtomicU64,
+}
+
+/// What the partitions of one real-time run share.
+pub struct Exchange {
+    inbox: Vec<Mutex<Vec<Crossing>>>,
+    /// Set when a partition's inbox has frames (read without the lock).
+    mail: Vec<AtomicBool>,
+    bell: Vec<Notifier>,
+    counters: Vec<Counters>,
+    /// The clock, once partition 0 has started it.
+    clock: OnceLock<RtClock>,
+    /// The simulated time (ns) at which the run ends, once known.
+    end: AtomicU64,
+    /// Helper partitions ready to start (their heap reserved).
+    ready: AtomicUsize,
+    /// Partitions that reached the end and handed over what they sent.
+    stopped: AtomicUsize,
+    /// Set when a partition gave up (an error, a panic): nobody waits for
+    /// the others any more.
+    abandoned: AtomicBool,
+}
+
+const RUNNING: u64 = u64::MAX;
+
+impl Exchange {
+    /// The exchange of a run of `parts` partitions.
+    pub fn new(parts: usize) -> std::io::Result<Exchange> {
+        Ok(Exchange {
+            inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+            mail: (0..parts).map(|_| AtomicBool::new(false)).collect(),
+            bell: (0..parts)
+                .map(|_| Notifier::new())
+                .collect::<std::io::Result<_>>()?,
+            counters: (0..parts).map(|_| Counters::default()).collect(),
+            clock: OnceLock::new(),
+            end: AtomicU64::new(RUNNING),
+            ready: AtomicUsize::new(0),
+            stopped: AtomicUsize::new(0),
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    /// Hands what partition `me` sent to its receivers.
+    fn send(&self, me: usize, net: &mut Network) {
+        for (to, out) in net.all_crossings().iter_mut().enumerate() {
+            if out.is_empty() || to == me {
+                continue;
+            }
+            self.counters[me]
+                .out
+                .fetch_add(out.len() as u64, Ordering::Relaxed);
+            self.inbox[to]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(out);
+            self.mail[to].store(true, Ordering::Release);
+            self.bell[to].notify();
+        }
+    }
+
+    /// Puts the frames sent to partition `me` on their wires; one whose
+    /// arrival time has passed enters now, counted late.
+    fn take(&self, me: usize, net: &mut Network, queue: &mut EventQueue<Event>) {
+        if !self.mail[me].swap(false, Ordering::Acquire) {
+            return;
+        }
+        let frames = std::mem::take(&mut *self.inbox[me].lock().unwrap_or_else(|e| e.into_inner()));
+        let c = &self.counters[me];
+        c.r#in.fetch_add(frames.len() as u64, Ordering::Relaxed);
+        let now = queue.now();
+        for mut f in frames {
+            if f.at < now {
+                c.late_in.fetch_add(1, Ordering::Relaxed);
+                c.max_late_in
+                    .fetch_max((now - f.at).as_nanos(), Ordering::Relaxed);
+                f.at = now;
+            }
+            net.receive(queue, f);
+        }
+    }
+
+    /// The end time, once partition 0 has set it.
+    fn end(&self) -> Option<SimTime> {
+        match self.end.load(Ordering::Acquire) {
+            RUNNING => None,
+            t => Some(SimTime::from_nanos(t)),
+        }
+    }
+
+    /// After the end: waits for every partition to stop and hand over what
+    /// it sent, then takes what was sent to `me` (in flight at the end).
+    fn close(&self, me: usize, net: &mut Network, queue: &mut EventQueue<Event>) {
+        self.send(me, net);
+        self.stopped.fetch_add(1, Ordering::AcqRel);
+        while self.stopped.load(Ordering::Acquire) < self.inbox.len()
+            && !self.abandoned.load(Ordering::Acquire)
+        {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.take(me, net, queue);
+    }
+
+    /// Lets every partition go: the end is now (if not set already), and
+    /// nobody waits for anybody.
+    fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
+        let _ = self.clock.set(RtClock::with_now_at(SimTime::ZERO));
+        let _ = self
+            .end
+            .compare_exchange(RUNNING, 0, Ordering::AcqRel, Ordering::Acquire);
+        for b in &self.bell {
+            b.ring();
+        }
+    }
+
+    /// A guard that, dropped before the run ended as it should (an error,
+    /// a panic in its holder), lets the other partitions go
+    /// ([`Exchange::abandon`]): they would wait for ever otherwise.
+    pub fn abandon_on_drop(&self) -> Abandon<'_> {
+        Abandon(self, true)
+    }
+
+    /// The exchange's counts for partition `me`, into `p`.
+    fn fill(&self, me: usize, p: &mut PartitionRt) {
+        let c = &self.counters[me];
+        p.frames_out = c.out.load(Ordering::Relaxed);
+        p.frames_in = c.r#in.load(Ordering::Relaxed);
+        p.late_frames_in = c.late_in.load(Ordering::Relaxed);
+        p.max_late_in_ns = c.max_late_in.load(Ordering::Relaxed);
+        p.kept_up = p.late_events == 0 && p.late_frames_in == 0;
+    }
+
+    /// Partition 0's side, for [`crate::rt::run_realtime`].
+    pub fn first(&self) -> First<'_> {
+        First(self)
+    }
+
+    /// Partition 0's figures (its events and lateness from the
+    /// scheduler's report).
+    pub fn first_report(
+        &self,
+        nodes: usize,
+        events: u64,
+        lateness: Lateness,
+        late: u64,
+        cpu: f64,
+    ) -> PartitionRt {
+        let mut p = PartitionRt {
+            nodes,
+            events,
+            late_events: late,
+            event_lateness: lateness,
+            cpu_share: cpu,
+            ..PartitionRt::default()
+        };
+        self.fill(0, &mut p);
+        p
+    }
+}
+
+/// See [`Exchange::abandon_on_drop`].
+pub struct Abandon<'a>(&'a Exchange, bool);
+
+impl Abandon<'_> {
+    /// The run ended as it should: nothing to do.
+    pub fn disarm(mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.abandon();
+        }
+    }
+}
+
+/// Partition 0 of a real-time run, as [`crate::rt`] sees the others.
+pub struct First<'a>(&'a Exchange);
+
+impl Partners for First<'_> {
+    fn wait_ready(&self) {
+        let x = self.0;
+        while x.ready.load(Ordering::Acquire) + 1 < x.inbox.len()
+            && !x.abandoned.load(Ordering::Acquire)
+        {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    fn started(&self, clock: RtClock) {
+        let _ = self.0.clock.set(clock);
+    }
+    fn bell(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.bell[0].fd()
+    }
+    fn exchange(&self, net: &mut Network, queue: &mut EventQueue<Event>) {
+        self.0.send(0, net);
+        self.0.take(0, net, queue);
+    }
+    fn prepare_sleep(&self) -> bool {
+        self.0.bell[0].prepare_sleep();
+        self.0.mail[0].load(Ordering::Acquire)
+    }
+    fn woke(&self) {
+        self.0.bell[0].woke();
+    }
+    fn finish(&self, net: &mut Network, queue: &mut EventQueue<Event>, at: SimTime) {
+        // Partition 0 may never have started the clock (a failure before):
+        // the others must not wait for it.
+        let _ = self.0.clock.set(RtClock::with_now_at(at));
+        self.0.end.store(at.as_nanos(), Ordering::Release);
+        for b in &self.0.bell[1..] {
+            b.ring();
+        }
+        self.0.close(0, net, queue);
+    }
+}
+
+/// What a helper partition's thread needs besides its simulation.
+pub struct HelperOptions {
+    /// An event later than this (ns) means the partition fell behind.
+    pub late_threshold_ns: u64,
+    /// Spin this long before a deadline instead of sleeping (ns).
+    pub spin_ns: u64,
+    /// The SCHED_FIFO priority of the thread, if any.
+    pub priority: Option<i32>,
+    /// Heap to make resident before the clock starts (bytes).
+    pub heap_reserve: usize,
+    /// The run's end at the latest (partition 0 may end it sooner).
+    pub until: SimTime,
+}
+
+/// A helper partition at its end.
+pub struct HelperEnd {
+    /// Its simulation, run where it owns.
+    pub sim: Simulation,
+    /// What it did.
+    pub report: PartitionRt,
+}
+
+/// Makes `sim` partition `me` of a run cut by `cut`: it keeps the events
+/// it runs and sends what crosses the cut to the others.
+pub fn make_partition(sim: &mut Simulation, cut: &Cut, me: u32) {
+    sim.net.make_partition(&cut.part_of, me, cut.parts);
+    let net: &Network = &sim.net;
+    sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
+}
+
+/// Runs partition `me` (not 0) of a real-time run: each event at its
+/// moment on partition 0's clock, until partition 0 sets the end.
+pub fn run_helper(
+    mut sim: Simulation,
+    cut: &Cut,
+    me: usize,
+    x: &Exchange,
+    opts: &HelperOptions,
+) -> HelperEnd {
+    make_partition(&mut sim, cut, me as u32);
+    let guard = x.abandon_on_drop();
+    let old_policy = crate::sys::current_policy();
+    let fifo = opts
+        .priority
+        .filter(|&p| crate::sys::set_fifo_priority(p).is_ok());
+    crate::memory::reserve(opts.heap_reserve);
+    x.ready.fetch_add(1, Ordering::AcqRel);
+    let mut lateness = histogram();
+    let mut late_events = 0u64;
+    let mut duty = Duty::new(fifo);
+    // Partition 0 starts the clock once its scheduler is ready.
+    let clock = loop {
+        if let Some(c) = x.clock.get() {
+            break *c;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    };
+    let (cpu0, events0) = (crate::rt::thread_cpu_ns(), sim.queue.events_processed());
+    let wall0 = clock::mono_ns();
+    let fds = [crate::sys::pollfd_in(x.bell[me].fd())];
+    let net = &mut sim.net;
+    let queue = &mut sim.queue;
+    let run_to = |limit: SimTime,
+                  net: &mut Network,
+                  queue: &mut EventQueue<Event>,
+                  lateness: &mut Histogram<u64>,
+                  late_events: &mut u64| {
+        while let Some(t) = queue.peek_time() {
+            if t > limit {
+                break;
+            }
+            let (t, ev) = queue.pop().expect("peeked");
+            if let Some(next) = queue.peek_event() {
+                net.prefetch(next);
+            }
+            let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
+            lateness.saturating_record(late.max(1));
+            if late > opts.late_threshold_ns {
+                *late_events += 1;
+            }
+            net.handle(t, ev, queue);
+        }
+    };
+    let mut wake = Wakeups::new(opts.spin_ns);
+    let end = loop {
+        if duty.check() {
+            wake.budget(duty.share);
+        }
+        if let Some(end) = x.end() {
+            break end;
+        }
+        x.take(me, net, queue);
+        run_to(
+            clock.now().min(opts.until),
+            net,
+            queue,
+            &mut lateness,
+            &mut late_events,
+        );
+        x.send(me, net);
+        let deadline = queue.peek_time().unwrap_or(SimTime::MAX);
+        let mono = clock::mono_ns();
+        let remaining = clock.mono_of(deadline).saturating_sub(mono);
+        let spin_ns = wake.spin_ns();
+        if remaining > spin_ns {
+            x.bell[me].prepare_sleep();
+            if !x.mail[me].load(Ordering::Acquire) && x.end().is_none() {
+                let mut f = fds;
+                let sleep = (remaining - spin_ns).min(100_000_000);
+                let target = mono + sleep;
+                if let Ok(0) = crate::sys::ppoll_raw(&mut f, Duration::from_nanos(sleep)) {
+                    // Woken by the clock: how late, to size the spin window.
+                    wake.record(clock::mono_ns().saturating_sub(target));
+                }
+            }
+            x.bell[me].woke();
+        } else {
+            std::hint::spin_loop();
+        }
+    };
+    // Frames sent before the end must be on the wires before the last
+    // events run.
+    x.take(me, net, queue);
+    run_to(end, net, queue, &mut lateness, &mut late_events);
+    if queue.now() < end {
+        queue.advance_to(end);
+    }
+    x.close(me, net, queue);
+    guard.disarm();
+    let wall = clock::mono_ns().saturating_sub(wall0).max(1);
+    if fifo.is_some() {
+        crate::sys::restore_policy(old_policy);
+    }
+    let mut report = PartitionRt {
+        nodes: cut.part_of.iter().filter(|&&p| p as usize == me).count(),
+        events: queue.events_processed() - events0,
+        late_events,
+        event_lateness: Lateness::of(&lateness),
+        cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
+        ..PartitionRt::default()
+    };
+    x.fill(me, &mut report);
+    HelperEnd { sim, report }
+}
