@@ -138,6 +138,105 @@ fn ping_and_tcp_between_two_real_hosts_through_two_simulated_routers() {
     );
 }
 
+/// Real hosts on one partition, a simulated router on another: ping
+/// crosses the cut twice each way, both partitions keep to the wall clock,
+/// and the report gives each one's figures.
+#[test]
+fn real_hosts_ping_across_a_router_in_another_partition() {
+    let _serial = serial();
+    if !have_root() || !have(&["ping"]) {
+        return;
+    }
+    let s = Scratch::new("rt-partitions");
+    let topo = s.write(
+        "t.toml",
+        &format!(
+            r#"[run]
+duration = "15s"
+
+[[node]]
+name = "h1"
+kind = "namespace"
+partition = 0
+{ping}
+[[node]]
+name = "r1"
+kind = "router"
+partition = 0
+
+[[node]]
+name = "r2"
+kind = "router"
+partition = 1
+
+[[node]]
+name = "r3"
+kind = "router"
+partition = 0
+
+[[node]]
+name = "h2"
+kind = "namespace"
+partition = 0
+
+[[link]]
+endpoints = ["h1", "r1"]
+addresses = ["198.18.1.2/24", "198.18.1.1/24"]
+
+[[link]]
+endpoints = ["r1", "r2"]
+delay = "5ms"
+addresses = ["198.18.3.1/24", "198.18.3.2/24"]
+
+[[link]]
+endpoints = ["r2", "r3"]
+delay = "5ms"
+addresses = ["198.18.4.1/24", "198.18.4.2/24"]
+
+[[link]]
+endpoints = ["r3", "h2"]
+addresses = ["198.18.2.1/24", "198.18.2.2/24"]
+"#,
+            ping = cmd("ping -c 5 -i 0.2 198.18.2.2", "200ms", true)
+        ),
+    );
+    let json = s.path("out.json");
+    let logs = s.path("logs");
+    let (run, id, st) = LiveRun::start(&[
+        "run",
+        &topo,
+        "--partitions",
+        "2",
+        "--json",
+        &json,
+        "--log-dir",
+        &logs,
+    ])
+    .finish(Duration::from_secs(40));
+    assert_nothing_left(&id);
+    assert_eq!(st.code(), Some(0), "{}", run.output());
+    let r = load_json(&json);
+    check_realtime_results(&r, &id);
+    let log = read_log(&r, "h1", 0);
+    assert_eq!(ping_summary(&log), Some((5, 5)), "{log}");
+    for (seq, rtt) in ping_replies(&log) {
+        assert!(
+            (19.9..60.0).contains(&rtt),
+            "icmp_seq={seq}: RTT {rtt} ms, expected about 20 ms\n{log}"
+        );
+    }
+    let parts = &r["realtime"]["partitions"];
+    assert_eq!(parts["count"], 2, "{parts}");
+    assert_eq!(u(&parts["lookahead_ns"]), 5_000_000);
+    let per = parts["per_partition"].as_array().unwrap();
+    assert_eq!(u(&per[0]["nodes"]), 4);
+    assert_eq!(u(&per[1]["nodes"]), 1);
+    // r2 forwarded every echo and reply (ARP and neighbours' frames too).
+    assert!(u(&per[1]["frames_in"]) >= 10, "{parts}");
+    assert!(u(&per[1]["frames_out"]) >= 10, "{parts}");
+    assert!(u(&node(&r, "r2")["stats"]["forwarded"]) >= 10);
+}
+
 // ---------------------------------------------------------------------------
 // 2. traceroute sees each simulated router
 // ---------------------------------------------------------------------------

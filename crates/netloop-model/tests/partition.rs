@@ -382,6 +382,49 @@ fn real_hosts_and_bad_assignments_are_refused() {
     assert_eq!(Cut::auto(&s, 0).unwrap_err(), CutError::NoPartitions);
 }
 
+/// In real time every real host is in one partition, numbered 0, whatever
+/// the automatic cut would do; a given cut that splits them is refused by
+/// name, and simulated nodes go where the cut puts them.
+#[test]
+fn a_real_time_cut_keeps_the_real_hosts_together_in_partition_0() {
+    // x1 — r1 — (10 ms) — r2 — x2, plus simulated hosts on r2's side that
+    // make it the heavier half.
+    let mut nodes = vec![attached("x1"), router("r1"), router("r2"), attached("x2")];
+    let mut links = vec![
+        link("x1", "r1", dir(None, ms(1))),
+        link("r1", "r2", dir(None, ms(10))),
+        link("r2", "x2", dir(None, ms(1))),
+    ];
+    for i in 0..6 {
+        let h = format!("h{i}");
+        nodes.push(host(&h));
+        links.push(link(&h, "r2", dir(None, ms(1))));
+    }
+    let s = spec(SimDuration::from_secs(1), 1, nodes, links, vec![]);
+    // Without real hosts in the way, the auto cut would cut the 10 ms link
+    // and split x1 from x2; here they are bound together.
+    let cut = Cut::for_realtime(&s, None, 2).unwrap();
+    assert_eq!(cut.part_of[0], 0, "{:?}", cut.part_of);
+    assert_eq!(cut.part_of[3], 0, "{:?}", cut.part_of);
+    assert!(
+        cut.part_of.contains(&1),
+        "two partitions used: {:?}",
+        cut.part_of
+    );
+    // A given cut with both real hosts in partition 1: renumbered.
+    let given: Vec<u32> = vec![1, 1, 1, 1, 0, 0, 0, 0, 0, 0];
+    let cut = Cut::for_realtime(&s, Some(&given), 2).unwrap();
+    assert_eq!(cut.part_of, vec![0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
+    // Split: refused, naming both.
+    let split: Vec<u32> = vec![0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+    let err = Cut::for_realtime(&s, Some(&split), 2).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("real hosts 'x1' (partition 0) and 'x2' (partition 1)"),
+        "{err}"
+    );
+}
+
 /// What ranks send each other at the end (each its share of what the
 /// results are read from) survives serialisation: a share sent as JSON
 /// gives the results it was read for.
