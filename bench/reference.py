@@ -68,14 +68,14 @@ PROFILES = {
     "quick": {"repeats": 1, "opcua_s": 4, "tcp_s": 4, "udp_s": 3, "probes": 300, "pings": 100,
               "table_probes": 60, "mixed_s": 8,
               "udp_rates": [125, 1000, 10_000, 30_000, 60_000, 100_000, 200_000],
-              "mixed_pairs": [0, 150, 1000, 3000],
+              "mixed_pairs": [0, 150, 1000, 3000], "mixed_partitions": [2],
               "speed_flows": "1,100,10000", "speed_duration": 2,
               "part_flows": "1000", "part_duration": 1, "part_counts": "2"},
     "full": {"repeats": 3, "opcua_s": 8, "tcp_s": 6, "udp_s": 4, "probes": 1000, "pings": 300,
              "table_probes": 150, "mixed_s": 10,
              "udp_rates": [125, 1000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000,
                            100_000, 150_000, 200_000],
-             "mixed_pairs": [0, 50, 150, 300, 600, 1000, 1500, 2000, 3000],
+             "mixed_pairs": [0, 50, 150, 300, 600, 1000, 1500, 2000, 3000], "mixed_partitions": [2],
              "speed_flows": "1,10,100,1000,10000", "speed_duration": 10,
              "part_flows": "1000,10000", "part_duration": 2, "part_counts": "2,4"},
 }
@@ -424,6 +424,10 @@ def run_on(system, path, servers, clients, client_timeout=300):
                 f.write(toml)
             res = os.path.join(d, "results.json")
             extra = ["--steer"] if system == "netloop-steer" else []
+            if system.startswith("netloop-p"):
+                # Real time cut into partitions, one thread each (the live
+                # path's real hosts in the first).
+                extra = ["--partitions", system[len("netloop-p"):]]
             errf = tempfile.TemporaryFile("w+")
             run = spawn([NETLOOP, "run", tp, "--log-dir", os.path.join(d, "logs"), "--json", res, "-q", *extra],
                         stdout=subprocess.DEVNULL, stderr=errf, text=True)
@@ -650,7 +654,10 @@ def exp_table(p, reps):
 
 def exp_mixed(p, reps):
     rows = []
-    for system in ("netloop", "ns-3"):
+    # netloop on one partition, then cut into each count of
+    # `mixed_partitions` (real time on that many threads), then ns-3.
+    parted = [f"netloop-p{k}" for k in p.get("mixed_partitions", []) if k > 1]
+    for system in ("netloop", *parted, "ns-3"):
         base = None
         gave_out = None
         for n in p["mixed_pairs"]:
