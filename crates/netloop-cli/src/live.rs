@@ -232,11 +232,49 @@ pub fn print_report(r: &LiveReport) {
              lateness grows when the programs it serves keep the cores busy"
         );
     }
+    // Cut into partitions: each one's figures; the verdict is all of them.
+    let mut max_late = rt.event_lateness.max_ns;
+    let mut late_in = 0;
+    if let Some(p) = &r.partitions {
+        let mut t = table();
+        t.set_header(vec![
+            "partition",
+            "nodes",
+            "events",
+            "late",
+            "lateness p50",
+            "p99",
+            "max",
+            "frames out",
+            "frames in",
+            "late in",
+            "CPU",
+        ]);
+        for (k, q) in p.per_partition.iter().enumerate() {
+            let l = &q.event_lateness;
+            t.add_row(vec![
+                Cell::new(k),
+                right(format::count(q.nodes as u64)),
+                right(format::count(q.events)),
+                right(format::count(q.late_events)),
+                right(format::ns(l.p50_ns as f64)),
+                right(format::ns(l.p99_ns as f64)),
+                right(format::ns(l.max_ns as f64)),
+                right(format::count(q.frames_out)),
+                right(format::count(q.frames_in)),
+                right(format::count(q.late_frames_in)),
+                right(format!("{:.0} %", q.cpu_share * 100.0)),
+            ]);
+            max_late = max_late.max(l.max_ns);
+            late_in += q.late_frames_in;
+        }
+        println!("{t}");
+    }
     if rt.kept_up {
         println!(
             "kept up with real time: every event ran within {} of its time (max {})",
             format::ns(rt.late_threshold_ns as f64),
-            format::ns(rt.event_lateness.max_ns as f64)
+            format::ns(max_late as f64)
         );
     } else {
         let span = match (rt.first_late_s, rt.last_late_s) {
@@ -252,10 +290,17 @@ pub fn print_report(r: &LiveReport) {
              the max above; rates averaged over seconds barely change. The cause is the real-time \
              scheduling (see 'Limits today' in docs/realtime.md), not the model.\n",
             format::count(rt.late_events),
-            format::count(rt.event_lateness.count),
+            format::count(rt.events),
             format::ns(rt.late_threshold_ns as f64),
-            format::ns(rt.event_lateness.max_ns as f64)
+            format::ns(max_late as f64)
         );
+        if late_in > 0 {
+            eprintln!(
+                "{} frames reached their partition after their time (their sender was that late); \
+                 they entered then.\n",
+                format::count(late_in)
+            );
+        }
         if let Some(steal) = rt.steal_ns.filter(|&s| s > 0) {
             eprintln!(
                 "During the run the hypervisor took {} of CPU time from this machine's CPUs \

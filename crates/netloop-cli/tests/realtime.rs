@@ -235,6 +235,13 @@ addresses = ["198.18.2.1/24", "198.18.2.2/24"]
     assert!(u(&per[1]["frames_in"]) >= 10, "{parts}");
     assert!(u(&per[1]["frames_out"]) >= 10, "{parts}");
     assert!(u(&node(&r, "r2")["stats"]["forwarded"]) >= 10);
+    // The run ended when ping exited: every partition stands at that
+    // moment, none ran past it.
+    let end = r["realtime"]["sim_seconds"].as_f64().unwrap();
+    for (k, p) in per.iter().enumerate() {
+        assert_eq!(p["end_s"].as_f64(), Some(end), "partition {k}: {parts}");
+    }
+    assert_eq!(r["realtime"]["end"], "control");
 }
 
 // ---------------------------------------------------------------------------

@@ -329,6 +329,13 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let real = sim.real.clone();
     precheck(&real)?;
     let cut = opts.cut.filter(|c| c.parts > 1);
+    if let Some(r) = cut.and_then(|c| real.iter().find(|r| c.part_of[r.node] != 0)) {
+        return Err(Error::msg(format!(
+            "real host '{}' is not in partition 0: a real-time run's cut keeps every real host \
+             there (Cut::for_realtime)",
+            r.name
+        )));
+    }
     if cut.is_some() && opts.remote.is_some() {
         return Err(Error::msg(
             "a run driven from Python runs as one partition (a snapshot would see only one)",
@@ -569,11 +576,18 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         let helper_opts = crate::rtpart::HelperOptions {
             late_threshold_ns: opts.late_threshold_ns,
             spin_ns: opts.spin_ns,
-            priority: opts.priority,
+            // As the I/O thread, one below partition 0's event thread: a
+            // busy helper must not keep the real hosts' frames waiting.
+            priority: opts.priority.map(|p| (p - 1).max(1)),
             heap_reserve: reserve,
             until,
+            stop: opts.stop,
         };
         std::thread::scope(|scope| {
+            // The others wait for the clock and then for the end: whatever
+            // happens here (a thread that does not start, an error, a
+            // panic), they are told it came.
+            let guard = exchange.as_ref().map(|x| x.abandon_on_drop());
             let mut threads = Vec::new();
             if let (Some(c), Some(x)) = (cut, exchange.as_ref()) {
                 for (k, h) in helpers.drain(..).enumerate() {
@@ -588,9 +602,6 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                     );
                 }
             }
-            // The others wait for the clock and then for the end: whatever
-            // happens here (an error, a panic), they are told it came.
-            let guard = exchange.as_ref().map(|x| x.abandon_on_drop());
             let r = rt::run_realtime(
                 &mut sim.net,
                 &mut sim.queue,
@@ -691,6 +702,7 @@ fn partitions_report(
         report.event_lateness,
         report.late_events,
         report.event_cpu_share,
+        sim.queue.now(),
     );
     let mut per_partition = vec![first];
     let mut shares = Vec::new();
@@ -707,8 +719,11 @@ fn partitions_report(
         events += e.report.events - e.sim.net.link_events();
         per_partition.push(e.report);
     }
+    // The run's figures are every partition's (its lateness percentiles
+    // stay partition 0's: each partition's are in `per_partition`).
     report.kept_up = per_partition.iter().all(|p| p.kept_up);
     report.late_events = per_partition.iter().map(|p| p.late_events).sum();
+    report.events = events;
     let spec = sim.net.spec();
     RtPartitions {
         count: cut.parts,

@@ -191,6 +191,12 @@ pub struct RtOptions<'a> {
 /// The other partitions of a real-time run, as the scheduler of partition
 /// 0 sees them (implemented in [`crate::rtpart`]).
 pub trait Partners: Sync {
+    /// The run is about to end: called before the clock is read for the
+    /// last time, so that no other partition runs past that moment.
+    fn stopping(&self);
+    /// Whether another partition gave up (an error, a panic): the run
+    /// must end.
+    fn abandoned(&self) -> bool;
     /// Waits until the others are ready to start (their heap reserved):
     /// the clock starts after that, so their first events are on time.
     fn wait_ready(&self);
@@ -1025,6 +1031,11 @@ fn event_loop(
         if opts.stop.load(Ordering::Relaxed) {
             break EndReason::Interrupted;
         }
+        if partners.is_some_and(|p| p.abandoned()) {
+            // Another partition failed; its panic or error ends the run
+            // once the threads are joined.
+            break EndReason::Control;
+        }
         let now = clock.now();
         if now >= next_control {
             side.tally.demotions = duty.demotions;
@@ -1187,7 +1198,11 @@ fn event_loop(
     };
 
     // Simulated time has reached now (or the end): run what is due and
-    // advance the clock so results cover the whole run.
+    // advance the clock so results cover the whole run. The other
+    // partitions stop first, so that none runs past `last`.
+    if let Some(p) = partners {
+        p.stopping();
+    }
     let last = clock.now().min(opts.until);
     if let Some(p) = partners {
         p.exchange(net, queue);
@@ -1196,7 +1211,9 @@ fn event_loop(
         queue.advance_to(last);
     }
     if let Some(p) = partners {
-        p.finish(net, queue, queue.now());
+        // At `last` even if a stop cut this partition short of it: the
+        // others may have run to it.
+        p.finish(net, queue, last);
     }
     side.tally.demotions = duty.demotions;
     end

@@ -72,6 +72,9 @@ pub struct PartitionRt {
     pub max_late_in_ns: u64,
     /// Its thread's share of the wall time.
     pub cpu_share: f64,
+    /// The simulated time it stood at when the run ended (seconds): the
+    /// same for every partition, unless a stop cut one short of it.
+    pub end_s: f64,
 }
 
 /// Per partition, what the exchange counts.
@@ -92,6 +95,9 @@ pub struct Exchange {
     counters: Vec<Counters>,
     /// The clock, once partition 0 has started it.
     clock: OnceLock<RtClock>,
+    /// Set by partition 0 before it reads the clock for the last time:
+    /// from then on the others run no event (see [`Exchange::may_run_to`]).
+    stopping: AtomicBool,
     /// The simulated time (ns) at which the run ends, once known.
     end: AtomicU64,
     /// Helper partitions ready to start (their heap reserved).
@@ -116,6 +122,7 @@ impl Exchange {
                 .collect::<std::io::Result<_>>()?,
             counters: (0..parts).map(|_| Counters::default()).collect(),
             clock: OnceLock::new(),
+            stopping: AtomicBool::new(false),
             end: AtomicU64::new(RUNNING),
             ready: AtomicUsize::new(0),
             stopped: AtomicUsize::new(0),
@@ -152,7 +159,11 @@ impl Exchange {
         c.r#in.fetch_add(frames.len() as u64, Ordering::Relaxed);
         let now = queue.now();
         for mut f in frames {
-            if f.at < now {
+            // Late: the partition has already reached its time, and may
+            // have run events at or after it that the frame would have
+            // come before (at the same moment, the order of a single run
+            // cannot be told any more).
+            if f.at <= now && queue.events_processed() > 0 {
                 c.late_in.fetch_add(1, Ordering::Relaxed);
                 c.max_late_in
                     .fetch_max((now - f.at).as_nanos(), Ordering::Relaxed);
@@ -160,6 +171,17 @@ impl Exchange {
             }
             net.receive(queue, f);
         }
+    }
+
+    /// The moment a helper may run its events to: the clock's now, read
+    /// before it looks at `stopping` (with a fence between, as partition 0
+    /// sets `stopping` and then reads the clock for the end: either the
+    /// helper sees the flag, or its reading is not after the end), or
+    /// `None` once the run is stopping.
+    fn may_run_to(&self, clock: RtClock) -> Option<SimTime> {
+        let now = clock.now();
+        std::sync::atomic::fence(Ordering::SeqCst);
+        (!self.stopping.load(Ordering::Relaxed)).then_some(now)
     }
 
     /// The end time, once partition 0 has set it.
@@ -187,6 +209,7 @@ impl Exchange {
     /// nobody waits for anybody.
     fn abandon(&self) {
         self.abandoned.store(true, Ordering::Release);
+        self.stopping.store(true, Ordering::SeqCst);
         let _ = self.clock.set(RtClock::with_now_at(SimTime::ZERO));
         let _ = self
             .end
@@ -227,8 +250,10 @@ impl Exchange {
         lateness: Lateness,
         late: u64,
         cpu: f64,
+        end: SimTime,
     ) -> PartitionRt {
         let mut p = PartitionRt {
+            end_s: end.as_secs_f64(),
             nodes,
             events,
             late_events: late,
@@ -263,6 +288,13 @@ impl Drop for Abandon<'_> {
 pub struct First<'a>(&'a Exchange);
 
 impl Partners for First<'_> {
+    fn stopping(&self) {
+        self.0.stopping.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+    fn abandoned(&self) -> bool {
+        self.0.abandoned.load(Ordering::Acquire)
+    }
     fn wait_ready(&self) {
         let x = self.0;
         while x.ready.load(Ordering::Acquire) + 1 < x.inbox.len()
@@ -289,9 +321,7 @@ impl Partners for First<'_> {
         self.0.bell[0].woke();
     }
     fn finish(&self, net: &mut Network, queue: &mut EventQueue<Event>, at: SimTime) {
-        // Partition 0 may never have started the clock (a failure before):
-        // the others must not wait for it.
-        let _ = self.0.clock.set(RtClock::with_now_at(at));
+        self.0.stopping.store(true, Ordering::SeqCst);
         self.0.end.store(at.as_nanos(), Ordering::Release);
         for b in &self.0.bell[1..] {
             b.ring();
@@ -301,7 +331,7 @@ impl Partners for First<'_> {
 }
 
 /// What a helper partition's thread needs besides its simulation.
-pub struct HelperOptions {
+pub struct HelperOptions<'a> {
     /// An event later than this (ns) means the partition fell behind.
     pub late_threshold_ns: u64,
     /// Spin this long before a deadline instead of sleeping (ns).
@@ -312,6 +342,9 @@ pub struct HelperOptions {
     pub heap_reserve: usize,
     /// The run's end at the latest (partition 0 may end it sooner).
     pub until: SimTime,
+    /// Set (e.g. by a signal handler) to end the run early: a helper far
+    /// behind then stops running its backlog.
+    pub stop: &'a AtomicBool,
 }
 
 /// A helper partition at its end.
@@ -337,10 +370,11 @@ pub fn run_helper(
     cut: &Cut,
     me: usize,
     x: &Exchange,
-    opts: &HelperOptions,
+    opts: &HelperOptions<'_>,
 ) -> HelperEnd {
-    make_partition(&mut sim, cut, me as u32);
+    // First: whatever fails from here lets the others go.
     let guard = x.abandon_on_drop();
+    make_partition(&mut sim, cut, me as u32);
     let old_policy = crate::sys::current_policy();
     let fifo = opts
         .priority
@@ -367,9 +401,15 @@ pub fn run_helper(
                   queue: &mut EventQueue<Event>,
                   lateness: &mut Histogram<u64>,
                   late_events: &mut u64| {
+        let mut ran = 0u32;
         while let Some(t) = queue.peek_time() {
             if t > limit {
                 break;
+            }
+            // A backlog must not keep a Ctrl-C waiting (as in `rt`).
+            ran = ran.wrapping_add(1);
+            if ran.is_multiple_of(4096) && opts.stop.load(Ordering::Relaxed) {
+                return false;
             }
             let (t, ev) = queue.pop().expect("peeked");
             if let Some(next) = queue.peek_event() {
@@ -382,6 +422,7 @@ pub fn run_helper(
             }
             net.handle(t, ev, queue);
         }
+        true
     };
     let mut wake = Wakeups::new(opts.spin_ns);
     let end = loop {
@@ -392,13 +433,15 @@ pub fn run_helper(
             break end;
         }
         x.take(me, net, queue);
-        run_to(
-            clock.now().min(opts.until),
-            net,
-            queue,
-            &mut lateness,
-            &mut late_events,
-        );
+        if let Some(now) = x.may_run_to(clock) {
+            let _ = run_to(
+                now.min(opts.until),
+                net,
+                queue,
+                &mut lateness,
+                &mut late_events,
+            );
+        }
         x.send(me, net);
         let deadline = queue.peek_time().unwrap_or(SimTime::MAX);
         let mono = clock::mono_ns();
@@ -423,8 +466,9 @@ pub fn run_helper(
     // Frames sent before the end must be on the wires before the last
     // events run.
     x.take(me, net, queue);
-    run_to(end, net, queue, &mut lateness, &mut late_events);
-    if queue.now() < end {
+    // Cut short by a stop, it stays at its last event (events due before
+    // the end are still queued: the clock must not pass them).
+    if run_to(end, net, queue, &mut lateness, &mut late_events) && queue.now() < end {
         queue.advance_to(end);
     }
     x.close(me, net, queue);
@@ -439,6 +483,7 @@ pub fn run_helper(
         late_events,
         event_lateness: Lateness::of(&lateness),
         cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
+        end_s: queue.now().as_secs_f64(),
         ..PartitionRt::default()
     };
     x.fill(me, &mut report);

@@ -347,7 +347,6 @@ impl Cut {
     }
 }
 
-/// Partitions run simulations only: a real host needs the wall clock.
 /// Whether node `v` is a real host (a namespace or an attached interface).
 fn is_real(spec: &NetworkSpec, v: usize) -> bool {
     matches!(
@@ -356,6 +355,8 @@ fn is_real(spec: &NetworkSpec, v: usize) -> bool {
     )
 }
 
+/// Partitions as fast as possible (threads, ranks) run simulations only:
+/// a real host needs the wall clock ([`Cut::for_realtime`]).
 fn check_simulated(spec: &NetworkSpec) -> Result<(), CutError> {
     match spec
         .nodes
