@@ -518,7 +518,7 @@ def slim(rep):
                                         "last_late_s", "boundary_lost", "rx_frames", "tx_frames",
                                         "cpu_share", "event_cpu_share", "io_cpu_share", "event_lateness",
                                         "input_latency", "output_latency", "demotions", "io_demotions",
-                                        "model_dropped", "event_page_faults", "steal_ns")}
+                                        "model_dropped", "event_page_faults", "steal_ns", "partitions")}
     return rep
 
 

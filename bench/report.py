@@ -105,6 +105,20 @@ def behind(runs, key):
     return DAGGER if any(fell_behind(r) for r in runs if r.get(key) is not None) else ""
 
 
+def worst_partition(run):
+    """A repeat of a run cut into partitions, its timer lateness the worst
+    partition's (p50, p99 and max each the largest of any partition); a
+    run without per-partition figures as it is."""
+    rep = run.get("report") or {}
+    per = (rep.get("partitions") or {}).get("per_partition") or []
+    if not per:
+        return run
+    lat = [p.get("event_lateness") or {} for p in per]
+    worst = {k: max((x[k] for x in lat if x.get(k) is not None), default=None)
+             for k in ("p50_ns", "p99_ns", "max_ns")}
+    return {**run, "report": {**rep, "event_lateness": {**(rep.get("event_lateness") or {}), **worst}}}
+
+
 def kept_up_every(runs):
     """Whether netloop kept up in every repeat of a point: a repeat that
     failed, was not run or has no verdict counts as not kept up."""
@@ -696,12 +710,13 @@ class Report:
             base = rates.get((s, 0), (None,))[0]
             self.p(f"{SYSTEMS.get(s, s)} (`netloop run --partitions {s[len('netloop-p'):]}`: each partition "
                    "a thread kept to the wall clock, the live path's real hosts in the first; the same simulated "
-                   "pairs, cut among them):\n")
+                   "pairs, cut among them; timer lateness is the worst partition's p50, p99 and max):\n")
             self.p("| pairs | live rate | share | " + " | ".join(RT_HEAD) + " |")
             self.p("|---:|---:|---:|" + RT_RULE)
             helds[s] = []
             for n in sorted({r["pairs"] for r in e["rows"] if r["system"] == s}):
                 b, runs = rates.get((s, n), (None, []))
+                runs = [worst_partition(x) for x in runs]
                 kept = ratio(b, base)
                 cells = [f"{n}", why(runs) if b is None and runs else fmt_rate(b) + self.behind(runs, "bps"),
                          f"{kept * 100:.0f} %" if kept else ""]

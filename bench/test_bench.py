@@ -324,6 +324,13 @@ class KeptUpCapacity(unittest.TestCase):
         self.assertIn("`netloop run --partitions 2`", text)
         self.assertEqual(t["Mixed: the live flow ≥ 95 % and kept up with ≥ 2 000 simulated pairs (netloop)"],
                          ("kept-up capacity ≥ 2,000 pairs (netloop, 2 partitions)", "**met**"))
+        # Timer lateness of a partitioned run is its worst partition's.
+        run = rows[-1]["runs"][0]
+        run["report"]["partitions"] = {"per_partition": [
+            {"event_lateness": {"p50_ns": 1000, "p99_ns": 5000, "max_ns": 90000}},
+            {"event_lateness": {"p50_ns": 3000, "p99_ns": 70000, "max_ns": 20000}}]}
+        _, text = mixed(rows)
+        self.assertEqual(table_row(text, "| 2000 |")[4], "3.0 µs / 70.0 µs / 90.0 µs")
         # The partitioned rows fell behind: the one partition's figure stands.
         rows = [mixed_point(0, 1.9e6, [True]), mixed_point(150, 1.9e6, [True])]
         rows += [mixed_point(n, 1.9e6, [False], "netloop-p2") for n in (0, 150)]
