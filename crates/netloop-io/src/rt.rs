@@ -942,9 +942,20 @@ pub fn run_realtime(
             .spawn_scoped(s, move || {
                 rtio::io_thread(io_ports, rx_prod, tx_cons, shared_ref, clock, io_opts_ref)
             })?;
+        // The I/O thread runs until told to stop: told here, and by this
+        // guard if the loop or the control hook panics, or the scope would
+        // wait for that thread for ever (and a partitioned run's other
+        // threads with it).
+        struct StopIo<'s>(&'s Shared);
+        impl Drop for StopIo<'_> {
+            fn drop(&mut self) {
+                self.0.stop.store(true, Ordering::Release);
+                self.0.to_io.ring();
+            }
+        }
+        let stop_io = StopIo(shared_ref);
         let end = event_loop(net, queue, &mut rx, &mut side, control);
-        shared.stop.store(true, Ordering::Release);
-        shared.to_io.ring();
+        drop(stop_io);
         if let Err(panic) = io.join() {
             std::panic::resume_unwind(panic);
         }

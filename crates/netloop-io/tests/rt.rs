@@ -475,6 +475,41 @@ size = "1000B"
     assert_eq!(c.unaccounted, 0, "{c:?}");
 }
 
+/// A panic in the control hook (or the loop) reaches the caller: the I/O
+/// thread is told to stop as the scheduler unwinds, instead of being
+/// waited for for ever.
+#[test]
+fn a_panic_in_the_control_hook_ends_the_run_instead_of_hanging_it() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let outcome = std::panic::catch_unwind(|| {
+            let (mut sim, mut ports, _a, _b) = pair(SimDuration::from_millis(1));
+            let stop = AtomicBool::new(false);
+            let opts = options(&stop, SimDuration::from_secs(30));
+            let mut calls = 0;
+            let _ = run_realtime(
+                &mut sim.net,
+                &mut sim.queue,
+                &mut ports,
+                Start::WhenReady,
+                &opts,
+                &mut |ctl| {
+                    calls += 1;
+                    if calls == 3 {
+                        panic!("a hook that fails");
+                    }
+                    Step::Continue(ctl.now + SimDuration::from_millis(5))
+                },
+            );
+        });
+        let _ = done_tx.send(outcome.is_err());
+    });
+    let panicked = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("run_realtime hung after its control hook panicked");
+    assert!(panicked, "the panic reaches the caller");
+}
+
 #[test]
 fn simulated_time_starts_once_the_scheduler_is_ready() {
     // Setting up takes time (here a 256 MiB heap reserve: tens of
