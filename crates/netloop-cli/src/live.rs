@@ -112,7 +112,7 @@ pub fn execute_live(
             sim,
             cut,
             &p.shares,
-            p.events,
+            report.realtime.events,
             "realtime",
             Some(wall),
             Some(topology.to_string()),

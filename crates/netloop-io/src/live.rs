@@ -99,9 +99,6 @@ pub struct RtPartitions {
     /// partition 0's (see `netloop_model::partition::merged_results`).
     #[serde(skip)]
     pub shares: Vec<Share>,
-    /// Events of all partitions, each scheduled link change counted once.
-    #[serde(skip)]
-    pub events: u64,
 }
 
 /// A request to a running network.
@@ -719,23 +716,18 @@ fn partitions_report(
         events += e.report.events - e.sim.net.link_events();
         per_partition.push(e.report);
     }
-    // The run's figures are every partition's (its lateness percentiles
-    // stay partition 0's: each partition's are in `per_partition`).
+    // The run's figures are every partition's (events with each scheduled
+    // link change counted once; the lateness percentiles stay partition
+    // 0's: each partition's are in `per_partition`).
     report.kept_up = per_partition.iter().all(|p| p.kept_up);
     report.late_events = per_partition.iter().map(|p| p.late_events).sum();
     report.events = events;
-    let spec = sim.net.spec();
     RtPartitions {
         count: cut.parts,
-        lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
-        cut_links: cut
-            .cut_links
-            .iter()
-            .map(|&l| spec.links[l].name.clone())
-            .collect(),
+        lookahead_ns: cut.lookahead_ns(),
+        cut_links: cut.cut_link_names(sim.net.spec()),
         per_partition,
         shares,
-        events,
     }
 }
 

@@ -163,7 +163,10 @@ impl Exchange {
             // have run events at or after it that the frame would have
             // come before (at the same moment, the order of a single run
             // cannot be told any more).
-            if f.at <= now && queue.events_processed() > 0 {
+            // (A crossing's time is at least a lookahead after it was
+            // sent, so never 0: a partition that has not started is not
+            // counted late.)
+            if f.at <= now {
                 c.late_in.fetch_add(1, Ordering::Relaxed);
                 c.max_late_in
                     .fetch_max((now - f.at).as_nanos(), Ordering::Relaxed);

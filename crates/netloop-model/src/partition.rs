@@ -263,6 +263,19 @@ impl Cut {
         Cut::checked(spec, part_of, parts)
     }
 
+    /// The lookahead in ns, or `None` if no link is cut (for reports).
+    pub fn lookahead_ns(&self) -> Option<u64> {
+        (self.lookahead != SimDuration::MAX).then(|| self.lookahead.as_nanos())
+    }
+
+    /// The names of the links cut, in spec order (for reports).
+    pub fn cut_link_names(&self, spec: &NetworkSpec) -> Vec<String> {
+        self.cut_links
+            .iter()
+            .map(|&l| spec.links[l].name.clone())
+            .collect()
+    }
+
     /// The cut of a real-time run: as [`Cut::given_or_auto`], for a network
     /// that may have real hosts, which must all be in one partition (they
     /// share the I/O thread of the partition that runs with it); that
@@ -470,12 +483,8 @@ impl Partitioned {
         PartitionReport {
             count: cut.parts,
             transport: "threads".into(),
-            lookahead_ns: (cut.lookahead != SimDuration::MAX).then(|| cut.lookahead.as_nanos()),
-            cut_links: cut
-                .cut_links
-                .iter()
-                .map(|&l| spec.links[l].name.clone())
-                .collect(),
+            lookahead_ns: cut.lookahead_ns(),
+            cut_links: cut.cut_link_names(spec),
             rounds: self.rounds,
             per_partition: self.partitions.clone(),
         }
