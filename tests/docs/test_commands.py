@@ -336,6 +336,9 @@ HOW: dict[str, How] = {
     "netloop run examples/dumbbell.toml --duration 6s --pcap bottleneck --pcap h6:eth0 --pcap-dir out": How(
         run_in_scratch("out/bottleneck.pcap", "out/h6-eth0.pcap")
     ),
+    "netloop run examples/given-cut.toml --partitions 2 --pcap all --pcap-dir out": How(
+        run_in_scratch("out/h1-r1.pcap", "out/r1-r2.pcap", "out/r2-h2.pcap")
+    ),
     # docs/partitions.md
     "netloop run examples/dumbbell.toml --duration 6s --partitions 2 --json out/results.json": How(
         run_in_scratch("out/results.json")

@@ -316,7 +316,10 @@ fn speed_rank(
 ) -> anyhow::Result<ExitCode> {
     let spec = scenario.spec(sites, flows, duration, load);
     let sim = Simulation::build(&spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
-    if let Some((mut results, _)) = crate::run::execute_mpi(sim, 0, None, scenario.name())? {
+    let no_pcap: (&[String], &std::path::Path) = (&[], std::path::Path::new("."));
+    if let Some((mut results, _, _)) =
+        crate::run::execute_mpi(sim, 0, None, scenario.name(), no_pcap)?
+    {
         // Built in code, as the other runs of the benchmark: no file.
         results.meta.topology = None;
         write_json_atomic(json, &results)?;

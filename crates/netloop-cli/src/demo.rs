@@ -357,6 +357,7 @@ fn run_one(
         steer,
         false,
         None,
+        Vec::new(),
     )?;
     print_summary(name, &o.results);
     print_report(&o.report);

@@ -52,6 +52,7 @@ pub fn execute_live(
     steer: bool,
     quiet: bool,
     cut: Option<&netloop_model::partition::Cut>,
+    taps: Vec<netloop_model::partition::PartitionTaps>,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
     let duration = sim.net.spec().run.duration;
@@ -103,6 +104,7 @@ pub fn execute_live(
             on_ready: &mut on_ready,
             remote: None,
             cut,
+            taps,
         },
     )
     .map_err(|e| anyhow!("{e}"))?;

@@ -21,11 +21,15 @@ use netloop_model::network::Crossing;
 use netloop_model::partition::{
     run_partition, Cut, Exchange, PartitionEnd, PartitionStats, Partitioned,
 };
-use netloop_model::results::Results;
 use netloop_model::share::Share;
 use netloop_model::Simulation;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+use crate::run::MpiOutcome;
+use netloop_io::pcapparts::{PartFailure, PartedCaptures};
 
 /// One rank's end of the exchange.
 struct MpiExchange<'a> {
@@ -116,6 +120,71 @@ fn fatal(world: &SimpleCommunicator, why: &str) -> ! {
 struct RankEnd {
     share: Share,
     stats: PartitionStats,
+    /// Where each capture's part stopped on this rank, if it did.
+    pcap: Vec<Option<PartFailure>>,
+}
+
+/// The most of a part file sent in one message.
+const CHUNK: usize = 4 << 20;
+
+/// Sends part file `path` to rank 0: its length, then chunks, then an
+/// empty message. A read error ends it early (rank 0 then finds it
+/// short, and says so).
+fn send_part(world: &SimpleCommunicator, path: &Path) {
+    let root = world.process_at_rank(0);
+    let mut file = std::fs::File::open(path);
+    let len = file
+        .as_ref()
+        .ok()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.len());
+    root.send(&len);
+    let mut buf = vec![0u8; CHUNK];
+    if let Ok(f) = &mut file {
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => root.send(&buf[..n]),
+                Err(e) => {
+                    eprintln!(
+                        "error: rank {}: reading pcap part {}: {e}",
+                        world.rank(),
+                        path.display()
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    root.send(&buf[..0]);
+}
+
+/// Receives a part file from rank `from` (see [`send_part`]) into `path`;
+/// an error if it arrived short or could not be written.
+fn receive_part(world: &SimpleCommunicator, from: i32, path: &Path) -> Result<(), String> {
+    let src = world.process_at_rank(from);
+    let (len, _) = src.receive::<u64>();
+    let mut out = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()));
+    let mut got = 0u64;
+    loop {
+        let (chunk, _) = src.receive_vec::<u8>();
+        if chunk.is_empty() {
+            break;
+        }
+        got += chunk.len() as u64;
+        if let Ok(f) = &mut out {
+            if let Err(e) = f.write_all(&chunk) {
+                out = Err(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    out?;
+    if got != len {
+        return Err(format!(
+            "the part of rank {from} arrived short: {got} of {len} bytes"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `sim` as partition (rank) of an MPI job; returns the results and
@@ -123,11 +192,14 @@ struct RankEnd {
 /// `partitions`, if more than 1, must be the number of ranks; `given` is
 /// the topology file's partition of each node, if it gives them.
 pub fn execute(
-    sim: Simulation,
+    mut sim: Simulation,
     partitions: u32,
     given: Option<&[u32]>,
     topology: &str,
-) -> anyhow::Result<Option<(Results, bool)>> {
+    (targets, pcap_dir): (&[String], &Path),
+) -> anyhow::Result<MpiOutcome> {
+    // The same on every rank: a bad target ends them all alike.
+    netloop_io::pcap::resolve(&sim, targets).map_err(|e| anyhow!("{e}"))?;
     let universe =
         mpi::initialize().ok_or_else(|| anyhow!("MPI was initialised twice in this process"))?;
     let world = universe.world();
@@ -152,15 +224,26 @@ pub fn execute(
         send: Vec::with_capacity(4096),
         recv: Vec::with_capacity(4096),
     };
+    // Each rank writes its part of each capture; rank 0 also the files,
+    // into which it merges all parts at the end. From here on every rank
+    // must reach the collective calls: one that returned an error instead
+    // would leave the others waiting, so a failure ends the job.
+    let (captures, mut parted) =
+        PartedCaptures::create(&sim, targets, pcap_dir, size, &[rank], rank == 0)
+            .unwrap_or_else(|e| fatal(&world, &e.to_string()));
+    parted.add_taps(rank, &mut sim);
     let start = Instant::now();
     let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
         (rank == 0).then_some(&mut stop);
     let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress);
-    // From here on every rank must reach the gathers: one that returned an
-    // error instead would leave rank 0 waiting, so a failure ends the job.
+    let my_parts = parted.finish_parts();
     let bytes = serde_json::to_vec(&RankEnd {
         share: mine.share(&cut, rank),
         stats: mine.stats.clone(),
+        pcap: my_parts
+            .iter()
+            .map(|v| v.first().and_then(|(_, _, f)| f.clone()))
+            .collect(),
     })
     .unwrap_or_else(|e| fatal(&world, &format!("its share of the results: {e}")));
     let len = Count::try_from(bytes.len())
@@ -169,6 +252,11 @@ pub fn execute(
     if rank != 0 {
         root.gather_into(&len);
         root.gather_varcount_into(&bytes[..]);
+        for parts in &my_parts {
+            for (_, path, _) in parts {
+                send_part(&world, path);
+            }
+        }
         return Ok(None);
     }
     let mut lens = vec![0 as Count; size as usize];
@@ -182,10 +270,43 @@ pub fn execute(
     }
     let wall = start.elapsed().as_secs_f64();
     let mut shares = Vec::with_capacity(size as usize);
+    // Per capture, each rank's part and where it stopped.
+    let mut parts: Vec<Vec<(PathBuf, Option<PartFailure>)>> = my_parts
+        .into_iter()
+        .map(|v| v.into_iter().map(|(_, path, f)| (path, f)).collect())
+        .collect();
+    let mut ends = Vec::with_capacity(size as usize);
     for (r, (&at, &n)) in displs.iter().zip(&lens).enumerate() {
+        // Unreadable: a bug (our own bytes), and the other ranks are about
+        // to send their parts, which only a job that ends can ignore.
         let end: RankEnd = serde_json::from_slice(&all[at as usize..(at + n) as usize])
-            .map_err(|e| anyhow!("rank {r}'s share of the results is unreadable: {e}"))?;
+            .unwrap_or_else(|e| {
+                fatal(
+                    &world,
+                    &format!("rank {r}'s share of the results is unreadable: {e}"),
+                )
+            });
+        ends.push(end);
+    }
+    let mut short = Vec::new();
+    for (i, parts) in parts.iter_mut().enumerate() {
+        for (r, end) in ends.iter().enumerate().skip(1) {
+            let path = parted.received(i, r as u32);
+            if let Err(e) = receive_part(&world, r as i32, &path) {
+                short.push((i, e));
+            }
+            parts.push((path, end.pcap.get(i).cloned().flatten()));
+        }
+    }
+    for end in ends {
         shares.push((end.share, end.stats));
+    }
+    parted.merge(&parts);
+    for (i, why) in short {
+        captures[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop(end, &why);
     }
     let p = Partitioned::assemble(mine, shares);
     let mut results = p.results(&cut, "afap", Some(wall), Some(topology.to_string()));
@@ -197,5 +318,6 @@ pub fn execute(
     Ok(Some((
         results,
         crate::live::interrupted().load(Ordering::SeqCst),
+        captures,
     )))
 }

@@ -6,12 +6,16 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use netloop_config::Loaded;
 use netloop_core::{SimDuration, SimTime};
+use netloop_io::pcap::Capture;
+use netloop_io::pcapparts::PartedCaptures;
 use netloop_model::network::Node;
+use netloop_model::partition::PartitionTaps;
 use netloop_model::results::Results;
 use netloop_model::Simulation;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::format;
@@ -289,18 +293,27 @@ fn execute_partitioned(
     sim: Simulation,
     cut: &netloop_model::partition::Cut,
     topology: &str,
+    taps: Vec<PartitionTaps>,
 ) -> anyhow::Result<(Results, bool)> {
     let interrupted = crate::live::interrupted();
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let start = Instant::now();
     let flag = interrupted;
-    let p =
-        netloop_model::partition::run_threads(sim, cut, end, move |_| !flag.load(Ordering::SeqCst))
-            .map_err(|e| anyhow!("{e}"))?;
+    let p = netloop_model::partition::run_threads_with_taps(
+        sim,
+        cut,
+        end,
+        move |_| !flag.load(Ordering::SeqCst),
+        taps,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     let wall = start.elapsed().as_secs_f64();
     let results = p.results(cut, "afap", Some(wall), Some(topology.to_string()));
     Ok((results, interrupted.load(Ordering::SeqCst)))
 }
+
+/// Rank 0's results, whether the run was interrupted, and its captures.
+pub(crate) type MpiOutcome = Option<(Results, bool, Vec<Arc<Mutex<Capture>>>)>;
 
 #[cfg(feature = "mpi")]
 pub(crate) fn execute_mpi(
@@ -308,8 +321,9 @@ pub(crate) fn execute_mpi(
     partitions: u32,
     given: Option<Vec<u32>>,
     topology: &str,
-) -> anyhow::Result<Option<(Results, bool)>> {
-    crate::mpi_run::execute(sim, partitions, given.as_deref(), topology)
+    pcap: (&[String], &Path),
+) -> anyhow::Result<MpiOutcome> {
+    crate::mpi_run::execute(sim, partitions, given.as_deref(), topology, pcap)
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -318,7 +332,8 @@ pub(crate) fn execute_mpi(
     _partitions: u32,
     _given: Option<Vec<u32>>,
     _topology: &str,
-) -> anyhow::Result<Option<(Results, bool)>> {
+    _pcap: (&[String], &Path),
+) -> anyhow::Result<MpiOutcome> {
     Err(anyhow!(
         "this netloop was built without MPI: build it with `cargo build --release --features mpi` \
          (Open MPI or MPICH, and libclang, installed; see docs/partitions.md)"
@@ -375,11 +390,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let realtime = args.realtime || (!sim.real.is_empty() && !args.mpi);
     let cut = if args.partitions > 1 && !args.mpi {
-        if !args.pcap.is_empty() {
-            return Err(anyhow!(
-                "--pcap on a run with --partitions is not built yet: capture with one partition"
-            ));
-        }
         let given = loaded.partitions.as_deref();
         let cut = if realtime {
             // Every real host in partition 0, beside the I/O thread.
@@ -401,8 +411,25 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         check_json_writable(path)?;
     }
-    let caps = netloop_io::pcap::attach(&mut sim, &args.pcap, &args.pcap_dir)
-        .map_err(|e| anyhow!("{e}"))?;
+    // A partitioned run's captures are written in parts, one per
+    // partition, and merged at the end (an MPI run makes its own).
+    let (mut caps, mut parted) = (Vec::new(), None);
+    if let Some(cut) = &cut {
+        let all: Vec<u32> = (0..cut.parts).collect();
+        let (c, p) =
+            PartedCaptures::create(&sim, &args.pcap, &args.pcap_dir, cut.parts, &all, true)
+                .map_err(|e| anyhow!("{e}"))?;
+        (caps, parted) = (c, Some(p));
+    } else if !args.mpi {
+        caps = netloop_io::pcap::attach(&mut sim, &args.pcap, &args.pcap_dir)
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    let taps = |parted: &Option<PartedCaptures>, parts: u32| -> Vec<PartitionTaps> {
+        parted
+            .as_ref()
+            .map(|p| (0..parts).map(|k| p.taps(k)).collect())
+            .unwrap_or_default()
+    };
     let topology = args.file.display().to_string();
     let mut failed = false;
     if args.mpi && args.realtime {
@@ -420,6 +447,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.steer,
             args.quiet,
             cut.as_ref(),
+            taps(&parted, cut.as_ref().map_or(1, |c| c.parts)),
         )?;
         if !args.quiet {
             print_summary(&topology, &out.results);
@@ -434,23 +462,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let interrupted = rt.end == netloop_io::rt::EndReason::Interrupted;
         (out.results, interrupted)
     } else if args.mpi {
-        if !args.pcap.is_empty() {
-            return Err(anyhow!(
-                "--pcap on a run with --mpi is not built yet: capture with one partition"
-            ));
-        }
-        match execute_mpi(sim, args.partitions, loaded.partitions, &topology)? {
-            Some((results, interrupted)) => {
+        let pcap = (args.pcap.as_slice(), args.pcap_dir.as_path());
+        match execute_mpi(sim, args.partitions, loaded.partitions, &topology, pcap)? {
+            Some((results, interrupted, captures)) => {
                 if !args.quiet {
                     print_summary(&topology, &results);
                 }
+                caps = captures;
                 (results, interrupted)
             }
             // Rank 0 reports for all.
             None => return Ok(ExitCode::SUCCESS),
         }
     } else if let Some(cut) = &cut {
-        let (results, interrupted) = execute_partitioned(sim, cut, &topology)?;
+        let (results, interrupted) =
+            execute_partitioned(sim, cut, &topology, taps(&parted, cut.parts))?;
         if !args.quiet {
             print_summary(&topology, &results);
         }
@@ -463,6 +489,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         (results, interrupted)
     };
+    if let Some(p) = parted {
+        p.merge_local();
+    }
     let mut captures = Vec::new();
     for c in &caps {
         let mut c = c.lock().unwrap_or_else(|e| e.into_inner());

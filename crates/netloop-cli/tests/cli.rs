@@ -466,20 +466,99 @@ fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
         "--mpi runs simulations as fast as possible only",
     );
     fails(
-        &[
-            "run",
-            "examples/link-flap.toml",
-            "--partitions",
-            "2",
-            "--pcap",
-            "all",
-        ],
-        "--pcap on a run with --partitions is not built yet",
-    );
-    fails(
         &["run", "examples/link-flap.toml", "--partitions", "0"],
         "--partitions",
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The pcap files of a partitioned run are, byte for byte, those of one
+/// partition: each partition writes its part, and the parts merge in the
+/// order a single run shows the frames (link captures and an interface's
+/// view, on links cut and not, with link changes on a cut link); no part
+/// file is left behind.
+#[test]
+fn partitions_write_the_captures_of_one_partition_byte_for_byte() {
+    let dir = tmpdir("partitions-pcap");
+    // link-flap.toml's changes, sooner and at a lower rate (smaller files).
+    let flap = dir.join("flap.toml");
+    let text = std::fs::read_to_string(repo().join("examples/link-flap.toml")).unwrap();
+    let mut short = text.replace("duration = \"40s\"", "duration = \"4s\"");
+    short = short.replace("rate = \"100Mbps\"", "rate = \"5Mbps\"");
+    short = short.replace("start = \"1s\"", "start = \"0.5s\"");
+    for (from, to) in [("10s", "1s"), ("20s", "2s"), ("25s", "2.5s"), ("30s", "3s")] {
+        let (from, to) = (format!("at = \"{from}\""), format!("at = \"{to}\""));
+        assert!(short.contains(&from));
+        short = short.replace(&from, &to);
+    }
+    std::fs::write(&flap, short).unwrap();
+    let flap = flap.to_str().unwrap().to_string();
+    for (file, iface, duration) in [
+        (flap.as_str(), "r2:eth0", "4s"),
+        ("examples/given-cut.toml", "r2:eth1", "2s"),
+        ("examples/lossy-links.toml", "r1:eth0", "2s"),
+    ] {
+        let run = |n: &str| {
+            let pcaps = dir.join(format!("pcap{n}"));
+            let _ = std::fs::remove_dir_all(&pcaps);
+            let json = dir.join(format!("p{n}.json"));
+            let out = netloop(&[
+                "run",
+                file,
+                "--quiet",
+                "--duration",
+                duration,
+                "--partitions",
+                n,
+                "--pcap",
+                "all",
+                "--pcap",
+                iface,
+                "--pcap-dir",
+                pcaps.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{file}, {n} partitions: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let full: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&pcaps)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name, std::fs::read(e.path()).unwrap())
+                })
+                .collect();
+            files.sort();
+            (files, full["pcap"].clone())
+        };
+        let (one, one_report) = run("1");
+        let links = one.len() - 1;
+        assert!(links >= 3, "{file}: a file per link and one for {iface}");
+        assert!(one.iter().all(|(name, _)| name.ends_with(".pcap")));
+        let frames: u64 = one_report
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["frames"].as_u64().unwrap())
+            .sum();
+        assert!(frames > 100, "{file}: {one_report}");
+        for n in ["2", "3"] {
+            let (many, report) = run(n);
+            let names = |v: &[(String, Vec<u8>)]| v.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+            // Also: no part file is left (they would be listed here).
+            assert_eq!(names(&many), names(&one), "{file}, {n} partitions");
+            for ((name, a), (_, b)) in one.iter().zip(&many) {
+                assert!(a == b, "{file}, {n} partitions: {name} differs");
+            }
+            assert_eq!(report, one_report, "{file}, {n} partitions");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -513,7 +592,46 @@ fn real_time_partitions_exchange_frames_and_give_the_simulated_results() {
         serde_json::from_slice::<serde_json::Value>(&std::fs::read(&json).unwrap()).unwrap()
     };
     let sim = go("afap", &[]);
-    let rt = go("rt", &["--realtime"]);
+    let pcaps = dir.join("pcap");
+    let rt = go(
+        "rt",
+        &[
+            "--realtime",
+            "--pcap",
+            "r2-h2",
+            "--pcap-dir",
+            pcaps.to_str().unwrap(),
+        ],
+    );
+    // The capture of the cut link holds what both partitions sent on it
+    // (each direction's transmitter is in another partition), in time
+    // order, and no part file is left.
+    let names: Vec<String> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["r2-h2.pcap"]);
+    let link = rt["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "r2-h2")
+        .unwrap();
+    let (ab, ba) = (
+        link["a_to_b"]["sent_packets"].as_u64().unwrap(),
+        link["b_to_a"]["sent_packets"].as_u64().unwrap(),
+    );
+    assert!(ab > 0 && ba > 0, "{link}");
+    let mut reader =
+        pcap_file::pcap::PcapReader::new(std::fs::File::open(pcaps.join("r2-h2.pcap")).unwrap())
+            .unwrap();
+    let mut stamps = Vec::new();
+    while let Some(p) = reader.next_packet() {
+        stamps.push(p.unwrap().timestamp);
+    }
+    assert_eq!(stamps.len() as u64, ab + ba);
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    assert_eq!(rt["pcap"][0]["frames"], ab + ba);
     let parts = &rt["realtime"]["partitions"];
     assert_eq!(parts["count"], 2, "{parts}");
     assert_eq!(parts["cut_links"], serde_json::json!(["r2-h2"]));

@@ -63,12 +63,29 @@ fn refused(out: &Output, want: &str) {
     assert!(err.contains(want), "{err}");
 }
 
-fn alone(file: &str, json: &Path) {
+fn alone(file: &str, json: &Path, pcaps: &Path) {
     let out = command(env!("CARGO_BIN_EXE_netloop"))
         .args(["run", file, "--quiet", "--json", json.to_str().unwrap()])
+        .args(["--pcap", "all", "--pcap-dir", pcaps.to_str().unwrap()])
         .output()
         .unwrap();
     succeeded(&out, file);
+}
+
+/// The files in `dir`, by name, with their bytes.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 #[test]
@@ -82,11 +99,17 @@ fn ranks_give_the_results_of_one_partition() {
         ("examples/given-cut.toml", &[2][..]),
     ] {
         let one = dir.join("one.json");
-        alone(file, &one);
+        let one_pcaps = dir.join("pcap-one");
+        let _ = std::fs::remove_dir_all(&one_pcaps);
+        alone(file, &one, &one_pcaps);
         let (want, none) = results(&one);
         assert!(none.is_null());
+        let want_pcaps = files(&one_pcaps);
+        assert!(!want_pcaps.is_empty());
         for &n in ranks {
             let json = dir.join(format!("mpi{n}.json"));
+            let pcaps = dir.join(format!("pcap{n}"));
+            let _ = std::fs::remove_dir_all(&pcaps);
             let out = mpirun(
                 n,
                 &[
@@ -96,11 +119,24 @@ fn ranks_give_the_results_of_one_partition() {
                     "--mpi",
                     "--json",
                     json.to_str().unwrap(),
+                    "--pcap",
+                    "all",
+                    "--pcap-dir",
+                    pcaps.to_str().unwrap(),
                 ],
             );
             succeeded(&out, &format!("{file} on {n} ranks"));
             let (got, parts) = results(&json);
             assert!(got == want, "{file}: {n} ranks changed the results");
+            // Each rank's part of each capture went to rank 0, which
+            // merged them into the files of one partition, byte for byte,
+            // and left no part behind.
+            let got_pcaps = files(&pcaps);
+            let names = |v: &[(String, Vec<u8>)]| v.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&got_pcaps), names(&want_pcaps), "{file} on {n} ranks");
+            for ((name, a), (_, b)) in want_pcaps.iter().zip(&got_pcaps) {
+                assert!(a == b, "{file} on {n} ranks: {name} differs");
+            }
             assert_eq!(parts["transport"], "mpi");
             assert_eq!(parts["count"], u64::from(n));
             assert!(!parts["cut_links"].as_array().unwrap().is_empty());

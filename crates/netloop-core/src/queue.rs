@@ -27,6 +27,11 @@ const SEQ_BITS: u32 = 40;
 /// Sources a queue can tell apart (2^24).
 pub const MAX_SOURCES: usize = 1 << (64 - SEQ_BITS);
 
+/// The source of an event with key `key` ([`EventQueue::current_key`]).
+pub fn source_of_key(key: u64) -> Source {
+    (key >> SEQ_BITS) as Source
+}
+
 struct Entry<E> {
     time: SimTime,
     /// Source (high 24 bits) and the source's sequence number (low 40
@@ -67,6 +72,8 @@ pub struct EventQueue<E> {
     seqs: Vec<u64>,
     next_num: u64,
     now: SimTime,
+    /// The key of the event most recently popped (see [`EventQueue::current_key`]).
+    now_key: u64,
     popped: u64,
 }
 
@@ -84,6 +91,7 @@ impl<E> EventQueue<E> {
             seqs: Vec::new(),
             next_num: 0,
             now: SimTime::ZERO,
+            now_key: 0,
             popped: 0,
         }
     }
@@ -149,8 +157,23 @@ impl<E> EventQueue<E> {
         let e = self.heap.pop()?;
         debug_assert!(e.time >= self.now, "time ran backwards");
         self.now = e.time;
+        self.now_key = e.key;
         self.popped += 1;
         Some((e.time, e.num, e.event))
+    }
+
+    /// The key of the event most recently popped: its source (high 24
+    /// bits) and that source's sequence number. With [`now`](Self::now) it
+    /// places what the event does in the run's total order of events, the
+    /// same in one queue as in a partitioned run: a capture written by
+    /// several partitions is merged by it (`netloop_io::pcap`). Events of
+    /// different sources compare by their sources alone, so the order of
+    /// two events from different partitions never depends on sequence
+    /// numbers, which each partition counts for its own sources (the same
+    /// event may have another sequence number in a partitioned run: a
+    /// wire's arrivals are scheduled as frames cross, in batches).
+    pub fn current_key(&self) -> u64 {
+        self.now_key
     }
 
     /// Number of events scheduled so far (the number the next one gets).

@@ -14,7 +14,8 @@
 //! - [`clock`], [`rt`], [`rtio`], [`notify`]: the real-time scheduler that
 //!   ties simulated time to CLOCK_MONOTONIC (the event thread), and the I/O
 //!   thread that moves frames between the model and the interfaces;
-//! - [`pcap`]: capture to pcap files with simulated timestamps;
+//! - [`pcap`]: capture to pcap files with simulated timestamps, and
+//!   [`pcapparts`]: the same for partitioned runs, merged from their parts;
 //! - [`live`]: a whole real-time run — set up, programs on schedule, run,
 //!   tear down, report.
 //!
@@ -30,6 +31,7 @@ pub mod netns;
 pub mod notify;
 pub mod packet;
 pub mod pcap;
+pub mod pcapparts;
 pub mod proc;
 pub mod registry;
 pub mod rt;

@@ -81,6 +81,10 @@ pub struct LiveOptions<'a> {
     /// wall clock ([`crate::rtpart`]); the cut must be
     /// `Cut::for_realtime`'s (every real host in partition 0). `None`: one.
     pub cut: Option<&'a Cut>,
+    /// Taps to add to each partition's copy of the network, by partition
+    /// (partition 0's go to the run's own network): the parts of a
+    /// partitioned run's captures ([`crate::pcapparts`]).
+    pub taps: Vec<netloop_model::partition::PartitionTaps>,
 }
 
 /// How the partitions of a real-time run went: `partitions` in its report.
@@ -341,10 +345,18 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     // The other partitions' copies of the network, built before anything
     // real exists (a big network takes a while).
     let mut helpers = Vec::new();
+    let mut taps = std::mem::take(&mut opts.taps).into_iter();
+    for (link, tap) in taps.next().unwrap_or_default() {
+        sim.net.add_tap(link, tap);
+    }
     if let Some(c) = cut {
         let spec = sim.net.spec().clone();
         for _ in 1..c.parts {
-            helpers.push(Simulation::build(&spec).map_err(|e| Error::msg(e.to_string()))?);
+            let mut h = Simulation::build(&spec).map_err(|e| Error::msg(e.to_string()))?;
+            for (link, tap) in taps.next().unwrap_or_default() {
+                h.net.add_tap(link, tap);
+            }
+            helpers.push(h);
         }
         crate::rtpart::make_partition(sim, c, 0);
     }

@@ -10,7 +10,7 @@
 //! `all`) into taps; the command line and the Python API both use it.
 
 use netloop_core::SimTime;
-use netloop_model::network::Tap;
+use netloop_model::network::{Tap, TapOrder};
 use netloop_model::Simulation;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
@@ -152,6 +152,20 @@ pub struct PcapTap {
 impl PcapTap {
     /// Creates `path` and a tap writing to it.
     pub fn create(path: &Path, filter: Filter) -> Result<(Self, Arc<Mutex<Capture>>)> {
+        let capture = Capture::create(path)?;
+        Ok((
+            PcapTap {
+                capture: capture.clone(),
+                filter,
+            },
+            capture,
+        ))
+    }
+}
+
+impl Capture {
+    /// Creates the capture file `path` and writes its header.
+    pub fn create(path: &Path) -> Result<Arc<Mutex<Capture>>> {
         let file = File::create(path)
             .map_err(|e| Error::os(format!("creating pcap file {}", path.display()), e))?;
         let header = PcapHeader {
@@ -174,7 +188,7 @@ impl PcapTap {
                     describe(&e)
                 ))
             })?;
-        let capture = Arc::new(Mutex::new(Capture {
+        Ok(Arc::new(Mutex::new(Capture {
             path: path.to_path_buf(),
             writer: Some(writer),
             written,
@@ -183,29 +197,30 @@ impl PcapTap {
             whole: PCAP_HEADER_LEN,
             frames: 0,
             error: None,
-        }));
-        Ok((
-            PcapTap {
-                capture: capture.clone(),
-                filter,
-            },
-            capture,
-        ))
+        })))
     }
 }
 
-impl Tap for PcapTap {
-    fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]) {
-        let keep = match self.filter {
+impl Filter {
+    /// Whether a frame the tap shows (on direction `dir`, sent or received)
+    /// belongs in the capture.
+    pub fn keeps(self, dir: usize, rx: bool) -> bool {
+        match self {
             Filter::Link => !rx,
             // Our side sends on direction `side` and receives on the other.
             Filter::Interface { side } => (!rx && dir == side) || (rx && dir != side),
-        };
-        if !keep {
-            return;
         }
-        let mut c = self.capture.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(w) = c.writer.as_mut() else { return };
+    }
+}
+
+impl Capture {
+    /// Appends one frame at simulated `time`. After a write error the
+    /// capture is stopped (and the file cut after its last whole frame):
+    /// later frames are not written, and `error` says where it stopped.
+    pub fn write(&mut self, time: SimTime, data: &[u8]) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
         let pkt = PcapPacket::new(
             Duration::from_nanos(time.as_nanos()),
             data.len() as u32,
@@ -213,25 +228,50 @@ impl Tap for PcapTap {
         );
         match w.write_packet(&pkt) {
             Ok(_) => {
-                c.offset += PCAP_RECORD_HEADER_LEN + data.len() as u64;
-                let end = c.offset;
-                c.pending.push_back(end);
-                c.settle();
+                self.offset += PCAP_RECORD_HEADER_LEN + data.len() as u64;
+                let end = self.offset;
+                self.pending.push_back(end);
+                self.settle();
             }
             Err(e) => {
                 // The buffered frames that did not reach the file are lost
                 // with the writer (dropping it tries to write them once
                 // more); the file is cut after the last whole frame.
-                c.writer = None;
-                c.cut();
+                self.writer = None;
+                self.cut();
                 let msg = format!(
                     "{}: {} (capture stopped at {time} simulated; the file holds the {} frames before)",
-                    c.path.display(),
+                    self.path.display(),
                     describe(&e),
-                    c.frames
+                    self.frames
                 );
-                c.error = Some(msg);
+                self.error = Some(msg);
             }
+        }
+    }
+
+    /// Stops the capture for a reason of its own (`why`, at simulated
+    /// `time`): the file keeps the frames written so far, and `error` says
+    /// where and why it stopped (unless it had already stopped on an error
+    /// of its own).
+    pub fn stop(&mut self, time: SimTime, why: &str) {
+        if self.finish().is_none() {
+            self.error = Some(format!(
+                "{}: {why} (capture stopped at {time} simulated; the file holds the {} frames before)",
+                self.path.display(),
+                self.frames
+            ));
+        }
+    }
+}
+
+impl Tap for PcapTap {
+    fn frame(&mut self, at: TapOrder, dir: usize, rx: bool, data: &[u8]) {
+        if self.filter.keeps(dir, rx) {
+            self.capture
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write(at.time, data);
         }
     }
 }
@@ -274,22 +314,14 @@ fn link_named(sim: &Simulation, t: &str) -> Result<Option<usize>> {
     }
 }
 
-/// Captures what `targets` name into files in `dir` (`<link>.pcap`,
-/// `<node>-<iface>.pcap`): each target is a link (its name, or its two ends
-/// `A-B`, see [`link_named`]), `NODE:IFACE` for one
-/// interface's view, or `all` for every link.
-pub fn attach(
-    sim: &mut Simulation,
-    targets: &[String],
-    dir: &Path,
-) -> Result<Vec<Arc<Mutex<Capture>>>> {
-    let mut caps = Vec::new();
-    if targets.is_empty() {
-        return Ok(caps);
-    }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::os(format!("creating pcap directory {}", dir.display()), e))?;
-    let mut wanted: Vec<(usize, Filter, String)> = Vec::new();
+/// What one capture target asks for: a link, which of its frames, and the
+/// name of its file (without `.pcap`).
+pub type Wanted = (usize, Filter, String);
+
+/// The captures that `targets` name (see [`attach`]), checked against
+/// `sim`'s links and nodes.
+pub fn resolve(sim: &Simulation, targets: &[String]) -> Result<Vec<Wanted>> {
+    let mut wanted: Vec<Wanted> = Vec::new();
     for t in targets {
         if t == "all" {
             for (i, l) in sim.net.links().iter().enumerate() {
@@ -336,6 +368,30 @@ pub fn attach(
             )));
         }
     }
+    Ok(wanted)
+}
+
+/// Creates `dir` for captures, if there are any.
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::os(format!("creating pcap directory {}", dir.display()), e))
+}
+
+/// Captures what `targets` name into files in `dir` (`<link>.pcap`,
+/// `<node>-<iface>.pcap`): each target is a link (its name, or its two ends
+/// `A-B`, see [`link_named`]), `NODE:IFACE` for one
+/// interface's view, or `all` for every link.
+pub fn attach(
+    sim: &mut Simulation,
+    targets: &[String],
+    dir: &Path,
+) -> Result<Vec<Arc<Mutex<Capture>>>> {
+    let mut caps = Vec::new();
+    if targets.is_empty() {
+        return Ok(caps);
+    }
+    let wanted = resolve(sim, targets)?;
+    create_dir(dir)?;
     for (link, filter, name) in wanted {
         let path = dir.join(format!("{name}.pcap"));
         let (tap, cap) = PcapTap::create(&path, filter)?;

@@ -161,8 +161,27 @@ pub enum InjectError {
 /// Called when a frame starts transmission (`rx = false`) and when it arrives
 /// at the far end (`rx = true`).
 pub trait Tap: Send {
-    /// One frame; `dir` is 0 for a → b, 1 for b → a.
-    fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]);
+    /// One frame at `at.time`; `dir` is 0 for a → b, 1 for b → a.
+    fn frame(&mut self, at: TapOrder, dir: usize, rx: bool, data: &[u8]);
+}
+
+/// Where a frame shown to a [`Tap`] falls in a run: its simulated time, the
+/// key of the event that showed it ([`EventQueue::current_key`]: its
+/// source and that source's sequence number), and its place among the
+/// frames that event showed. Frames of one run compare in the order a
+/// single queue shows them, also when a partitioned run shows them in
+/// several partitions: a capture's per-partition parts merge by it into
+/// the file a single run writes (`netloop_io::pcap`). The one exception is
+/// a frame handed in from outside between events (real time), which
+/// carries the key of the last event run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TapOrder {
+    /// When (simulated).
+    pub time: SimTime,
+    /// The event's key.
+    pub key: u64,
+    /// Frames the same event showed before this one.
+    pub sub: u32,
 }
 
 /// Who schedules which events, as the event queue's sources: ties
@@ -219,6 +238,8 @@ pub struct Network {
     link_rx: Vec<[u32; 2]>,
     pub(crate) ledger: Ledger,
     taps: Vec<Vec<Box<dyn Tap>>>,
+    /// The last frame shown to a tap (see [`TapOrder`]).
+    tap_order: TapOrder,
     out: Vec<(PortId, Frame)>,
     timers: Vec<(SimTime, u64)>,
     /// Scratch for [`Network::channel_super`].
@@ -339,6 +360,7 @@ impl Network {
             link_rx,
             ledger: Ledger::default(),
             taps,
+            tap_order: TapOrder::default(),
             out: Vec::new(),
             timers: Vec::new(),
             fates: Vec::new(),
@@ -522,20 +544,47 @@ impl Network {
     /// Shows `frame` to the taps of `link` (a super-frame as the segments
     /// the wire carries, each at `now`: a direction that keeps super-frames
     /// whole sends them at no rate).
-    fn tap(&mut self, now: SimTime, link: LinkId, side: usize, rx: bool, frame: &Frame) {
+    fn tap(
+        &mut self,
+        q: &EventQueue<Event>,
+        now: SimTime,
+        link: LinkId,
+        side: usize,
+        rx: bool,
+        frame: &Frame,
+    ) {
         let taps = &mut self.taps[link];
         if taps.is_empty() {
             return;
         }
+        let last = &mut self.tap_order;
+        let mut next = || {
+            let key = q.current_key();
+            *last = if last.time == now && last.key == key {
+                TapOrder {
+                    sub: last.sub.saturating_add(1),
+                    ..*last
+                }
+            } else {
+                TapOrder {
+                    time: now,
+                    key,
+                    sub: 0,
+                }
+            };
+            *last
+        };
         if frame.is_super() {
             gso::cut(frame.clone(), &mut |seg| {
+                let at = next();
                 for tap in taps.iter_mut() {
-                    tap.frame(now, side, rx, &seg);
+                    tap.frame(at, side, rx, &seg);
                 }
             });
         } else {
+            let at = next();
             for tap in taps.iter_mut() {
-                tap.frame(now, side, rx, frame);
+                tap.frame(at, side, rx, frame);
             }
         }
     }
@@ -548,7 +597,7 @@ impl Network {
         frame: Frame,
         q: &mut EventQueue<Event>,
     ) {
-        self.tap(now, link, side, false, &frame);
+        self.tap(q, now, link, side, false, &frame);
         let d = &mut self.links[link].dirs[side];
         d.stats.sent_packets += frame.segs();
         d.stats.sent_bytes += frame.wire_len();
@@ -741,7 +790,7 @@ impl Network {
         d.stats.received_packets += n;
         d.stats.received_bytes += frame.wire_len();
         let (node, port) = d.to;
-        self.tap(now, link, side, true, &frame);
+        self.tap(q, now, link, side, true, &frame);
         self.dispatch(now, node, q, |nd, ctx| match nd {
             Node::Host(h) => h.receive(port, frame, ctx),
             Node::Router(r) => r.receive(port, frame, ctx),

@@ -828,9 +828,32 @@ pub fn run_threads(
     sim: Simulation,
     cut: &Cut,
     until: SimTime,
+    progress: impl FnMut(SimTime) -> bool + Send,
+) -> Result<Partitioned, BuildError> {
+    run_threads_with_taps(sim, cut, until, progress, Vec::new())
+}
+
+/// Taps for one partition's copy of the network: (link, tap) pairs.
+pub type PartitionTaps = Vec<(usize, Box<dyn crate::network::Tap>)>;
+
+/// [`run_threads`], with `taps[p]` added to partition `p`'s copy of the
+/// network before it runs (partition 0's to `sim`). A partition shows a
+/// tap the frames it sends and receives on the tap's link; each frame
+/// carries its [`TapOrder`](crate::network::TapOrder), by which what the
+/// partitions saw merges into what one run would have shown.
+pub fn run_threads_with_taps(
+    mut sim: Simulation,
+    cut: &Cut,
+    until: SimTime,
     mut progress: impl FnMut(SimTime) -> bool + Send,
+    mut taps: Vec<PartitionTaps>,
 ) -> Result<Partitioned, BuildError> {
     let parts = cut.parts as usize;
+    taps.resize_with(parts, Vec::new);
+    for (link, tap) in std::mem::take(&mut taps[0]) {
+        sim.net.add_tap(link, tap);
+    }
+    let mut taps = taps.into_iter();
     let spec = sim.net.spec().clone();
     // The other partitions build their own copies (deterministically the
     // same as `sim`: it built without an error, so they do too).
@@ -846,6 +869,7 @@ pub fn run_threads(
         let mut progress = Some(&mut progress as &mut (dyn FnMut(SimTime) -> bool + Send));
         for me in 0..parts {
             let mine = first.take();
+            let my_taps = taps.next().unwrap_or_default();
             let spec = &spec;
             let shared = &shared;
             let report = if me == 0 { progress.take() } else { None };
@@ -864,10 +888,13 @@ pub fn run_threads(
                         }
                     }
                     let mut gone = Gone(&shared.barrier, false);
-                    let sim = match mine {
+                    let mut sim = match mine {
                         Some(s) => s,
                         None => Simulation::build(spec)?,
                     };
+                    for (link, tap) in my_taps {
+                        sim.net.add_tap(link, tap);
+                    }
                     let mut x = ThreadExchange { shared, me };
                     let end = run_partition(sim, cut, me as u32, until, &mut x, report);
                     gone.1 = true;

@@ -276,6 +276,7 @@ impl LiveRun {
                         on_ready: &mut on_ready,
                         remote: Some(remote),
                         cut: None,
+                        taps: Vec::new(),
                     },
                 );
                 let captures = finish_captures(&caps);

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use netloop_core::{Bytes, DataRate, SimDuration, SimTime};
-use netloop_model::network::Tap;
+use netloop_model::network::{Tap, TapOrder};
 use netloop_model::spec::*;
 use std::sync::{Arc, Mutex};
 
@@ -124,6 +124,7 @@ pub fn spec(
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub time: SimTime,
+    pub order: TapOrder,
     pub dir: usize,
     pub rx: bool,
     pub data: Vec<u8>,
@@ -134,9 +135,10 @@ pub struct Seen {
 pub struct Recorder(pub Arc<Mutex<Vec<Seen>>>);
 
 impl Tap for Recorder {
-    fn frame(&mut self, time: SimTime, dir: usize, rx: bool, data: &[u8]) {
+    fn frame(&mut self, at: TapOrder, dir: usize, rx: bool, data: &[u8]) {
         self.0.lock().unwrap().push(Seen {
-            time,
+            time: at.time,
+            order: at,
             dir,
             rx,
             data: data.to_vec(),
