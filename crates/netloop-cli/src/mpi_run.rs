@@ -23,13 +23,14 @@ use netloop_model::partition::{
 };
 use netloop_model::share::Share;
 use netloop_model::Simulation;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::run::MpiOutcome;
-use netloop_io::pcapparts::{PartFailure, PartedCaptures};
+use netloop_io::pcapparts::{whole_records, PartData, PartFailure, PartedCaptures};
 
 /// One rank's end of the exchange.
 struct MpiExchange<'a> {
@@ -127,29 +128,26 @@ struct RankEnd {
 /// The most of a part file sent in one message.
 const CHUNK: usize = 4 << 20;
 
-/// Sends part file `path` to rank 0: its length, then chunks, then an
-/// empty message. A read error ends it early (rank 0 then finds it
-/// short, and says so).
-fn send_part(world: &SimpleCommunicator, path: &Path) {
+/// Sends a part to rank 0: its length in bytes, then chunks, then an empty
+/// message. A read error ends it early (rank 0 then finds it short, and
+/// says so).
+fn send_part(world: &SimpleCommunicator, file: Option<&mut File>) {
     let root = world.process_at_rank(0);
-    let mut file = std::fs::File::open(path);
     let len = file
         .as_ref()
-        .ok()
         .and_then(|f| f.metadata().ok())
         .map_or(0, |m| m.len());
     root.send(&len);
     let mut buf = vec![0u8; CHUNK];
-    if let Ok(f) = &mut file {
+    if let Some(f) = file {
         loop {
             match f.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => root.send(&buf[..n]),
                 Err(e) => {
                     eprintln!(
-                        "error: rank {}: reading pcap part {}: {e}",
-                        world.rank(),
-                        path.display()
+                        "error: rank {}: reading its part of a capture: {e}",
+                        world.rank()
                     );
                     break;
                 }
@@ -159,12 +157,19 @@ fn send_part(world: &SimpleCommunicator, path: &Path) {
     root.send(&buf[..0]);
 }
 
-/// Receives a part file from rank `from` (see [`send_part`]) into `path`;
-/// an error if it arrived short or could not be written.
-fn receive_part(world: &SimpleCommunicator, from: i32, path: &Path) -> Result<(), String> {
+/// Receives a part from rank `from` (see [`send_part`]) into `file`
+/// (`Err`: it could not be made); returns the part as the merge reads it,
+/// stopped where the part stopped on its rank (`failed`) or where it
+/// arrived short.
+fn receive_part(
+    world: &SimpleCommunicator,
+    from: i32,
+    file: std::io::Result<File>,
+    failed: Option<PartFailure>,
+) -> PartData {
     let src = world.process_at_rank(from);
     let (len, _) = src.receive::<u64>();
-    let mut out = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()));
+    let mut out = file.map_err(|e| e.to_string());
     let mut got = 0u64;
     loop {
         let (chunk, _) = src.receive_vec::<u8>();
@@ -174,17 +179,44 @@ fn receive_part(world: &SimpleCommunicator, from: i32, path: &Path) -> Result<()
         got += chunk.len() as u64;
         if let Ok(f) = &mut out {
             if let Err(e) = f.write_all(&chunk) {
-                out = Err(format!("{}: {e}", path.display()));
+                out = Err(e.to_string());
             }
         }
     }
-    out?;
-    if got != len {
-        return Err(format!(
-            "the part of rank {from} arrived short: {got} of {len} bytes"
-        ));
-    }
-    Ok(())
+    let short = match &mut out {
+        Ok(f) if got == len => {
+            return match f.seek(SeekFrom::Start(0)) {
+                Ok(_) => (out.ok(), failed),
+                Err(e) => (
+                    None,
+                    Some(PartFailure {
+                        records: 0,
+                        lost: None,
+                        why: format!("the part of rank {from}: {e}"),
+                    }),
+                ),
+            };
+        }
+        Ok(f) => whole_records(f).map(|n| {
+            (
+                n,
+                format!("the part of rank {from} arrived short: {got} of {len} bytes"),
+            )
+        }),
+        Err(e) => Ok((0, format!("keeping the part of rank {from}: {e}"))),
+    };
+    let (records, why) = short.unwrap_or_else(|e| (0, format!("the part of rank {from}: {e}")));
+    // Whichever stops it first: the rank's own failure, or the bytes that
+    // did not arrive.
+    let failure = match failed {
+        Some(f) if f.records <= records => f,
+        _ => PartFailure {
+            records,
+            lost: None,
+            why,
+        },
+    };
+    (out.ok(), Some(failure))
 }
 
 /// Runs `sim` as partition (rank) of an MPI job; returns the results and
@@ -236,14 +268,16 @@ pub fn execute(
     let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
         (rank == 0).then_some(&mut stop);
     let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress);
-    let my_parts = parted.finish_parts();
+    // Per capture, this rank's part (one: this rank runs one partition).
+    let mut my_parts: Vec<PartData> = parted
+        .finish_parts()
+        .into_iter()
+        .map(|mut v| v.pop().unwrap_or((None, None)))
+        .collect();
     let bytes = serde_json::to_vec(&RankEnd {
         share: mine.share(&cut, rank),
         stats: mine.stats.clone(),
-        pcap: my_parts
-            .iter()
-            .map(|v| v.first().and_then(|(_, _, f)| f.clone()))
-            .collect(),
+        pcap: my_parts.iter().map(|(_, f)| f.clone()).collect(),
     })
     .unwrap_or_else(|e| fatal(&world, &format!("its share of the results: {e}")));
     let len = Count::try_from(bytes.len())
@@ -252,10 +286,8 @@ pub fn execute(
     if rank != 0 {
         root.gather_into(&len);
         root.gather_varcount_into(&bytes[..]);
-        for parts in &my_parts {
-            for (_, path, _) in parts {
-                send_part(&world, path);
-            }
+        for (file, _) in &mut my_parts {
+            send_part(&world, file.as_mut());
         }
         return Ok(None);
     }
@@ -269,12 +301,6 @@ pub fn execute(
         root.gather_varcount_into_root(&bytes[..], &mut rp);
     }
     let wall = start.elapsed().as_secs_f64();
-    let mut shares = Vec::with_capacity(size as usize);
-    // Per capture, each rank's part and where it stopped.
-    let mut parts: Vec<Vec<(PathBuf, Option<PartFailure>)>> = my_parts
-        .into_iter()
-        .map(|v| v.into_iter().map(|(_, path, f)| (path, f)).collect())
-        .collect();
     let mut ends = Vec::with_capacity(size as usize);
     for (r, (&at, &n)) in displs.iter().zip(&lens).enumerate() {
         // Unreadable: a bug (our own bytes), and the other ranks are about
@@ -288,26 +314,20 @@ pub fn execute(
             });
         ends.push(end);
     }
-    let mut short = Vec::new();
+    // Per capture, each rank's part, in rank (partition) order.
+    let mut parts: Vec<Vec<PartData>> = my_parts.into_iter().map(|p| vec![p]).collect();
     for (i, parts) in parts.iter_mut().enumerate() {
         for (r, end) in ends.iter().enumerate().skip(1) {
-            let path = parted.received(i, r as u32);
-            if let Err(e) = receive_part(&world, r as i32, &path) {
-                short.push((i, e));
-            }
-            parts.push((path, end.pcap.get(i).cloned().flatten()));
+            let file = parted.received(i, r as u32);
+            let failed = end.pcap.get(i).cloned().flatten();
+            parts.push(receive_part(&world, r as i32, file, failed));
         }
     }
+    let mut shares = Vec::with_capacity(size as usize);
     for end in ends {
         shares.push((end.share, end.stats));
     }
-    parted.merge(&parts);
-    for (i, why) in short {
-        captures[i]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .stop(end, &why);
-    }
+    parted.merge(parts);
     let p = Partitioned::assemble(mine, shares);
     let mut results = p.results(&cut, "afap", Some(wall), Some(topology.to_string()));
     if let Some(w) = &mut results.wall {

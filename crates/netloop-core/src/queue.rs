@@ -27,11 +27,6 @@ const SEQ_BITS: u32 = 40;
 /// Sources a queue can tell apart (2^24).
 pub const MAX_SOURCES: usize = 1 << (64 - SEQ_BITS);
 
-/// The source of an event with key `key` ([`EventQueue::current_key`]).
-pub fn source_of_key(key: u64) -> Source {
-    (key >> SEQ_BITS) as Source
-}
-
 struct Entry<E> {
     time: SimTime,
     /// Source (high 24 bits) and the source's sequence number (low 40
@@ -163,15 +158,11 @@ impl<E> EventQueue<E> {
     }
 
     /// The key of the event most recently popped: its source (high 24
-    /// bits) and that source's sequence number. With [`now`](Self::now) it
-    /// places what the event does in the run's total order of events, the
-    /// same in one queue as in a partitioned run: a capture written by
-    /// several partitions is merged by it (`netloop_io::pcap`). Events of
-    /// different sources compare by their sources alone, so the order of
-    /// two events from different partitions never depends on sequence
-    /// numbers, which each partition counts for its own sources (the same
-    /// event may have another sequence number in a partitioned run: a
-    /// wire's arrivals are scheduled as frames cross, in batches).
+    /// bits) and that source's sequence number. Events of different
+    /// sources compare by their sources alone; a partitioned run may number
+    /// one source's events otherwise than one queue does (a wire's arrivals
+    /// are scheduled as frames cross, in batches), never in another order.
+    /// Taps order the frames they see by it (`netloop_model::network::TapOrder`).
     pub fn current_key(&self) -> u64 {
         self.now_key
     }

@@ -2,22 +2,23 @@
 //!
 //! A partition shows a capture's link only the frames it sends there and
 //! the frames it receives there: a link cut between two partitions is seen
-//! half by each. So each partition writes what it shows into a part file
-//! of its own, each frame with its [`TapOrder`] (simulated time, the key of
-//! the event that showed it, its place among that event's frames), and at
-//! the end the parts merge in that order into the capture's file. A run of
-//! one partition writes its frames in the same order (events run in key
-//! order, and events of different partitions have different sources, which
-//! decide between them), so the merged file is byte for byte the one a
-//! single run writes: the same file and seed give the same capture with 1,
-//! 2, 4 or 8 partitions, on threads or on ranks (issue 17).
+//! half by each. So each partition writes what it shows into a part of its
+//! own, each frame with its [`TapOrder`], and at the end the parts merge by
+//! that order into the capture's file. Each partition's orders only grow,
+//! and sorting all partitions' frames by them gives the order in which a
+//! run of one partition shows the same frames (the model's `TapOrder` says
+//! why), so the merged file is byte for byte the one a single run writes:
+//! the same file and seed give the same capture with 1, 2, 4 or 8
+//! partitions, on threads or on ranks (issue 17).
 //!
-//! Part files lie beside the capture (`.NAME.pcap.partN`, in `--pcap-dir`),
-//! where the user has room for the capture itself; they are removed once
-//! merged, and also when the run ends early. A write error stops a part at
-//! one frame: the merged file then holds every frame before that one (from
-//! all parts), and the capture reports the error, as a single run's
-//! capture does when its disk fills.
+//! A part is an unnamed file in `--pcap-dir` (where the user has room for
+//! the capture itself), made when its partition shows its first frame: it
+//! is removed as it is made and vanishes when closed, so nothing is left
+//! behind whatever ends the run (an error, a panic, an MPI abort, SIGKILL).
+//! If writing a part fails (a full disk), the part keeps its frames before
+//! the failed one, and the merged capture stops at that frame: it holds
+//! every frame before it, from all partitions, and the capture reports the
+//! error, as a single run's capture does when its disk fills.
 
 use netloop_core::SimTime;
 use netloop_model::network::{Tap, TapOrder};
@@ -26,79 +27,86 @@ use netloop_model::Simulation;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pcap::{create_dir, resolve, Capture, Filter};
 
 /// A part record's header: time, key (u64 each), sub and length (u32
 /// each), little-endian; the frame's bytes follow.
 const RECORD_HEADER: usize = 24;
 
-/// How much a part buffers before writing (the buffer is written whole, so
-/// that a failure is known to the frame: see [`Part::push`]).
+/// How much a part buffers before writing.
 const FLUSH_AT: usize = 1 << 20;
 
 /// Where a part stopped, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartFailure {
-    /// Simulated time of the first frame not written (ns).
-    pub time_ns: u64,
-    /// Its event key.
-    pub key: u64,
-    /// Its place in the event.
-    pub sub: u32,
+    /// Frames the part holds whole (those before the failure).
+    pub records: u64,
+    /// The first frame lost, where known (time ns, key, sub): the merged
+    /// capture stops there. Unknown (a part that arrived short from
+    /// another process): it stops where the part's last whole frame is.
+    pub lost: Option<(u64, u64, u32)>,
     /// The error.
     pub why: String,
 }
 
-impl PartFailure {
-    fn order(&self) -> TapOrder {
-        TapOrder {
-            time: SimTime::from_nanos(self.time_ns),
-            key: self.key,
-            sub: self.sub,
-        }
-    }
+/// An unnamed file in `dir` for reading and writing: removed as soon as it
+/// is made, so that it vanishes when closed, however the process ends.
+pub fn unnamed_file(dir: &Path, name: &str) -> std::io::Result<File> {
+    let path = dir.join(format!(".{name}.{}.part", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
 }
 
 /// One partition's part of one capture.
 pub struct Part {
-    path: PathBuf,
+    dir: PathBuf,
+    /// The capture's name, and this part's partition (for the file's
+    /// temporary name and for errors).
+    name: String,
+    partition: u32,
+    /// The file, once a frame came (or `None` after a failure).
     file: Option<File>,
     buf: Vec<u8>,
-    /// The first frame in `buf`.
+    /// The order of the first frame in `buf`.
     first: Option<TapOrder>,
-    /// Frames written (or buffered).
-    pub frames: u64,
+    /// Frames written to the file whole.
+    written: u64,
+    /// Frames buffered.
+    buffered: u64,
     failed: Option<PartFailure>,
 }
 
 impl Part {
-    /// Creates the part file `path`.
-    pub fn create(path: &Path) -> Result<Arc<Mutex<Part>>> {
-        let file = File::create(path)
-            .map_err(|e| Error::os(format!("creating pcap part file {}", path.display()), e))?;
-        Ok(Arc::new(Mutex::new(Part {
-            path: path.to_path_buf(),
-            file: Some(file),
-            buf: Vec::with_capacity(FLUSH_AT + 2048),
+    /// A part of capture `name` for `partition`, whose file will be made
+    /// in `dir` when it is first needed.
+    pub fn new(dir: &Path, name: &str, partition: u32) -> Arc<Mutex<Part>> {
+        Arc::new(Mutex::new(Part {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            partition,
+            file: None,
+            buf: Vec::new(),
             first: None,
-            frames: 0,
+            written: 0,
+            buffered: 0,
             failed: None,
-        })))
-    }
-
-    /// Its file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        }))
     }
 
     /// Appends a frame shown at `at`.
     fn push(&mut self, at: TapOrder, data: &[u8]) {
-        if self.file.is_none() {
+        if self.failed.is_some() {
             return;
         }
         self.first.get_or_insert(at);
@@ -109,37 +117,66 @@ impl Part {
         self.buf
             .extend_from_slice(&(data.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(data);
-        self.frames += 1;
+        self.buffered += 1;
         if self.buf.len() >= FLUSH_AT {
             self.flush();
         }
     }
 
-    /// Writes the buffer. On an error the part stops at the buffer's first
-    /// frame: everything before it is in the file whole.
+    /// Writes the buffer (making the file first if need be). On an error
+    /// the part stops at the buffer's first frame; the file is cut back to
+    /// the frames before it.
     fn flush(&mut self) {
-        let (Some(f), Some(first)) = (self.file.as_mut(), self.first) else {
+        let Some(first) = self.first.take() else {
             return;
         };
-        if let Err(e) = f.write_all(&self.buf) {
-            self.file = None;
-            self.failed = Some(PartFailure {
-                time_ns: first.time.as_nanos(),
-                key: first.key,
-                sub: first.sub,
-                why: format!("writing {}: {e}", self.path.display()),
-            });
+        let r = (|| -> std::io::Result<()> {
+            if self.file.is_none() {
+                let tag = format!("{}.part{}", self.name, self.partition);
+                self.file = Some(unnamed_file(&self.dir, &tag)?);
+            }
+            let f = self.file.as_mut().expect("made above");
+            let whole = f.stream_position()?;
+            if let Err(e) = f.write_all(&self.buf) {
+                // A partly written frame would read as a damaged one.
+                let _ = f.set_len(whole);
+                return Err(e);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => self.written += self.buffered,
+            Err(e) => {
+                self.failed = Some(PartFailure {
+                    records: self.written,
+                    lost: Some((first.time.as_nanos(), first.key, first.sub)),
+                    why: format!(
+                        "writing partition {}'s part of it in {}: {e}",
+                        self.partition,
+                        self.dir.display()
+                    ),
+                });
+            }
         }
-        self.buf.clear();
-        self.first = None;
+        self.buf = Vec::new();
+        self.buffered = 0;
     }
 
-    /// Writes what is buffered and closes the file; returns where the part
-    /// stopped, if it did.
-    pub fn finish(&mut self) -> Option<PartFailure> {
+    /// Writes what is buffered; returns the part's file (rewound; `None`
+    /// if it holds no frame) and where it stopped, if it did.
+    pub fn finish(&mut self) -> (Option<File>, Option<PartFailure>) {
         self.flush();
-        self.file = None;
-        self.failed.clone()
+        let mut file = self.file.take();
+        if let Some(f) = &mut file {
+            if let Err(e) = f.seek(SeekFrom::Start(0)) {
+                self.failed.get_or_insert(PartFailure {
+                    records: 0,
+                    lost: None,
+                    why: format!("reading partition {}'s part back: {e}", self.partition),
+                });
+            }
+        }
+        (file, self.failed.clone())
     }
 }
 
@@ -160,20 +197,28 @@ impl Tap for PartTap {
     }
 }
 
-/// Reads a part file record by record, up to where it stopped.
+/// One part as the merge reads it: its file (`None`: no frames) and where
+/// it stopped, if it did.
+pub type PartData = (Option<File>, Option<PartFailure>);
+
+/// Reads a part record by record, up to its last whole one.
 struct PartReader {
-    r: BufReader<File>,
-    stop: Option<TapOrder>,
+    r: Option<BufReader<File>>,
+    /// Records left to read (`u64::MAX`: to the end).
+    left: u64,
 }
 
 impl PartReader {
-    /// The next frame, `None` at the end (or where the part stopped).
+    /// The next frame, `None` at the end.
     fn next(&mut self) -> std::io::Result<Option<(TapOrder, Vec<u8>)>> {
+        let Some(r) = self.r.as_mut().filter(|_| self.left > 0) else {
+            return Ok(None);
+        };
         let mut h = [0u8; RECORD_HEADER];
         // A clean end of file falls between records.
-        match self.r.read(&mut h[..1])? {
+        match r.read(&mut h[..1])? {
             0 => return Ok(None),
-            _ => self.r.read_exact(&mut h[1..])?,
+            _ => r.read_exact(&mut h[1..])?,
         }
         let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
@@ -182,84 +227,90 @@ impl PartReader {
             key: u64_at(8),
             sub: u32_at(16),
         };
-        if self.stop.is_some_and(|s| at >= s) {
-            return Ok(None);
-        }
         let mut data = vec![0u8; u32_at(20) as usize];
-        self.r.read_exact(&mut data)?;
+        r.read_exact(&mut data)?;
+        self.left -= 1;
         Ok(Some((at, data)))
     }
 }
 
-/// Merges part files (each with where it stopped, if it did) into
-/// `capture`, in the order of their frames. If a part stopped, the capture
-/// holds the frames before its first lost one, from every part, and stops
-/// there with that part's error.
-pub fn merge(capture: &mut Capture, parts: &[(PathBuf, Option<PartFailure>)]) {
-    let failed = parts
-        .iter()
-        .filter_map(|(_, f)| f.as_ref())
-        .min_by_key(|f| f.order())
-        .cloned();
-    let stop = failed.as_ref().map(PartFailure::order);
+/// What the merge holds for a part: its next frame, or where the merge
+/// must stop (a part that stopped: its first lost frame's place).
+enum Head {
+    Frame(Vec<u8>),
+    Stop,
+}
+
+/// Merges `parts` into `capture` by the frames' orders. A part that
+/// stopped stops the capture where its first lost frame would have come:
+/// the capture holds every frame before it, from all parts, and reports
+/// the part's error.
+pub fn merge(capture: &mut Capture, parts: Vec<PartData>) {
     let mut readers = Vec::with_capacity(parts.len());
-    for (path, _) in parts {
-        match File::open(path) {
-            Ok(f) => readers.push(PartReader {
-                r: BufReader::with_capacity(1 << 16, f),
-                stop,
-            }),
-            Err(e) => {
-                capture.stop(
-                    SimTime::ZERO,
-                    &format!("opening pcap part file {}: {e}", path.display()),
-                );
-                return;
-            }
-        }
+    let mut failures = Vec::with_capacity(parts.len());
+    for (file, failed) in parts {
+        readers.push(PartReader {
+            r: file.map(|f| BufReader::with_capacity(1 << 16, f)),
+            left: failed.as_ref().map_or(u64::MAX, |f| f.records),
+        });
+        failures.push(failed);
     }
-    let mut heads: Vec<Option<Vec<u8>>> = vec![None; readers.len()];
-    let mut heap = BinaryHeap::new();
-    let advance = |i: usize,
-                   readers: &mut Vec<PartReader>,
-                   heads: &mut Vec<Option<Vec<u8>>>,
-                   heap: &mut BinaryHeap<Reverse<(TapOrder, usize)>>|
+    let mut heads: Vec<Option<Head>> = (0..readers.len()).map(|_| None).collect();
+    let mut last: Vec<Option<TapOrder>> = vec![None; readers.len()];
+    let mut heap: BinaryHeap<Reverse<(TapOrder, usize)>> = BinaryHeap::new();
+    // Puts part `i`'s next frame (or its stop) in the heap.
+    let mut advance = |i: usize,
+                       heads: &mut Vec<Option<Head>>,
+                       heap: &mut BinaryHeap<Reverse<(TapOrder, usize)>>|
      -> std::result::Result<(), String> {
         match readers[i].next() {
             Ok(Some((at, data))) => {
-                heads[i] = Some(data);
+                last[i] = Some(at);
+                heads[i] = Some(Head::Frame(data));
                 heap.push(Reverse((at, i)));
-                Ok(())
             }
-            Ok(None) => Ok(()),
-            Err(e) => Err(format!(
-                "reading pcap part file {}: {e}",
-                parts[i].0.display()
-            )),
+            Ok(None) => {
+                if let Some(f) = &failures[i] {
+                    // The first lost frame's place; unknown, the place of
+                    // the last whole one (the lost ones come at or after
+                    // it: a part's orders only grow).
+                    let at = f
+                        .lost
+                        .map(|(t, key, sub)| TapOrder {
+                            time: SimTime::from_nanos(t),
+                            key,
+                            sub,
+                        })
+                        .or(last[i])
+                        .unwrap_or_default();
+                    heads[i] = Some(Head::Stop);
+                    heap.push(Reverse((at, i)));
+                }
+            }
+            Err(e) => return Err(format!("reading a part of it back: {e}")),
         }
+        Ok(())
     };
-    for i in 0..readers.len() {
-        if let Err(why) = advance(i, &mut readers, &mut heads, &mut heap) {
+    for i in 0..heads.len() {
+        if let Err(why) = advance(i, &mut heads, &mut heap) {
             capture.stop(SimTime::ZERO, &why);
             return;
         }
     }
     while let Some(Reverse((at, i))) = heap.pop() {
-        let data = heads[i].take().expect("a head for each entry");
-        capture.write(at.time, &data);
-        if let Err(why) = advance(i, &mut readers, &mut heads, &mut heap) {
+        match heads[i].take().expect("a head for each entry") {
+            Head::Frame(data) => capture.write(at.time, &data),
+            Head::Stop => {
+                let why = failures[i].as_ref().map_or("", |f| f.why.as_str());
+                capture.stop(at.time, why);
+                return;
+            }
+        }
+        if let Err(why) = advance(i, &mut heads, &mut heap) {
             capture.stop(at.time, &why);
             return;
         }
     }
-    if let Some(f) = failed {
-        capture.stop(f.order().time, &f.why);
-    }
-}
-
-/// A part file's name beside capture file `name` (without `.pcap`).
-pub fn part_path(dir: &Path, name: &str, tag: &str) -> PathBuf {
-    dir.join(format!(".{name}.pcap.{tag}"))
 }
 
 /// One capture of a partitioned run.
@@ -268,19 +319,15 @@ struct Parted {
     capture: Option<Arc<Mutex<Capture>>>,
     link: usize,
     filter: Filter,
-    /// Each partition's part, where this process writes it (`None`: another
-    /// process's, received by [`Parted::received`]).
+    /// The part of each partition this process runs.
     parts: Vec<Option<Arc<Mutex<Part>>>>,
-    /// Part files this process holds, removed when dropped.
-    files: Vec<PathBuf>,
-    /// Where the capture's files go, and its name (without `.pcap`).
+    /// Where its files go, and its name (without `.pcap`).
     dir: PathBuf,
     name: String,
 }
 
 /// The captures of a partitioned run: the capture files, and a part of
-/// each for each partition this process runs. Part files left when it is
-/// dropped (a run that ended early) are removed.
+/// each for each partition this process runs.
 pub struct PartedCaptures {
     caps: Vec<Parted>,
 }
@@ -321,14 +368,11 @@ impl PartedCaptures {
                 link,
                 filter,
                 parts: (0..parts).map(|_| None).collect(),
-                files: Vec::new(),
                 dir: dir.to_path_buf(),
                 name: name.clone(),
             };
             for &p in mine {
-                let path = part_path(dir, &name, &format!("part{p}"));
-                parted.files.push(path.clone());
-                parted.parts[p as usize] = Some(Part::create(&path)?);
+                parted.parts[p as usize] = Some(Part::new(dir, &name, p));
             }
             out.caps.push(parted);
         }
@@ -359,26 +403,6 @@ impl PartedCaptures {
         }
     }
 
-    /// Finishes this process's parts: per capture, each part's file and
-    /// where it stopped, in partition order (parts of other processes
-    /// left out).
-    pub fn finish_parts(&mut self) -> Vec<Vec<(u32, PathBuf, Option<PartFailure>)>> {
-        self.caps
-            .iter()
-            .map(|c| {
-                c.parts
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(p, part)| {
-                        let mut part = part.as_ref()?.lock().unwrap_or_else(|e| e.into_inner());
-                        let failed = part.finish();
-                        Some((p as u32, part.path().to_path_buf(), failed))
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
     /// How many captures there are.
     pub fn len(&self) -> usize {
         self.caps.len()
@@ -389,19 +413,30 @@ impl PartedCaptures {
         self.caps.is_empty()
     }
 
-    /// Where capture `i`'s part from process `from` (another process's
-    /// partition) is to be kept here; the file is removed with the others.
-    pub fn received(&mut self, i: usize, from: u32) -> PathBuf {
-        let c = &mut self.caps[i];
-        let path = part_path(&c.dir, &c.name, &format!("from{from}"));
-        c.files.push(path.clone());
-        path
+    /// Finishes this process's parts: per capture, the parts in partition
+    /// order (parts of other processes left out).
+    pub fn finish_parts(&mut self) -> Vec<Vec<PartData>> {
+        self.caps
+            .iter()
+            .map(|c| {
+                c.parts
+                    .iter()
+                    .flatten()
+                    .map(|part| part.lock().unwrap_or_else(|e| e.into_inner()).finish())
+                    .collect()
+            })
+            .collect()
     }
 
-    /// Merges each capture's parts (`parts[i]`, for capture `i`: each
-    /// partition's part file and where it stopped, in partition order) into
-    /// its file, and removes the part files.
-    pub fn merge(mut self, parts: &[Vec<(PathBuf, Option<PartFailure>)>]) {
+    /// An unnamed file for capture `i`'s part from another process.
+    pub fn received(&self, i: usize, from: u32) -> std::io::Result<File> {
+        let c = &self.caps[i];
+        unnamed_file(&c.dir, &format!("{}.from{from}", c.name))
+    }
+
+    /// Merges each capture's parts (`parts[i]`, for capture `i`, in
+    /// partition order) into its file.
+    pub fn merge(self, parts: Vec<Vec<PartData>>) {
         for (c, parts) in self.caps.iter().zip(parts) {
             if let Some(capture) = &c.capture {
                 merge(
@@ -410,36 +445,37 @@ impl PartedCaptures {
                 );
             }
         }
-        self.remove_files();
     }
 
     /// Merges the parts of a run whose partitions all ran in this process.
     pub fn merge_local(mut self) {
-        let parts: Vec<Vec<(PathBuf, Option<PartFailure>)>> = self
-            .finish_parts()
-            .into_iter()
-            .map(|v| v.into_iter().map(|(_, path, f)| (path, f)).collect())
-            .collect();
-        self.merge(&parts);
-    }
-
-    fn remove_files(&mut self) {
-        for c in &mut self.caps {
-            for part in c.parts.iter().flatten() {
-                // Closes the file before it is removed.
-                part.lock().unwrap_or_else(|e| e.into_inner()).file = None;
-            }
-            for f in c.files.drain(..) {
-                let _ = std::fs::remove_file(f);
-            }
-        }
+        let parts = self.finish_parts();
+        self.merge(parts);
     }
 }
 
-impl Drop for PartedCaptures {
-    fn drop(&mut self) {
-        self.remove_files();
+/// Counts the whole frames at the start of a part file (one that arrived
+/// short from another process), and rewinds it.
+pub fn whole_records(f: &mut File) -> std::io::Result<u64> {
+    f.seek(SeekFrom::Start(0))?;
+    let len = f.metadata()?.len();
+    let mut r = BufReader::new(&mut *f);
+    let (mut at, mut n) = (0u64, 0u64);
+    let mut h = [0u8; RECORD_HEADER];
+    while at + RECORD_HEADER as u64 <= len {
+        r.read_exact(&mut h)?;
+        let size = u32::from_le_bytes(h[20..24].try_into().expect("4 bytes")) as u64;
+        let end = at + RECORD_HEADER as u64 + size;
+        if end > len {
+            break;
+        }
+        r.seek_relative(size as i64)?;
+        at = end;
+        n += 1;
     }
+    drop(r);
+    f.seek(SeekFrom::Start(0))?;
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -484,15 +520,19 @@ mod tests {
         out
     }
 
-    /// Parts interleave by time, then by event key, then by place in the
-    /// event; frames of one part keep their order.
+    fn finished(parts: &[Arc<Mutex<Part>>]) -> Vec<PartData> {
+        parts.iter().map(|p| p.lock().unwrap().finish()).collect()
+    }
+
+    /// Parts interleave by their frames' orders; a part's frames keep
+    /// theirs; a part with no frame has no file; nothing is left in the
+    /// directory (the parts' files are unnamed).
     #[test]
     fn parts_merge_in_the_order_of_their_frames() {
         let dir = TestDir::new("order");
-        let a = Part::create(&dir.path().join("a")).unwrap();
-        let b = Part::create(&dir.path().join("b")).unwrap();
+        let parts: Vec<_> = (0..3).map(|p| Part::new(dir.path(), "x", p)).collect();
         {
-            let (mut a, mut b) = (a.lock().unwrap(), b.lock().unwrap());
+            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
             a.push(order(10, 5, 0), b"a1");
             b.push(order(10, 3, 0), b"b1");
             b.push(order(10, 3, 1), b"b2");
@@ -500,19 +540,14 @@ mod tests {
             a.push(order(20, 1, 0), b"a3");
             b.push(order(30, 0, 0), b"b3");
         }
-        let parts: Vec<_> = [a, b]
-            .iter()
-            .map(|p| {
-                let mut p = p.lock().unwrap();
-                let f = p.finish();
-                (p.path().to_path_buf(), f)
-            })
-            .collect();
-        let cap = Capture::create(&dir.path().join("out.pcap")).unwrap();
+        let data = finished(&parts);
+        assert!(data[2].0.is_none(), "no frame, no file");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let out = dir.path().join("out.pcap");
+        let cap = Capture::create(&out).unwrap();
         let mut cap = cap.lock().unwrap();
-        merge(&mut cap, &parts);
+        merge(&mut cap, data);
         assert_eq!(cap.finish(), None);
-        let got: Vec<(u64, Vec<u8>)> = frames_of(&dir.path().join("out.pcap"));
         let want: Vec<(u64, Vec<u8>)> = [
             (10, "b1"),
             (10, "b2"),
@@ -524,57 +559,83 @@ mod tests {
         .iter()
         .map(|(t, d)| (*t, d.as_bytes().to_vec()))
         .collect();
-        assert_eq!(got, want);
+        assert_eq!(frames_of(&out), want);
         assert_eq!(cap.frames, 6);
     }
 
     /// A part that stopped (its disk filled) stops the whole capture at
     /// its first lost frame: frames before it from every part are kept,
-    /// none after, and the capture reports the part's error.
+    /// none after, and the capture reports the part's error. A part that
+    /// arrived short stops it at its last whole frame.
     #[test]
     fn a_part_that_stopped_stops_the_capture_there() {
         let dir = TestDir::new("stopped");
-        let a = Part::create(&dir.path().join("a")).unwrap();
-        let b = Part::create(&dir.path().join("b")).unwrap();
+        let parts: Vec<_> = (0..2).map(|p| Part::new(dir.path(), "x", p)).collect();
         {
-            let (mut a, mut b) = (a.lock().unwrap(), b.lock().unwrap());
+            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
             a.push(order(10, 1, 0), b"a1");
             b.push(order(15, 2, 0), b"b1");
             a.push(order(20, 1, 0), b"a2");
             b.push(order(25, 2, 0), b"b2");
+            a.push(order(30, 1, 0), b"a3");
         }
-        let mut parts: Vec<_> = [a, b]
-            .iter()
-            .map(|p| {
-                let mut p = p.lock().unwrap();
-                let f = p.finish();
-                (p.path().to_path_buf(), f)
-            })
-            .collect();
-        // As if b's write of its frame at 25 had failed and a's at 20 too:
-        // the earlier failure decides.
-        parts[1].1 = Some(PartFailure {
-            time_ns: 25,
-            key: 2,
-            sub: 0,
-            why: "disk full (b)".into(),
-        });
-        parts[0].1 = Some(PartFailure {
-            time_ns: 20,
-            key: 1,
-            sub: 0,
+        let mut data = finished(&parts);
+        // As if a's write of its frame at 20 had failed: a holds a1 only.
+        data[0].1 = Some(PartFailure {
+            records: 1,
+            lost: Some((20, 1, 0)),
             why: "disk full (a)".into(),
         });
-        let cap = Capture::create(&dir.path().join("out.pcap")).unwrap();
+        let out = dir.path().join("out.pcap");
+        let cap = Capture::create(&out).unwrap();
         let mut cap = cap.lock().unwrap();
-        merge(&mut cap, &parts);
+        merge(&mut cap, data);
         let err = cap.finish().expect("the capture reports the part's error");
         assert!(err.contains("disk full (a)"), "{err}");
-        assert!(err.contains("2 frames before"), "{err}");
-        let got: Vec<Vec<u8>> = frames_of(&dir.path().join("out.pcap"))
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        assert!(err.contains("the file holds the 2 frames before"), "{err}");
+        let got: Vec<Vec<u8>> = frames_of(&out).into_iter().map(|(_, d)| d).collect();
         assert_eq!(got, vec![b"a1".to_vec(), b"b1".to_vec()]);
+
+        // Arrived short: a's first two frames whole, the rest unknown.
+        let parts: Vec<_> = (0..2).map(|p| Part::new(dir.path(), "y", p)).collect();
+        {
+            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
+            a.push(order(10, 1, 0), b"a1");
+            b.push(order(15, 2, 0), b"b1");
+            a.push(order(20, 1, 0), b"a2");
+            b.push(order(25, 2, 0), b"b2");
+            a.push(order(30, 1, 0), b"a3");
+        }
+        let mut data = finished(&parts);
+        let f = data[0].0.as_mut().unwrap();
+        let len = f.metadata().unwrap().len();
+        f.set_len(len - 1).unwrap();
+        assert_eq!(whole_records(f).unwrap(), 2);
+        data[0].1 = Some(PartFailure {
+            records: 2,
+            lost: None,
+            why: "arrived short".into(),
+        });
+        let cap = Capture::create(&out).unwrap();
+        let mut cap = cap.lock().unwrap();
+        merge(&mut cap, data);
+        let err = cap.finish().expect("reported");
+        assert!(err.contains("arrived short"), "{err}");
+        let got: Vec<Vec<u8>> = frames_of(&out).into_iter().map(|(_, d)| d).collect();
+        assert_eq!(got, vec![b"a1".to_vec(), b"b1".to_vec(), b"a2".to_vec()]);
+    }
+
+    /// A part whose file cannot be made (no such directory) stops at its
+    /// first frame, with the reason.
+    #[test]
+    fn a_part_that_cannot_be_made_fails_at_its_first_frame() {
+        let p = Part::new(Path::new("/nonexistent/netloop-test"), "x", 1);
+        let mut p = p.lock().unwrap();
+        p.push(order(5, 7, 0), b"x");
+        let (file, failed) = p.finish();
+        assert!(file.is_none());
+        let f = failed.expect("failed");
+        assert_eq!((f.records, f.lost), (0, Some((5, 7, 0))));
+        assert!(f.why.contains("partition 1"), "{}", f.why);
     }
 }

@@ -165,15 +165,25 @@ pub trait Tap: Send {
     fn frame(&mut self, at: TapOrder, dir: usize, rx: bool, data: &[u8]);
 }
 
-/// Where a frame shown to a [`Tap`] falls in a run: its simulated time, the
-/// key of the event that showed it ([`EventQueue::current_key`]: its
-/// source and that source's sequence number), and its place among the
-/// frames that event showed. Frames of one run compare in the order a
-/// single queue shows them, also when a partitioned run shows them in
-/// several partitions: a capture's per-partition parts merge by it into
-/// the file a single run writes (`netloop_io::pcap`). The one exception is
-/// a frame handed in from outside between events (real time), which
-/// carries the key of the last event run.
+/// Where a frame shown to a [`Tap`] falls in a run: its simulated time, a
+/// key, and its place among the frames shown under that key.
+///
+/// The key is the highest event key ([`EventQueue::current_key`]: source
+/// and that source's sequence number) among the events this network has
+/// run at this instant so far. Why not the key of the event that showed
+/// the frame: a queue runs an instant's events lowest key first, but an
+/// event may schedule another for the same instant with a lower key (a
+/// zero-delay link), which then runs next; so the keys of the events run
+/// at one instant may go down. In a partitioned run each partition runs
+/// its own events at an instant in the order one queue would, and the one
+/// queue of a single run takes, each time, the lowest of the partitions'
+/// next events. That order puts a partition's events in runs behind each
+/// new highest key, and orders the runs of all partitions by those keys:
+/// exactly what sorting by this key (then by place) does. So frames shown
+/// by several partitions, each with its own order, merge into the order one
+/// run shows them (`netloop_io::pcapparts`); within one network the order
+/// only grows. A frame handed in from outside between events (real time)
+/// carries the order of the last event run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TapOrder {
     /// When (simulated).
@@ -240,6 +250,11 @@ pub struct Network {
     taps: Vec<Vec<Box<dyn Tap>>>,
     /// The last frame shown to a tap (see [`TapOrder`]).
     tap_order: TapOrder,
+    /// The instant of the last event run and the highest key among the
+    /// events run at it (kept while there are taps: see [`TapOrder`]).
+    instant: (SimTime, u64),
+    /// Whether any link has a tap.
+    tapped: bool,
     out: Vec<(PortId, Frame)>,
     timers: Vec<(SimTime, u64)>,
     /// Scratch for [`Network::channel_super`].
@@ -361,6 +376,8 @@ impl Network {
             ledger: Ledger::default(),
             taps,
             tap_order: TapOrder::default(),
+            instant: (SimTime::ZERO, 0),
+            tapped: false,
             out: Vec::new(),
             timers: Vec::new(),
             fates: Vec::new(),
@@ -408,6 +425,7 @@ impl Network {
     }
     /// Adds a tap on link `link`.
     pub fn add_tap(&mut self, link: LinkId, tap: Box<dyn Tap>) {
+        self.tapped = true;
         self.taps[link].push(tap);
     }
 
@@ -544,22 +562,17 @@ impl Network {
     /// Shows `frame` to the taps of `link` (a super-frame as the segments
     /// the wire carries, each at `now`: a direction that keeps super-frames
     /// whole sends them at no rate).
-    fn tap(
-        &mut self,
-        q: &EventQueue<Event>,
-        now: SimTime,
-        link: LinkId,
-        side: usize,
-        rx: bool,
-        frame: &Frame,
-    ) {
+    fn tap(&mut self, now: SimTime, link: LinkId, side: usize, rx: bool, frame: &Frame) {
         let taps = &mut self.taps[link];
         if taps.is_empty() {
             return;
         }
+        // A frame handed in between events (real time) keeps the highest
+        // key for the rest of its instant, so the order still only grows.
+        self.instant.0 = self.instant.0.max(now);
         let last = &mut self.tap_order;
+        let key = self.instant.1;
         let mut next = || {
-            let key = q.current_key();
             *last = if last.time == now && last.key == key {
                 TapOrder {
                     sub: last.sub.saturating_add(1),
@@ -597,7 +610,7 @@ impl Network {
         frame: Frame,
         q: &mut EventQueue<Event>,
     ) {
-        self.tap(q, now, link, side, false, &frame);
+        self.tap(now, link, side, false, &frame);
         let d = &mut self.links[link].dirs[side];
         d.stats.sent_packets += frame.segs();
         d.stats.sent_bytes += frame.wire_len();
@@ -790,7 +803,7 @@ impl Network {
         d.stats.received_packets += n;
         d.stats.received_bytes += frame.wire_len();
         let (node, port) = d.to;
-        self.tap(q, now, link, side, true, &frame);
+        self.tap(now, link, side, true, &frame);
         self.dispatch(now, node, q, |nd, ctx| match nd {
             Node::Host(h) => h.receive(port, frame, ctx),
             Node::Router(r) => r.receive(port, frame, ctx),
@@ -998,6 +1011,13 @@ impl InFlight {
 impl Model for Network {
     type Event = Event;
     fn handle(&mut self, now: SimTime, event: Event, q: &mut EventQueue<Event>) {
+        if self.tapped {
+            let key = q.current_key();
+            self.instant = match self.instant {
+                (t, max) if t == now => (t, max.max(key)),
+                _ => (now, key),
+            };
+        }
         match event {
             Event::TxDone { link, dir, epoch } => {
                 self.tx_done(now, link as usize, dir as usize, epoch, q)

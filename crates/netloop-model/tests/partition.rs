@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use netloop_core::queue::source_of_key;
 use netloop_core::{Bytes, DataRate, SimDuration, SimTime};
 use netloop_model::partition::{run_threads, run_threads_with_taps, Cut, CutError, PartitionTaps};
 use netloop_model::spec::*;
@@ -227,38 +226,60 @@ fn dumbbell_gives_the_same_results_cut_into_1_2_4_and_8() {
     assert_same_for_every_cut(&s, &cuts);
 }
 
-/// What a tap on every link sees, as (order, link, direction, received,
-/// bytes).
-type Sighting = (
-    netloop_model::network::TapOrder,
-    usize,
-    usize,
-    bool,
-    Vec<u8>,
-);
-
-fn sightings(recorders: &[Recorder]) -> Vec<Sighting> {
-    let mut all: Vec<Sighting> = Vec::new();
-    for (link, r) in recorders.iter().enumerate() {
-        all.extend(
-            r.frames()
-                .into_iter()
-                .map(|f| (f.order, link, f.dir, f.rx, f.data)),
-        );
-    }
-    all
+/// A chain h1 – r0 – ra ═ 5 ms ═ rb – h2 whose other links have no delay
+/// and no rate, with pings both ways: at one instant an event schedules
+/// another for the same instant with a lower key (a frame crosses a
+/// zero-delay link), so the keys of the events run at an instant go down.
+fn zero_delay_chain() -> NetworkSpec {
+    let nodes = vec![
+        host("h1"),
+        router("r0"),
+        router("ra"),
+        router("rb"),
+        host("h2"),
+    ];
+    let links = vec![
+        link("r0", "ra", dir(None, SimDuration::ZERO)),
+        link("h2", "rb", dir(None, SimDuration::ZERO)),
+        link("ra", "rb", dir(Some(100), ms(5))),
+        link("h1", "r0", dir(None, SimDuration::ZERO)),
+    ];
+    let traffic = vec![
+        flow("p1", "h1", "h2", ping(10)),
+        flow("p2", "h2", "h1", ping(7)),
+    ];
+    spec(SimDuration::from_millis(500), 1, nodes, links, traffic)
 }
 
 /// Taps see every frame once, in one run and in a partitioned one alike:
-/// within a run each frame's order (time, event key, place in the event)
-/// is strictly increasing, and the frames the partitions saw, sorted by
-/// it, are those of one run in its order. That is what lets a capture's
-/// parts merge into the file one run writes (netloop_io::pcapparts).
+/// within a run each frame's order (time, key, place) is strictly
+/// increasing, and the frames the partitions saw, sorted by it, are those
+/// of one run in its order. That is what lets a capture's parts merge into
+/// the file one run writes (netloop_io::pcapparts). Zero-delay links
+/// (the chain, the ring's switches) make an instant's event keys go down.
 #[test]
 fn taps_see_the_frames_of_one_run_in_its_order_however_cut() {
-    let s = dumbbell(11);
+    let chain = zero_delay_chain();
+    let chain_cut = Cut::given(&chain, vec![0, 0, 0, 1, 1], 2).unwrap();
+    for (s, mut cuts) in [
+        (dumbbell(11), vec![2, 4, 8]),
+        (ring(3), vec![2, 3, 4, 8]),
+        (chain, vec![]),
+    ]
+    .map(|(s, ns)| {
+        let cuts: Vec<Cut> = ns.iter().map(|&k| Cut::auto(&s, k).unwrap()).collect();
+        (s, cuts)
+    }) {
+        if s.nodes.len() == 5 {
+            cuts.push(chain_cut.clone());
+        }
+        assert_taps_merge(&s, &cuts);
+    }
+}
+
+fn assert_taps_merge(s: &NetworkSpec, cuts: &[Cut]) {
     let links = s.links.len();
-    let mut sim = Simulation::build(&s).unwrap();
+    let mut sim = Simulation::build(s).unwrap();
     let one: Vec<Recorder> = (0..links).map(|_| Recorder::default()).collect();
     for (link, r) in one.iter().enumerate() {
         sim.net.add_tap(link, Box::new(r.clone()));
@@ -270,20 +291,19 @@ fn taps_see_the_frames_of_one_run_in_its_order_however_cut() {
             "one tap's frames come in strictly increasing order"
         );
     }
-    let mut sorted = sightings(&one);
-    sorted.sort_by_key(|a| a.0);
-    assert!(
-        sorted.windows(2).all(|w| w[0].0 < w[1].0),
-        "no two frames of a run share an order"
-    );
-    assert!(sorted.len() > 1_000, "{} frames", sorted.len());
-    let n = s.nodes.len() as u32;
-    let mut cuts: Vec<Cut> = [2, 4, 8]
-        .iter()
-        .map(|&k| Cut::auto(&s, k).unwrap())
-        .collect();
-    cuts.push(Cut::given(&s, (0..n).collect(), n).unwrap());
-    for cut in &cuts {
+    // One run's frames on all links, in the order it showed them.
+    let mut want: Vec<(usize, Seen)> = Vec::new();
+    for (link, r) in one.iter().enumerate() {
+        want.extend(r.frames().into_iter().map(|f| (link, f)));
+    }
+    want.sort_by_key(|(_, f)| f.order);
+    assert!(want.len() > 50, "{} frames", want.len());
+    let shown = |v: &[(usize, Seen)]| -> Vec<(SimTime, usize, usize, bool, Vec<u8>)> {
+        v.iter()
+            .map(|(l, f)| (f.time, *l, f.dir, f.rx, f.data.clone()))
+            .collect()
+    };
+    for cut in cuts {
         let recorders: Vec<Vec<Recorder>> = (0..cut.parts)
             .map(|_| (0..links).map(|_| Recorder::default()).collect())
             .collect();
@@ -302,34 +322,26 @@ fn taps_see_the_frames_of_one_run_in_its_order_however_cut() {
             })
             .collect();
         let end = SimTime::ZERO + s.run.duration;
-        run_threads_with_taps(Simulation::build(&s).unwrap(), cut, end, |_| true, taps).unwrap();
-        let mut got: Vec<Sighting> = recorders.iter().flat_map(|rs| sightings(rs)).collect();
-        got.sort_by_key(|a| a.0);
-        // Sequence numbers are each partition's own (a wire's arrivals are
-        // scheduled as frames cross, in batches); the order does not
-        // depend on them, and the frames are compared without them.
-        let mut want = sorted.clone();
-        for s in got.iter_mut().chain(want.iter_mut()) {
-            s.0.key = u64::from(source_of_key(s.0.key));
+        run_threads_with_taps(Simulation::build(s).unwrap(), cut, end, |_| true, taps).unwrap();
+        let mut got: Vec<(usize, Seen)> = Vec::new();
+        for rs in &recorders {
+            for (link, r) in rs.iter().enumerate() {
+                got.extend(r.frames().into_iter().map(|f| (link, f)));
+            }
         }
-        let sorted = &want;
-        assert_eq!(got.len(), sorted.len(), "{} partitions", cut.parts);
-        if let Some(i) = (0..got.len()).find(|&i| got[i] != sorted[i]) {
-            let show = |v: &Sighting| {
-                format!(
-                    "{:?} link {} dir {} rx {} len {}",
-                    v.0,
-                    v.1,
-                    v.2,
-                    v.3,
-                    v.4.len()
-                )
-            };
+        got.sort_by_key(|(_, f)| f.order);
+        let (got, want) = (shown(&got), shown(&want));
+        assert_eq!(got.len(), want.len(), "{} partitions", cut.parts);
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
             panic!(
-                "{} partitions: frame {i} differs: {} against {} in one run",
+                "{} partitions {:?}: frame {i} of {} differs: at {} on link {} against at {} on link {} in one run",
                 cut.parts,
-                show(&got[i]),
-                show(&sorted[i])
+                cut.part_of,
+                got.len(),
+                got[i].0,
+                got[i].1,
+                want[i].0,
+                want[i].1
             );
         }
     }
