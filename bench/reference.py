@@ -595,8 +595,23 @@ def exp_capture(p, reps):
     return {"rows": rows}
 
 
+def machine_wakeup():
+    """This machine's thread wake-up latencies (`netloop bench wakeup`): the
+    floor under a ping through any user-space emulator. None if it failed."""
+    out = os.path.join(tempfile.mkdtemp(prefix=f"{TAG}-"), "wakeup.json")
+    try:
+        sh(NETLOOP, "bench", "wakeup", "--json", out, timeout=120)
+        with open(out) as f:
+            return json.load(f)
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+        print(f"delay: netloop bench wakeup failed: {e}", flush=True)
+        return None
+    finally:
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+
+
 def exp_delay(p, reps):
-    out = {"expected_model_ns": 20e6 + 6 * (98 + 24) * 8, "runs": {}}
+    out = {"expected_model_ns": 20e6 + 6 * (98 + 24) * 8, "runs": {}, "wakeup": machine_wakeup()}
     path = Path(2, rate="1Gbps", mid_delay="10ms")
     clients = [WARM, f"ping -c {p['pings']} -i 0.02 {{R1}}",
                f"{{NETLOOP}} probe rtt {{H2}} --count {p['probes']} --interval 10ms --json {{OUT}}/probe.json",

@@ -539,12 +539,38 @@ class Report:
         else:
             for name in names:
                 self.target(name, "no measurement (netloop or the kernel failed)", None)
+        self.wakeup_floor(e.get("wakeup"), n, k)
         n3 = stats.get("ns-3")
         if n and n3:
             self.p(f"netloop against ns-3: remote median error {fmt_ns(n['p50'] - exp)} against "
                    f"{fmt_ns(n3['p50'] - exp)}, p99 {fmt_ns(n['p99'] - exp)} against {fmt_ns(n3['p99'] - exp)}, "
                    f"sd {fmt_ns(n['sd'])} against {fmt_ns(n3['sd'])}.\n")
         self.plot_delay(e)
+
+    def wakeup_floor(self, w, n, k):
+        """What this machine's thread wake-ups (`netloop bench wakeup`) put
+        under the ping to a router: the kernel forwards it inside ping's own
+        system call, while through a user-space emulator it waits for two
+        wake-ups, the emulator's thread and then ping itself."""
+        if not w or not w.get("cases"):
+            return
+        cases = {(c["sleeper_class"], c["waker_cpu"] != c["sleeper_cpu"]): c for c in w["cases"]}
+        rt_far, prog_far, near = cases.get(("fifo", True)), cases.get(("normal", True)), cases.get(("fifo", False))
+        self.p("This machine's thread wake-ups (`netloop bench wakeup`: one thread rings an eventfd every "
+               f"{fmt_ns(w['gap_ns'])}, another sleeps in ppoll), p50 / p99: "
+               + "; ".join(f"{c['case']} {fmt_ns(c['p50_ns'])} / {fmt_ns(c['p99_ns'])}" for c in w["cases"])
+               + ".\n")
+        if not (rt_far and prog_far and near and n and k):
+            return
+        low = k["local"] + 2 * near["p50_ns"]
+        high = k["local"] + rt_far["p50_ns"] + prog_far["p50_ns"]
+        self.p("The kernel answers a ping to a router inside ping's own system call; through a user-space "
+               "emulator the request waits for the emulator's thread to wake and the reply for ping to wake. "
+               f"So a ping to netloop's router costs at least the kernel's {fmt_ns(k['local'])} plus two "
+               f"wake-ups: {fmt_ns(low)} ({fmt_x(ratio(low, k['local']))} the kernel's) if both found their CPU "
+               f"busy, {fmt_ns(high)} ({fmt_x(ratio(high, k['local']))}) if both cross to an idle CPU, as the "
+               f"scheduler does when one is idle. netloop measured {fmt_ns(n['local'])} "
+               f"({fmt_x(ratio(n['local'], k['local']))}).\n")
 
     def plot_delay(self, e):
         plt = pyplot()

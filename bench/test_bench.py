@@ -433,7 +433,14 @@ class WholeReport(unittest.TestCase):
                    "delay": {"expected_model_ns": 20e6, "runs": {
                        "kernel": [{"local_ns": [20e3, 30e3, 25e3], "remote_ns": [25e3, 26e3, 27e3]}],
                        "netloop": [{"local_ns": [40e3, 50e3, 45e3],
-                                    "remote_ns": [20.05e6, 20.055e6, 20.06e6]}]}},
+                                    "remote_ns": [20.05e6, 20.055e6, 20.06e6]}]},
+                             "wakeup": {"gap_ns": 10e6, "cases": [
+                                 {"case": "far rt", "waker_cpu": 0, "sleeper_cpu": 1, "sleeper_class": "fifo",
+                                  "p50_ns": 50e3, "p99_ns": 90e3},
+                                 {"case": "far normal", "waker_cpu": 0, "sleeper_cpu": 1,
+                                  "sleeper_class": "normal", "p50_ns": 60e3, "p99_ns": 95e3},
+                                 {"case": "near rt", "waker_cpu": 0, "sleeper_cpu": 0, "sleeper_class": "fifo",
+                                  "p50_ns": 20e3, "p99_ns": 30e3}]}},
                    "mixed": {"link": "2 Mbit/s, 50 ms", "bg_rate": "b", "nse": {"links": 150, "nodes": 300},
                              "rows": [{"system": "netloop", "pairs": 0, "runs": [{"bps": 1.9e6}]},
                                       {"system": "netloop", "pairs": 100, "runs": [{"bps": 1.85e6}]},
@@ -444,6 +451,11 @@ class WholeReport(unittest.TestCase):
             text = f.read()
         # 20.055 ms median − 20 ms − the kernel's 26 µs = 29 µs: within 30.
         self.assertIn("| Round trip over 10 ms: median within 30 µs of 20 ms + the kernel's RTT | 29.0 µs", text)
+        # The kernel's 25 µs local ping plus two wake-ups: 2 × 20 µs on a
+        # busy CPU, 50 + 60 µs across CPUs.
+        self.assertIn("plus two wake-ups: 65.0 µs (2.60× the kernel's) if both found their CPU busy, 135.0 µs "
+                      "(5.40×) if both cross to an idle CPU", text)
+        self.assertIn("netloop measured 45.0 µs (1.80×)", text)
         # 97 % at 100 pairs, 53 % at 200: the knee is 100.
         self.assertIn("Most pairs with the live flow at ≥ 95 %, up to its first drop below: netloop 100,", text)
         # The synthetic runs carry no self-report: no verdict, no capacity.

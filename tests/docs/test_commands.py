@@ -329,6 +329,7 @@ HOW: dict[str, How] = {
         "the quick profile takes about 15 minutes on 2 cores (bench/README.md) and installs ns-3; its "
         "logic is tested by bench/test_bench.py, and here its options parse",
     ),
+    "sudo netloop bench wakeup": How(run_in_scratch("bench/out/wakeup.json")),
     # docs/capture.md
     "netloop run examples/two-routers.toml --pcap r1-r2 --pcap h1:eth0 --pcap-dir out": How(
         run_in_scratch("out/r1-r2.pcap", "out/h1-eth0.pcap")

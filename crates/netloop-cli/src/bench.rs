@@ -74,6 +74,22 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         mpi_ranks: Vec<u32>,
     },
+    /// How long this machine takes to wake a sleeping thread, on another
+    /// CPU and on the same one: the floor under a real-time run's latency
+    /// (a ping through netloop waits for two such wake-ups that the
+    /// kernel's forwarding does not).
+    Wakeup {
+        /// Wake-ups per case.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        samples: u32,
+        /// Time between wake-ups (long enough for the sleeper's CPU to go
+        /// idle, as between the packets of a ping).
+        #[arg(long, value_parser = crate::run::parse_duration, default_value = "10ms")]
+        gap: netloop_core::SimDuration,
+        /// Where to write the JSON.
+        #[arg(long, default_value = "bench/out/wakeup.json")]
+        json: PathBuf,
+    },
     /// One MPI rank of `bench speed --mpi-ranks` (started by mpirun).
     #[command(hide = true)]
     SpeedRank {
@@ -419,6 +435,13 @@ fn run_ns3(
 pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     let (scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions, mpi_ranks) =
         match cmd {
+            BenchCommand::Wakeup { samples, gap, json } => {
+                return wakeup(
+                    samples as usize,
+                    std::time::Duration::from_nanos(gap.as_nanos()),
+                    &json,
+                )
+            }
             BenchCommand::SpeedRank {
                 scenario,
                 sites,
@@ -725,4 +748,115 @@ impl Machine {
             kernel,
         }
     }
+}
+
+/// One case of `bench wakeup`, as its JSON gives it.
+#[derive(Serialize)]
+struct WakeupRow {
+    case: &'static str,
+    waker_cpu: usize,
+    sleeper_cpu: usize,
+    sleeper_class: &'static str,
+    samples: usize,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+}
+
+/// `netloop bench wakeup`: times thread wake-ups across CPUs and on one.
+fn wakeup(samples: usize, gap: std::time::Duration, json: &Path) -> anyhow::Result<ExitCode> {
+    use netloop_io::wakeup::{measure, quantile, Case};
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The CPUs this process may use (a cgroup or taskset may allow fewer
+    // than the machine has).
+    let online: Vec<usize> = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map(|set| {
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect()
+        })
+        .unwrap_or_else(|_| (0..cpus).collect());
+    let (a, b) = (online[0], *online.get(1).unwrap_or(&online[0]));
+    let mut cases: Vec<(&'static str, Case, &'static str)> = Vec::new();
+    if a != b {
+        cases.push((
+            "another CPU, real-time class (netloop's event thread)",
+            Case {
+                waker_cpu: a,
+                sleeper_cpu: b,
+                fifo: Some(50),
+            },
+            "fifo",
+        ));
+        cases.push((
+            "another CPU, normal class (a program such as ping)",
+            Case {
+                waker_cpu: a,
+                sleeper_cpu: b,
+                fifo: None,
+            },
+            "normal",
+        ));
+    }
+    cases.push((
+        "the same CPU, real-time class",
+        Case {
+            waker_cpu: a,
+            sleeper_cpu: a,
+            fifo: Some(50),
+        },
+        "fifo",
+    ));
+    let mut rows = Vec::new();
+    for (name, case, class) in cases {
+        let mut v = measure(case, samples, gap)
+            .map_err(|e| anyhow!("bench wakeup, {name}: {e} (the real-time class needs root)"))?;
+        rows.push(WakeupRow {
+            case: name,
+            waker_cpu: case.waker_cpu,
+            sleeper_cpu: case.sleeper_cpu,
+            sleeper_class: class,
+            samples: v.len(),
+            p50_ns: quantile(&mut v, 0.5),
+            p90_ns: quantile(&mut v, 0.9),
+            p99_ns: quantile(&mut v, 0.99),
+            max_ns: quantile(&mut v, 1.0),
+        });
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "thread woken on",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "samples",
+    ]);
+    for r in &rows {
+        t.add_row(vec![
+            Cell::new(r.case),
+            Cell::new(format::ns(r.p50_ns as f64)).set_alignment(CellAlignment::Right),
+            Cell::new(format::ns(r.p90_ns as f64)).set_alignment(CellAlignment::Right),
+            Cell::new(format::ns(r.p99_ns as f64)).set_alignment(CellAlignment::Right),
+            Cell::new(format::ns(r.max_ns as f64)).set_alignment(CellAlignment::Right),
+            Cell::new(r.samples).set_alignment(CellAlignment::Right),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "time from one thread ringing an eventfd to the other, asleep in ppoll, running; \
+         one ring every {} (the sleeper's CPU goes idle between rings, as between a ping's packets)",
+        format::ns(gap.as_nanos() as f64)
+    );
+    if let Some(parent) = json.parent() {
+        std::fs::create_dir_all(parent).ok();
+    }
+    write_json_atomic(
+        json,
+        &serde_json::json!({ "gap_ns": gap.as_nanos() as u64, "cases": rows }),
+    )?;
+    println!("results: {}", json.display());
+    Ok(ExitCode::SUCCESS)
 }

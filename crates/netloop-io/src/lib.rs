@@ -16,6 +16,8 @@
 //!   thread that moves frames between the model and the interfaces;
 //! - [`pcap`]: capture to pcap files with simulated timestamps, and
 //!   [`pcapparts`]: the same for partitioned runs, merged from their parts;
+//! - [`wakeup`]: how long this machine takes to wake a sleeping thread
+//!   (`netloop bench wakeup`), the floor under a real-time run's latency;
 //! - [`live`]: a whole real-time run — set up, programs on schedule, run,
 //!   tear down, report.
 //!
@@ -41,6 +43,7 @@ pub mod session;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tap;
+pub mod wakeup;
 
 pub use error::{Error, Result};
 pub use frameio::{BoundaryCounters, FrameIo, RecvGso};

@@ -1,0 +1,142 @@
+//! How long this machine takes to wake a sleeping thread: the floor under
+//! every hand-over between threads in a real-time run.
+//!
+//! A frame that a real program sends reaches netloop's event thread asleep
+//! in `ppoll` (it sleeps whenever nothing is due, so that an idle network
+//! costs no CPU), and the frame netloop writes back wakes the program
+//! asleep in `recvmsg`. The kernel forwarding between namespaces needs
+//! neither: it runs the whole path in the sender's system call. So a ping
+//! through any user-space emulator costs the kernel's path plus two
+//! wake-ups, and on a virtual machine a wake-up of an idle virtual CPU is a
+//! round trip through the hypervisor. [`measure`] times it the way a ping
+//! meets it: one thread rings an eventfd every few milliseconds (long
+//! enough for the other CPU to go idle) and the other, asleep in `ppoll`,
+//! notes how long after the ring it runs.
+
+use nix::sched::CpuSet;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::unistd::Pid;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::mono_ns;
+
+/// One way of waking a thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// The CPU of the thread that rings.
+    pub waker_cpu: usize,
+    /// The CPU of the thread that sleeps.
+    pub sleeper_cpu: usize,
+    /// The sleeper's SCHED_FIFO priority (as netloop's event thread), or
+    /// `None` for the normal class (as the programs it serves).
+    pub fifo: Option<i32>,
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(io::Error::from)?;
+    nix::sched::sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)
+}
+
+/// Wakes a sleeping thread `samples` times, `gap` apart, as `case` says;
+/// returns how long after each ring the sleeper ran (ns), in the order
+/// measured. An error if a thread cannot be pinned (no such CPU) or put in
+/// the real-time class.
+pub fn measure(case: Case, samples: usize, gap: Duration) -> io::Result<Vec<u64>> {
+    let bell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+    let rung_at = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let sleeper = s.spawn(|| -> io::Result<Vec<u64>> {
+            pin(case.sleeper_cpu)?;
+            if let Some(p) = case.fifo {
+                crate::sys::set_fifo_priority(p)?;
+            }
+            let _ = crate::clock::set_timer_slack_ns(1);
+            let mut out = Vec::with_capacity(samples);
+            let mut fds = [crate::sys::pollfd_in(bell.as_fd())];
+            while out.len() < samples {
+                // No ring for ten gaps and ten seconds: the waker is gone
+                // (a busy machine may hold it back for a while: another
+                // run's real-time threads come first on its CPU).
+                let patience = (gap * 10).max(Duration::from_secs(10));
+                if crate::sys::ppoll_raw(&mut fds, patience)? == 0 {
+                    return Err(io::Error::other("the waking thread stopped ringing"));
+                }
+                let now = mono_ns();
+                if bell.read().is_ok() {
+                    out.push(now.saturating_sub(rung_at.load(Ordering::Acquire)));
+                }
+            }
+            Ok(out)
+        });
+        let rang = (|| -> io::Result<()> {
+            pin(case.waker_cpu)?;
+            for _ in 0..samples {
+                std::thread::sleep(gap);
+                if sleeper.is_finished() {
+                    break;
+                }
+                rung_at.store(mono_ns(), Ordering::Release);
+                bell.write(1)?;
+            }
+            Ok(())
+        })();
+        let got = sleeper
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        rang.and(got)
+    })
+}
+
+/// The `q` quantile (0–1) of `v`, sorted in place; 0 if empty.
+pub fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every ring is seen once, and a wake-up takes some time but far less
+    /// than a second (a sanity bound, not a measurement).
+    #[test]
+    fn each_ring_wakes_the_sleeper_once() {
+        let case = Case {
+            waker_cpu: 0,
+            sleeper_cpu: 0,
+            fifo: None,
+        };
+        let mut v = measure(case, 20, Duration::from_millis(2)).unwrap();
+        assert_eq!(v.len(), 20);
+        assert!(v.iter().all(|&ns| ns > 0 && ns < 1_000_000_000), "{v:?}");
+        assert!(quantile(&mut v, 0.5) > 0);
+    }
+
+    #[test]
+    fn a_cpu_the_machine_lacks_is_an_error() {
+        let case = Case {
+            waker_cpu: 0,
+            sleeper_cpu: 100_000,
+            fifo: None,
+        };
+        assert!(measure(case, 3, Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn quantiles_pick_from_the_sorted_samples() {
+        let mut v = vec![5, 1, 4, 2, 3];
+        assert_eq!(quantile(&mut v, 0.0), 1);
+        assert_eq!(quantile(&mut v, 0.5), 3);
+        assert_eq!(quantile(&mut v, 1.0), 5);
+        assert_eq!(quantile(&mut [], 0.5), 0);
+    }
+}
