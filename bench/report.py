@@ -70,7 +70,9 @@ RT_HEAD = ["netloop kept up", "timer lateness p50 / p99 / max", "input latency p
 RT_RULE = "---|---:|---:|---:|"
 RT_TEXT = ("Every point that runs netloop in real time has four more columns, from netloop's self-report of each "
            "repeat: *netloop kept up* is its own verdict (`kept_up`: every event ran within its late threshold, "
-           "1 ms by default); *timer lateness* is how late its timer-driven events ran (`event_lateness`: the "
+           "1 ms by default; *no (N of M held off)*: N of its M late events came while its event thread was held off "
+           "its CPU, neither running nor asleep — the hypervisor, interrupts or a thread of higher priority took "
+           "it — rather than busy, `late_held_off`); *timer lateness* is how late its timer-driven events ran (`event_lateness`: the "
            "median over the repeats of each run's p50 and p99, and the largest max of any); *input latency p99* is "
            "from a frame's arrival to its entering the model (`input_latency`, median over the repeats); *lost at "
            "boundary* is per repeat (`boundary_lost`: ring drops, full device queues, truncation). A dash (—) stands "
@@ -155,7 +157,14 @@ def rt_cells(runs, boundary=True):
     reps = [rt_report(r) for r in runs]
     if not any(reps):
         return ["—"] * (4 if boundary else 3)
-    kept = "/".join("—" if x.get("kept_up") is None else ("yes" if x["kept_up"] else "no") for x in reps)
+    def verdict(x):
+        if x.get("kept_up") is None:
+            return "—"
+        if x["kept_up"]:
+            return "yes"
+        held = x.get("late_held_off")
+        return f"no ({held:,} of {x.get('late_events', 0):,} held off)" if held else "no"
+    kept = "/".join(verdict(x) for x in reps)
     lat = [x.get("event_lateness") or {} for x in reps]
     p50, p99 = med([x.get("p50_ns") for x in lat]), med([x.get("p99_ns") for x in lat])
     top = max((x["max_ns"] for x in lat if x.get("max_ns") is not None), default=None)

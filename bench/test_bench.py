@@ -393,6 +393,11 @@ class KeepingUpColumns(unittest.TestCase):
         old = [{"sent": 1, "lost": 0, "seconds": 1.0, "boundary_lost": 3, "kept_up": True}, {"error": "x"}]
         self.assertEqual(report.rt_cells(old), ["yes/—", "—", "—", "3/—"])
         self.assertEqual(report.rt_cells([{"bps": 1, "report": {"kept_up": False}}]), ["no", "—", "—", "—"])
+        # Late events put down to the CPU being taken are said so.
+        held = {"kept_up": False, "late_events": 85, "late_held_off": 80}
+        self.assertEqual(report.rt_cells([{"bps": 1, "report": held}])[0], "no (80 of 85 held off)")
+        held["late_held_off"] = 0
+        self.assertEqual(report.rt_cells([{"bps": 1, "report": held}])[0], "no")
         self.assertEqual(report.rt_cells([{"na": "not run"}]), ["—"] * 4)
 
     def test_keep_up_targets(self):

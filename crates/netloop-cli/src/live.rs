@@ -303,6 +303,17 @@ pub fn print_report(r: &LiveReport) {
                 format::count(late_in)
             );
         }
+        if rt.late_held_off > 0 {
+            eprintln!(
+                "{} of the late events came while netloop's event thread was held off its CPU \
+                 (neither running nor asleep, {} in all, up to {} in 10 ms): its vCPU stopped by the \
+                 hypervisor, interrupts, or a thread of higher priority took the CPU; the rest came \
+                 while it had more work than time.\n",
+                format::count(rt.late_held_off),
+                format::ns(rt.held_off_ns as f64),
+                format::ns(rt.held_off_max_ns as f64)
+            );
+        }
         if let Some(steal) = rt.steal_ns.filter(|&s| s > 0) {
             eprintln!(
                 "During the run the hypervisor took {} of CPU time from this machine's CPUs \

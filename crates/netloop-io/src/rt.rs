@@ -365,6 +365,18 @@ pub struct RtReport {
     /// (all CPUs together; `None` where the kernel does not say): a vCPU
     /// descheduled by its host stops whatever the thread's priority.
     pub steal_ns: Option<u64>,
+    /// Time the event thread was held off its CPU (neither running nor
+    /// asleep: its vCPU stopped by the hypervisor, interrupts, a thread of
+    /// higher priority), measured per 10 ms window from its own CPU time:
+    /// in all, and in the worst window (ns). See [`rtio::HeldOff`].
+    pub held_off_ns: u64,
+    /// The most it was held off in one 10 ms window (ns).
+    pub held_off_max_ns: u64,
+    /// Late events that came in a window in which (or just after one in
+    /// which) the event thread was held off its CPU for at least half
+    /// their lateness: late because the CPU was taken from it, not because
+    /// it had more work than time.
+    pub late_held_off: u64,
     /// Per real interface.
     pub ports: Vec<PortReport>,
     /// Frames read from real interfaces, in total.
@@ -542,6 +554,12 @@ struct Tally {
     faults0: i64,
     /// CPU time stolen by the hypervisor when the clock started.
     steal0: Option<u64>,
+    /// Time the event thread was held off its CPU, and the late events
+    /// put down to it.
+    held: rtio::HeldOff,
+    /// Time slept in the current window, and spent in the control hook
+    /// (which may block), ns: not held off.
+    slept: u64,
 }
 
 /// Minor page faults of the calling thread so far.
@@ -557,6 +575,7 @@ impl Tally {
         self.window.saturating_record(late_ns.max(1));
         if late_ns > threshold_ns {
             self.late_events += 1;
+            self.held.late(late_ns);
             self.first_late.get_or_insert(at);
             self.last_late = Some(at);
         }
@@ -619,6 +638,9 @@ impl Tally {
                 .steal0
                 .zip(clock::steal_ns())
                 .map(|(a, b)| b.saturating_sub(a)),
+            held_off_ns: self.held.total_ns,
+            held_off_max_ns: self.held.max_ns,
+            late_held_off: self.held.late_events,
             rx_frames: sum(|c| c.rx_frames),
             tx_frames: sum(|c| c.tx_frames),
             boundary_lost: sum(|c| c.lost()),
@@ -892,6 +914,8 @@ pub fn run_realtime(
         reserved: crate::memory::Reserved::default(),
         faults0: 0,
         steal0: None,
+        held: rtio::HeldOff::default(),
+        slept: 0,
     };
     let direct_latency = histogram();
     let direct_due = Vec::with_capacity(QUEUE_FRAMES);
@@ -1033,6 +1057,10 @@ fn event_loop(
     let mut fds = raw.clone();
     let end = loop {
         if duty.check() {
+            let (used, span) = duty.last;
+            side.tally
+                .held
+                .window(span, used, std::mem::take(&mut side.tally.slept));
             wake.budget(duty.share);
             if let Some(split) = mode.window(duty.share, std::mem::take(&mut side.window_frames)) {
                 shared.split.store(split, Ordering::Release);
@@ -1063,7 +1091,13 @@ fn event_loop(
                 late_threshold_ns: opts.late_threshold_ns,
                 spin_ns: opts.spin_ns,
             };
-            match control(&mut ctl) {
+            // The hook may block (starting a program waits for its exec):
+            // time not running that is not the CPU being taken, so it is
+            // left out of the held-off time as sleep is.
+            let hook = clock::mono_ns();
+            let step = control(&mut ctl);
+            side.tally.slept += clock::mono_ns() - hook;
+            match step {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => break EndReason::Control,
             }
@@ -1170,7 +1204,13 @@ fn event_loop(
             if rx.is_empty() && !mail {
                 side.tally.sleeps += 1;
                 let target = mono + sleep_ns;
-                match crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(sleep_ns)) {
+                let asleep = clock::mono_ns();
+                let polled = crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(sleep_ns));
+                // Asleep at most as long as asked: a thread that woke late
+                // (its timer went off while it could not run) was held off
+                // for the rest.
+                side.tally.slept += (clock::mono_ns() - asleep).min(sleep_ns);
+                match polled {
                     // Woken by the clock: how late, to size the spin window.
                     Ok(0) => {
                         let over = clock::mono_ns().saturating_sub(target);

@@ -181,6 +181,8 @@ pub struct Duty {
     n: usize,
     /// The CPU share of the last window.
     pub share: f64,
+    /// CPU time used in the last window, and its length (ns).
+    pub last: (u64, u64),
     /// Windows in which the thread was moved out of the real-time class.
     pub demotions: u64,
 }
@@ -204,6 +206,7 @@ impl Duty {
             recent: [(0, 0); DUTY_HORIZON],
             n: 0,
             share: 0.0,
+            last: (0, 0),
             demotions: 0,
         }
     }
@@ -237,6 +240,7 @@ impl Duty {
     /// thread back to the real-time class, Some(false) to move it out.
     fn window(&mut self, used: u64, span: u64) -> Option<bool> {
         self.share = used as f64 / span as f64;
+        self.last = (used, span);
         self.recent[self.n % DUTY_HORIZON] = (used, span);
         self.n += 1;
         self.priority?;
@@ -260,6 +264,57 @@ impl Duty {
             self.demotions += 1;
             None
         }
+    }
+}
+
+/// Tells late events that came while a thread was held off its CPU from
+/// those it was too busy to run on time.
+///
+/// A thread that is neither running nor asleep was held off its CPU: its
+/// virtual CPU was stopped by the hypervisor (steal), interrupts ran, or a
+/// thread of higher priority did. Its CPU time (CLOCK_THREAD_CPUTIME_ID)
+/// does not advance then, so per window of [`DUTY_WINDOW_NS`] the time held
+/// off is the window's length less the CPU time used less the time spent
+/// asleep (measured around each sleep). Steal shows in `/proc/stat` only to
+/// 10 ms for the whole machine; this is the thread's own, per window.
+/// Late events of a window are put down to it when the window and the one
+/// before held the thread off for at least half the largest lateness among
+/// them: a hole in the thread's running that long made them late.
+#[derive(Debug, Default)]
+pub struct HeldOff {
+    /// Held off in the previous window (ns).
+    prev_ns: u64,
+    /// Late events in the current window, and the largest lateness.
+    late: u64,
+    max_late_ns: u64,
+    /// Held off over the run, and in the worst window (ns).
+    pub total_ns: u64,
+    /// The most in one window.
+    pub max_ns: u64,
+    /// Late events put down to it.
+    pub late_events: u64,
+}
+
+impl HeldOff {
+    /// An event of the current window ran `late_ns` late (past the
+    /// threshold).
+    pub fn late(&mut self, late_ns: u64) {
+        self.late += 1;
+        self.max_late_ns = self.max_late_ns.max(late_ns);
+    }
+
+    /// A window of `span` ns ended, in which the thread used `used` ns of
+    /// CPU and slept `slept` ns.
+    pub fn window(&mut self, span: u64, used: u64, slept: u64) {
+        let held = span.saturating_sub(used).saturating_sub(slept);
+        self.total_ns += held;
+        self.max_ns = self.max_ns.max(held);
+        if self.late > 0 && (held + self.prev_ns) * 2 >= self.max_late_ns {
+            self.late_events += self.late;
+        }
+        self.prev_ns = held;
+        self.late = 0;
+        self.max_late_ns = 0;
     }
 }
 
@@ -541,6 +596,37 @@ pub fn io_thread(
 
 #[cfg(test)]
 mod tests {
+    use super::HeldOff;
+
+    /// Late events are put down to the thread being held off its CPU only
+    /// when it was, for long enough, in their window or the one before.
+    #[test]
+    fn late_events_are_put_down_to_a_hole_only_when_there_was_one() {
+        let mut h = HeldOff::default();
+        // Busy all the window (10 ms used): late for its own work.
+        h.late(2_000_000);
+        h.window(10_000_000, 10_000_000, 0);
+        assert_eq!(h.late_events, 0);
+        // Asleep 6 ms, ran 1 ms, held off 3 ms: the 2.5 ms late event is
+        // the hole's.
+        h.late(2_500_000);
+        h.window(10_000_000, 1_000_000, 6_000_000);
+        assert_eq!(
+            (h.late_events, h.max_ns, h.total_ns),
+            (1, 3_000_000, 3_000_000)
+        );
+        // The hole was in the window before: still the hole's.
+        h.late(2_000_000);
+        h.late(1_500_000);
+        h.window(10_000_000, 2_000_000, 8_000_000);
+        assert_eq!(h.late_events, 3);
+        // A hole of 0.2 ms does not explain 5 ms.
+        h.window(10_000_000, 1_000_000, 8_800_000);
+        h.late(5_000_000);
+        h.window(10_000_000, 1_000_000, 9_000_000);
+        assert_eq!(h.late_events, 3);
+    }
+
     use super::*;
 
     const W: u64 = DUTY_WINDOW_NS;

@@ -550,3 +550,114 @@ fn simulated_time_starts_once_the_scheduler_is_ready() {
         r.event_lateness.max_ns
     );
 }
+
+/// Late events are told apart by cause: while a thread of higher priority
+/// holds the event thread off its CPU for 30 ms, the events due then run
+/// late and are put down to that (`late_held_off`); when the event thread
+/// itself is busy for 5 ms (here its control hook), the events due then
+/// run late too, and are not. Needs the real-time class for the thread
+/// that holds the CPU (root).
+#[test]
+fn late_events_while_the_cpu_was_taken_are_told_from_late_events_of_work() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: holding the event thread off its CPU needs a real-time thread (root)");
+        return;
+    }
+    let topo = r#"
+[run]
+duration = "2s"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "h2"
+kind = "host"
+[[link]]
+endpoints = ["h1", "h2"]
+rate = "100Mbps"
+delay = "1ms"
+[[traffic]]
+kind = "udp-cbr"
+from = "h1"
+to = "h2"
+rate = "8Mbps"
+size = "1000B"
+"#;
+    let loaded = netloop_config::parse_str(topo, "held.toml").expect("valid topology");
+    let mut sim = Simulation::build(&loaded.spec).expect("builds");
+    let mut ports: Vec<RealPort> = Vec::new();
+    let cpu = 0usize;
+    let go = std::sync::Arc::new(AtomicBool::new(false));
+    let g = go.clone();
+    // Waits for its moment, then takes the event thread's CPU for 30 ms.
+    let hog = std::thread::spawn(move || -> Result<(), String> {
+        let mut set = nix::sched::CpuSet::new();
+        set.set(cpu).map_err(|e| e.to_string())?;
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map_err(|e| e.to_string())?;
+        while !g.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        netloop_io::sys::set_fifo_priority(90).map_err(|e| e.to_string())?;
+        let t0 = mono_ns();
+        while mono_ns() - t0 < 30_000_000 {
+            std::hint::spin_loop();
+        }
+        netloop_io::sys::restore_policy((libc::SCHED_OTHER, 0));
+        Ok(())
+    });
+    let stop = AtomicBool::new(false);
+    let opts = RtOptions {
+        spin_ns: 50_000,
+        late_threshold_ns: 1_000_000,
+        cpu: Some(cpu),
+        ..options(&stop, SimDuration::from_secs(2))
+    };
+    let (mut held, mut busy) = (false, false);
+    let r = run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        &mut ports,
+        Start::WhenReady,
+        &opts,
+        &mut |ctl| {
+            let ms = ctl.now.as_nanos() / 1_000_000;
+            if ms >= 300 && !held {
+                held = true;
+                go.store(true, std::sync::atomic::Ordering::Release);
+            }
+            if ms >= 700 && !busy {
+                busy = true;
+                let t0 = mono_ns();
+                while mono_ns() - t0 < 5_000_000 {
+                    std::hint::spin_loop();
+                }
+            }
+            if ms >= 1000 {
+                Step::Stop
+            } else {
+                Step::Continue(ctl.now + SimDuration::from_millis(1))
+            }
+        },
+    )
+    .expect("runs");
+    hog.join()
+        .unwrap()
+        .expect("the thread that holds the CPU ran");
+    println!(
+        "late {} (held off {}), held off {} ns in all, {} ns in the worst window; lateness max {} ns",
+        r.late_events, r.late_held_off, r.held_off_ns, r.held_off_max_ns, r.event_lateness.max_ns
+    );
+    assert!(r.held_off_max_ns >= 15_000_000, "{r:?}");
+    assert!(
+        r.late_held_off >= 10,
+        "the 30 ms hold made {} events late that were put down to it",
+        r.late_held_off
+    );
+    assert!(
+        r.late_events >= r.late_held_off + 2,
+        "the 5 ms of work made events late that were not put down to a hold: {} late, {} held off",
+        r.late_events,
+        r.late_held_off
+    );
+}
