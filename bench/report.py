@@ -71,8 +71,9 @@ RT_RULE = "---|---:|---:|---:|"
 RT_TEXT = ("Every point that runs netloop in real time has four more columns, from netloop's self-report of each "
            "repeat: *netloop kept up* is its own verdict (`kept_up`: every event ran within its late threshold, "
            "1 ms by default; *no (N of M held off)*: N of its M late events came while its event thread was held off "
-           "its CPU, neither running nor asleep — the hypervisor, interrupts or a thread of higher priority took "
-           "it — rather than busy, `late_held_off`); *timer lateness* is how late its timer-driven events ran (`event_lateness`: the "
+           "its CPU, neither running nor asleep — waiting behind other threads, or its vCPU stopped by the "
+           "hypervisor — rather than busy, `late_held_off`; in a partitioned run N counts partition 0's only); "
+           "*timer lateness* is how late its timer-driven events ran (`event_lateness`: the "
            "median over the repeats of each run's p50 and p99, and the largest max of any); *input latency p99* is "
            "from a frame's arrival to its entering the model (`input_latency`, median over the repeats); *lost at "
            "boundary* is per repeat (`boundary_lost`: ring drops, full device queues, truncation). A dash (—) stands "
@@ -575,11 +576,11 @@ class Report:
         high = k["local"] + rt_far["p50_ns"] + prog_far["p50_ns"]
         self.p("The kernel answers a ping to a router inside ping's own system call; through a user-space "
                "emulator the request waits for the emulator's thread to wake and the reply for ping to wake. "
-               f"So a ping to netloop's router costs at least the kernel's {fmt_ns(k['local'])} plus two "
-               f"wake-ups: {fmt_ns(low)} ({fmt_x(ratio(low, k['local']))} the kernel's) if both found their CPU "
-               f"busy, {fmt_ns(high)} ({fmt_x(ratio(high, k['local']))}) if both cross to an idle CPU, as the "
-               f"scheduler does when one is idle. netloop measured {fmt_ns(n['local'])} "
-               f"({fmt_x(ratio(n['local'], k['local']))}).\n")
+               f"So a ping to netloop's router costs about the kernel's {fmt_ns(k['local'])} plus two "
+               f"wake-ups (medians): {fmt_ns(low)} ({fmt_x(ratio(low, k['local']))} the kernel's) if both "
+               f"found their CPU busy, {fmt_ns(high)} ({fmt_x(ratio(high, k['local']))}) if both cross to an "
+               f"idle CPU, as the scheduler does when one is idle. netloop measured {fmt_ns(n['local'])} "
+               f"({fmt_x(ratio(n['local'], k['local']))}). An estimate from medians, not a bound.\n")
 
     def plot_delay(self, e):
         plt = pyplot()

@@ -458,8 +458,8 @@ class WholeReport(unittest.TestCase):
         self.assertIn("| Round trip over 10 ms: median within 30 µs of 20 ms + the kernel's RTT | 29.0 µs", text)
         # The kernel's 25 µs local ping plus two wake-ups: 2 × 20 µs on a
         # busy CPU, 50 + 60 µs across CPUs.
-        self.assertIn("plus two wake-ups: 65.0 µs (2.60× the kernel's) if both found their CPU busy, 135.0 µs "
-                      "(5.40×) if both cross to an idle CPU", text)
+        self.assertIn("plus two wake-ups (medians): 65.0 µs (2.60× the kernel's) if both found their CPU busy, "
+                      "135.0 µs (5.40×) if both cross to an idle CPU", text)
         self.assertIn("netloop measured 45.0 µs (1.80×)", text)
         # 97 % at 100 pairs, 53 % at 200: the knee is 100.
         self.assertIn("Most pairs with the live flow at ≥ 95 %, up to its first drop below: netloop 100,", text)

@@ -304,14 +304,27 @@ pub fn print_report(r: &LiveReport) {
             );
         }
         if rt.late_held_off > 0 {
+            // Partition 0's (the event thread's) late events, in a
+            // partitioned run: the others' are not told apart yet.
+            let (own, whose) = match &r.partitions {
+                Some(p) => (
+                    p.per_partition
+                        .first()
+                        .map_or(rt.late_events, |q| q.late_events),
+                    "partition 0's",
+                ),
+                None => (rt.late_events, "the"),
+            };
             eprintln!(
-                "{} of the late events came while netloop's event thread was held off its CPU \
-                 (neither running nor asleep, {} in all, up to {} in 10 ms): its vCPU stopped by the \
-                 hypervisor, interrupts, or a thread of higher priority took the CPU; the rest came \
-                 while it had more work than time.\n",
+                "{} of {whose} {} late events came while netloop's event thread was held off its \
+                 CPU, neither running nor asleep ({} in all, the most in one window {}; of it {} \
+                 waiting behind other threads of this machine, the rest with its vCPU stopped by \
+                 the hypervisor); the others came while it had more work than time.\n",
                 format::count(rt.late_held_off),
+                format::count(own),
                 format::ns(rt.held_off_ns as f64),
-                format::ns(rt.held_off_max_ns as f64)
+                format::ns(rt.held_off_max_ns as f64),
+                format::ns(rt.held_off_queued_ns as f64)
             );
         }
         if let Some(steal) = rt.steal_ns.filter(|&s| s > 0) {

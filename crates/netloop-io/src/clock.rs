@@ -72,6 +72,35 @@ pub fn steal_ns() -> Option<u64> {
     Some(ticks.saturating_mul(1_000_000_000) / hz)
 }
 
+/// The calling thread's scheduler statistics (`/proc/thread-self/schedstat`,
+/// opened by the thread itself), read again and again without reopening.
+pub struct SchedStat(std::fs::File);
+
+impl SchedStat {
+    /// Opens the calling thread's; `None` where the kernel has none
+    /// (CONFIG_SCHED_INFO off).
+    pub fn of_this_thread() -> Option<SchedStat> {
+        std::fs::File::open("/proc/thread-self/schedstat")
+            .ok()
+            .map(SchedStat)
+    }
+
+    /// Time the thread has waited runnable on a run queue (the second
+    /// field, ns): while other threads of this machine had its CPU. A vCPU
+    /// stopped by the hypervisor is not counted here.
+    pub fn run_delay_ns(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n])
+            .ok()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    }
+}
+
 /// When a real-time run's simulated time starts on the wall clock.
 #[derive(Clone, Copy, Debug)]
 pub enum Start {

@@ -235,6 +235,18 @@ impl Duty {
         true
     }
 
+    /// The window so far, as (CPU time used, length), ns; the next one
+    /// starts now (for the end of a run).
+    pub fn close(&mut self) -> (u64, u64) {
+        let (wall, cpu) = (clock::mono_ns(), crate::rt::thread_cpu_ns());
+        let last = (
+            cpu.saturating_sub(self.cpu0),
+            wall.saturating_sub(self.wall0),
+        );
+        (self.wall0, self.cpu0) = (wall, cpu);
+        last
+    }
+
     /// A window ended in which the thread used `used` of `span` ns: the
     /// decision, without the system calls. Returns Some(true) to move the
     /// thread back to the real-time class, Some(false) to move it out.
@@ -270,16 +282,24 @@ impl Duty {
 /// Tells late events that came while a thread was held off its CPU from
 /// those it was too busy to run on time.
 ///
-/// A thread that is neither running nor asleep was held off its CPU: its
-/// virtual CPU was stopped by the hypervisor (steal), interrupts ran, or a
-/// thread of higher priority did. Its CPU time (CLOCK_THREAD_CPUTIME_ID)
-/// does not advance then, so per window of [`DUTY_WINDOW_NS`] the time held
-/// off is the window's length less the CPU time used less the time spent
-/// asleep (measured around each sleep). Steal shows in `/proc/stat` only to
-/// 10 ms for the whole machine; this is the thread's own, per window.
-/// Late events of a window are put down to it when the window and the one
-/// before held the thread off for at least half the largest lateness among
-/// them: a hole in the thread's running that long made them late.
+/// A thread that is neither running nor asleep was held off its CPU:
+/// waiting on a run queue behind other threads of this machine (its
+/// scheduler statistics count that: `run_delay`), or with its virtual CPU
+/// stopped by the hypervisor (steal). Its CPU time (CLOCK_THREAD_CPUTIME_ID)
+/// does not advance in either case, given the kernel's paravirtual steal
+/// accounting (CONFIG_PARAVIRT_TIME_ACCOUNTING; this machine's kernel has
+/// it; without it stolen time counts as the thread's own and is missed).
+/// Interrupts count as the thread's CPU time unless the kernel accounts
+/// them apart (CONFIG_IRQ_TIME_ACCOUNTING, which this one does not), so
+/// they are not seen. Per window ([`DUTY_WINDOW_NS`], longer when the thread
+/// could not look at the clock) the time held off is the window's length
+/// less the CPU time used, less the time asleep (each sleep up to the time
+/// asked plus a wake-up allowance), less the time a control hook spent
+/// blocked. `/proc/stat`'s steal is the whole machine's, in 10 ms ticks;
+/// this is the thread's own. Late events of a window are put down to it
+/// when the window and the one before held the thread off for at least half
+/// the largest lateness among them: a hole in the thread's running that
+/// long made them late.
 #[derive(Debug, Default)]
 pub struct HeldOff {
     /// Held off in the previous window (ns).
@@ -287,9 +307,11 @@ pub struct HeldOff {
     /// Late events in the current window, and the largest lateness.
     late: u64,
     max_late_ns: u64,
-    /// Held off over the run, and in the worst window (ns).
+    /// Held off over the run (ns).
     pub total_ns: u64,
-    /// The most in one window.
+    /// Of it, waiting on a run queue behind other threads (ns).
+    pub queued_ns: u64,
+    /// The most in one window (ns).
     pub max_ns: u64,
     /// Late events put down to it.
     pub late_events: u64,
@@ -304,10 +326,12 @@ impl HeldOff {
     }
 
     /// A window of `span` ns ended, in which the thread used `used` ns of
-    /// CPU and slept `slept` ns.
-    pub fn window(&mut self, span: u64, used: u64, slept: u64) {
+    /// CPU, slept (or blocked) `slept` ns and waited on a run queue
+    /// `queued` ns.
+    pub fn window(&mut self, span: u64, used: u64, slept: u64, queued: u64) {
         let held = span.saturating_sub(used).saturating_sub(slept);
         self.total_ns += held;
+        self.queued_ns += queued.min(held);
         self.max_ns = self.max_ns.max(held);
         if self.late > 0 && (held + self.prev_ns) * 2 >= self.max_late_ns {
             self.late_events += self.late;
@@ -605,12 +629,12 @@ mod tests {
         let mut h = HeldOff::default();
         // Busy all the window (10 ms used): late for its own work.
         h.late(2_000_000);
-        h.window(10_000_000, 10_000_000, 0);
+        h.window(10_000_000, 10_000_000, 0, 0);
         assert_eq!(h.late_events, 0);
         // Asleep 6 ms, ran 1 ms, held off 3 ms: the 2.5 ms late event is
         // the hole's.
         h.late(2_500_000);
-        h.window(10_000_000, 1_000_000, 6_000_000);
+        h.window(10_000_000, 1_000_000, 6_000_000, 1_000_000);
         assert_eq!(
             (h.late_events, h.max_ns, h.total_ns),
             (1, 3_000_000, 3_000_000)
@@ -618,12 +642,12 @@ mod tests {
         // The hole was in the window before: still the hole's.
         h.late(2_000_000);
         h.late(1_500_000);
-        h.window(10_000_000, 2_000_000, 8_000_000);
+        h.window(10_000_000, 2_000_000, 8_000_000, 0);
         assert_eq!(h.late_events, 3);
         // A hole of 0.2 ms does not explain 5 ms.
-        h.window(10_000_000, 1_000_000, 8_800_000);
+        h.window(10_000_000, 1_000_000, 8_800_000, 0);
         h.late(5_000_000);
-        h.window(10_000_000, 1_000_000, 9_000_000);
+        h.window(10_000_000, 1_000_000, 9_000_000, 0);
         assert_eq!(h.late_events, 3);
     }
 

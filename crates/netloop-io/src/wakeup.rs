@@ -42,53 +42,123 @@ fn pin(cpu: usize) -> io::Result<()> {
     nix::sched::sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)
 }
 
-/// Wakes a sleeping thread `samples` times, `gap` apart, as `case` says;
-/// returns how long after each ring the sleeper ran (ns), in the order
-/// measured. An error if a thread cannot be pinned (no such CPU) or put in
-/// the real-time class.
-pub fn measure(case: Case, samples: usize, gap: Duration) -> io::Result<Vec<u64>> {
-    let bell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+/// Why a measurement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WakeError {
+    /// A thread could not be put on its CPU (the machine, or this process's
+    /// CPU set, lacks it).
+    #[error("cannot run a thread on CPU {cpu}: {err}")]
+    Cpu {
+        /// The CPU.
+        cpu: usize,
+        /// What the kernel said.
+        err: io::Error,
+    },
+    /// The sleeper could not enter the real-time class.
+    #[error(
+        "cannot put the sleeping thread in the real-time class (SCHED_FIFO {priority}): {err}"
+    )]
+    Fifo {
+        /// The priority asked for.
+        priority: i32,
+        /// What the kernel said.
+        err: io::Error,
+    },
+    /// Anything else (the eventfd, ppoll).
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Wakes a sleeping thread until `samples` wake-ups are timed, `gap`
+/// apart, as `case` says; returns how long after each ring the sleeper ran
+/// (ns), in the order measured. Both threads are its own (the caller's CPU
+/// set is left alone). A wake-up that came so late that the next ring was
+/// already in (two rings read at once) is not timed: its ring time is
+/// gone; the waker rings on until enough are, at most four times over.
+pub fn measure(case: Case, samples: usize, gap: Duration) -> Result<Vec<u64>, WakeError> {
+    let bell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+        .map_err(io::Error::from)?;
     let rung_at = AtomicU64::new(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    // Set (and rung) when the waker failed: the sleeper stops waiting.
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let ready = std::sync::Barrier::new(2);
     std::thread::scope(|s| {
-        let sleeper = s.spawn(|| -> io::Result<Vec<u64>> {
-            pin(case.sleeper_cpu)?;
-            if let Some(p) = case.fifo {
-                crate::sys::set_fifo_priority(p)?;
-            }
+        let sleeper = s.spawn(|| -> Result<Vec<u64>, WakeError> {
+            let set_up = (|| {
+                pin(case.sleeper_cpu).map_err(|err| WakeError::Cpu {
+                    cpu: case.sleeper_cpu,
+                    err,
+                })?;
+                if let Some(priority) = case.fifo {
+                    crate::sys::set_fifo_priority(priority)
+                        .map_err(|err| WakeError::Fifo { priority, err })?;
+                }
+                Ok(())
+            })();
             let _ = crate::clock::set_timer_slack_ns(1);
-            let mut out = Vec::with_capacity(samples);
-            let mut fds = [crate::sys::pollfd_in(bell.as_fd())];
-            while out.len() < samples {
-                // No ring for ten gaps and ten seconds: the waker is gone
-                // (a busy machine may hold it back for a while: another
-                // run's real-time threads come first on its CPU).
-                let patience = (gap * 10).max(Duration::from_secs(10));
-                if crate::sys::ppoll_raw(&mut fds, patience)? == 0 {
-                    return Err(io::Error::other("the waking thread stopped ringing"));
+            ready.wait();
+            let result = set_up.and_then(|()| {
+                let mut out = Vec::with_capacity(samples);
+                let mut fds = [crate::sys::pollfd_in(bell.as_fd())];
+                while out.len() < samples {
+                    // No ring for ten gaps and ten seconds: the waker is
+                    // gone (a busy machine may hold it back for a while:
+                    // another run's real-time threads come first on its CPU).
+                    let patience = (gap * 10).max(Duration::from_secs(10));
+                    if crate::sys::ppoll_raw(&mut fds, patience)? == 0 {
+                        return Err(io::Error::other("the waking thread stopped ringing").into());
+                    }
+                    let now = mono_ns();
+                    if abort.load(Ordering::Acquire) {
+                        return Ok(out);
+                    }
+                    if let Ok(1) = bell.read() {
+                        out.push(now.saturating_sub(rung_at.load(Ordering::Acquire)));
+                    }
                 }
-                let now = mono_ns();
-                if bell.read().is_ok() {
-                    out.push(now.saturating_sub(rung_at.load(Ordering::Acquire)));
-                }
-            }
-            Ok(out)
+                Ok(out)
+            });
+            done.store(true, Ordering::Release);
+            result
         });
-        let rang = (|| -> io::Result<()> {
-            pin(case.waker_cpu)?;
-            for _ in 0..samples {
+        let waker = s.spawn(|| -> Result<(), WakeError> {
+            let pinned = pin(case.waker_cpu).map_err(|err| WakeError::Cpu {
+                cpu: case.waker_cpu,
+                err,
+            });
+            ready.wait();
+            pinned?;
+            for _ in 0..samples.saturating_mul(4) {
                 std::thread::sleep(gap);
-                if sleeper.is_finished() {
+                if done.load(Ordering::Acquire) {
                     break;
                 }
                 rung_at.store(mono_ns(), Ordering::Release);
-                bell.write(1)?;
+                bell.write(1).map_err(io::Error::from)?;
             }
             Ok(())
-        })();
+        });
+        let rang = waker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if rang.is_err() {
+            abort.store(true, Ordering::Release);
+            let _ = bell.write(1);
+        }
         let got = sleeper
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        rang.and(got)
+        match (rang, got) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Ok(v)) if v.len() < samples => Err(io::Error::other(format!(
+                "only {} of {samples} wake-ups could be timed in {} rings",
+                v.len(),
+                samples * 4
+            ))
+            .into()),
+            (Ok(()), got) => got,
+        }
     })
 }
 
@@ -108,11 +178,19 @@ mod tests {
 
     /// Every ring is seen once, and a wake-up takes some time but far less
     /// than a second (a sanity bound, not a measurement).
+    /// The first CPU this process may run on.
+    fn a_cpu() -> usize {
+        let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
+        (0..CpuSet::count())
+            .find(|&c| set.is_set(c).unwrap_or(false))
+            .unwrap()
+    }
+
     #[test]
     fn each_ring_wakes_the_sleeper_once() {
         let case = Case {
-            waker_cpu: 0,
-            sleeper_cpu: 0,
+            waker_cpu: a_cpu(),
+            sleeper_cpu: a_cpu(),
             fifo: None,
         };
         let mut v = measure(case, 20, Duration::from_millis(2)).unwrap();
@@ -124,11 +202,14 @@ mod tests {
     #[test]
     fn a_cpu_the_machine_lacks_is_an_error() {
         let case = Case {
-            waker_cpu: 0,
+            waker_cpu: a_cpu(),
             sleeper_cpu: 100_000,
             fifo: None,
         };
-        assert!(measure(case, 3, Duration::from_millis(1)).is_err());
+        assert!(matches!(
+            measure(case, 3, Duration::from_millis(1)),
+            Err(WakeError::Cpu { cpu: 100_000, .. })
+        ));
     }
 
     #[test]
