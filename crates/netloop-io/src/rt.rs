@@ -1031,11 +1031,6 @@ fn event_loop(
 ) -> EndReason {
     let (clock, opts, shared, ports) = (side.clock, side.opts, side.shared, side.ports);
     let mut duty = Duty::new(side.tally.fifo);
-    // Time waited on a run queue (see `rtio::HeldOff`); 0 where the
-    // kernel does not say.
-    let sched = clock::SchedStat::of_this_thread();
-    let run_delay = || sched.as_ref().and_then(|s| s.run_delay_ns()).unwrap_or(0);
-    let mut queued0 = run_delay();
     let mut wake = Wakeups::new(opts.spin_ns);
     let mut mode = Mode::default();
     // Frames taken from the I/O thread in one pass, with the order they
@@ -1069,12 +1064,11 @@ fn event_loop(
     let end = loop {
         if duty.check() {
             let (used, span) = duty.last;
-            let queued = run_delay();
             side.tally.held.window(
                 span,
                 used,
                 std::mem::take(&mut side.tally.slept),
-                queued.saturating_sub(std::mem::replace(&mut queued0, queued)),
+                duty.last_queued,
             );
             wake.budget(duty.share);
             if let Some(split) = mode.window(duty.share, std::mem::take(&mut side.window_frames)) {
@@ -1109,11 +1103,15 @@ fn event_loop(
             // The hook may block (starting a program waits for its exec):
             // time neither running nor asleep that is not the CPU being
             // taken, so it is left out of the held-off time as sleep is
-            // (its CPU time is the thread's own).
-            let (hook, hook_cpu) = (clock::mono_ns(), thread_cpu_ns());
+            // (its CPU time is the thread's own, and time it waited on a
+            // run queue is held off).
+            let (hook, hook_cpu, hook_queued) =
+                (clock::mono_ns(), thread_cpu_ns(), duty.run_delay());
             let step = control(&mut ctl);
-            let (wall, cpu) = (clock::mono_ns() - hook, thread_cpu_ns() - hook_cpu);
-            side.tally.slept += wall.saturating_sub(cpu);
+            let wall = clock::mono_ns().saturating_sub(hook);
+            let cpu = thread_cpu_ns().saturating_sub(hook_cpu);
+            let queued = duty.run_delay().saturating_sub(hook_queued);
+            side.tally.slept += wall.saturating_sub(cpu).saturating_sub(queued);
             match step {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => break EndReason::Control,
@@ -1227,7 +1225,9 @@ fn event_loop(
                 // latency: a thread that woke later (its timer went off
                 // while it could not run) was held off for the rest.
                 let allowance = wake.spin_ns().max(WAKE_ALLOWANCE_NS);
-                side.tally.slept += (clock::mono_ns() - asleep).min(sleep_ns + allowance);
+                side.tally.slept += clock::mono_ns()
+                    .saturating_sub(asleep)
+                    .min(sleep_ns + allowance);
                 match polled {
                     // Woken by the clock: how late, to size the spin window.
                     Ok(0) => {
@@ -1266,14 +1266,6 @@ fn event_loop(
         }
     };
 
-    // The last window, short as it may be.
-    let (used, span) = duty.close();
-    side.tally.held.window(
-        span,
-        used,
-        std::mem::take(&mut side.tally.slept),
-        run_delay().saturating_sub(queued0),
-    );
     // Simulated time has reached now (or the end): run what is due and
     // advance the clock so results cover the whole run. The other
     // partitions stop first, so that none runs past `last`.
@@ -1287,6 +1279,14 @@ fn event_loop(
     if side.run_due(net, queue, last) && queue.now() < last {
         queue.advance_to(last);
     }
+    // The last window, short as it may be, with the events just run.
+    let (used, span) = duty.close();
+    side.tally.held.window(
+        span,
+        used,
+        std::mem::take(&mut side.tally.slept),
+        duty.last_queued,
+    );
     if let Some(p) = partners {
         // At `last` even if a stop cut this partition short of it: the
         // others may have run to it.

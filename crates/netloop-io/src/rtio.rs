@@ -183,6 +183,13 @@ pub struct Duty {
     pub share: f64,
     /// CPU time used in the last window, and its length (ns).
     pub last: (u64, u64),
+    /// Time waited on a run queue in the last window (ns; 0 where the
+    /// kernel does not say): read with the window's end, before the
+    /// thread's class is changed (a thread moved to the normal class may
+    /// wait at once, and that belongs to the next window).
+    pub last_queued: u64,
+    sched: Option<clock::SchedStat>,
+    queued0: u64,
     /// Windows in which the thread was moved out of the real-time class.
     pub demotions: u64,
 }
@@ -198,6 +205,7 @@ impl Duty {
     /// For the calling thread, running at `priority` (None: not in the
     /// real-time class, nothing to watch).
     pub fn new(priority: Option<i32>) -> Duty {
+        let sched = clock::SchedStat::of_this_thread();
         Duty {
             priority,
             demoted: false,
@@ -207,6 +215,9 @@ impl Duty {
             n: 0,
             share: 0.0,
             last: (0, 0),
+            last_queued: 0,
+            queued0: sched.as_ref().and_then(|s| s.run_delay_ns()).unwrap_or(0),
+            sched,
             demotions: 0,
         }
     }
@@ -219,7 +230,10 @@ impl Duty {
             return false;
         }
         let cpu = crate::rt::thread_cpu_ns();
-        let change = self.window(cpu - self.cpu0, wall - self.wall0);
+        let queued = self.run_delay();
+        self.last_queued = queued.saturating_sub(self.queued0);
+        self.queued0 = queued;
+        let change = self.window(cpu.saturating_sub(self.cpu0), wall - self.wall0);
         if let (Some(p), Some(to_fifo)) = (self.priority, change) {
             if to_fifo {
                 if crate::sys::set_fifo_priority(p).is_err() {
@@ -244,7 +258,19 @@ impl Duty {
             wall.saturating_sub(self.wall0),
         );
         (self.wall0, self.cpu0) = (wall, cpu);
+        let queued = self.run_delay();
+        self.last_queued = queued.saturating_sub(self.queued0);
+        self.queued0 = queued;
         last
+    }
+
+    /// The thread's time waited on a run queue so far (ns; 0 where the
+    /// kernel does not say).
+    pub fn run_delay(&self) -> u64 {
+        self.sched
+            .as_ref()
+            .and_then(|s| s.run_delay_ns())
+            .unwrap_or(0)
     }
 
     /// A window ended in which the thread used `used` of `span` ns: the
