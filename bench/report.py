@@ -72,7 +72,7 @@ RT_TEXT = ("Every point that runs netloop in real time has four more columns, fr
            "repeat: *netloop kept up* is its own verdict (`kept_up`: every event ran within its late threshold, "
            "1 ms by default; *no (N of M held off)*: N of its M late events came while its event thread was held off "
            "its CPU, neither running nor asleep — waiting behind other threads, or its vCPU stopped by the "
-           "hypervisor — rather than busy, `late_held_off`; in a partitioned run N counts partition 0's only); "
+           "hypervisor — rather than busy, `late_held_off`, every partition's in a partitioned run); "
            "*timer lateness* is how late its timer-driven events ran (`event_lateness`: the "
            "median over the repeats of each run's p50 and p99, and the largest max of any); *input latency p99* is "
            "from a frame's arrival to its entering the model (`input_latency`, median over the repeats); *lost at "

@@ -244,6 +244,7 @@ pub fn print_report(r: &LiveReport) {
             "nodes",
             "events",
             "late",
+            "held off",
             "lateness p50",
             "p99",
             "max",
@@ -259,6 +260,7 @@ pub fn print_report(r: &LiveReport) {
                 right(format::count(q.nodes as u64)),
                 right(format::count(q.events)),
                 right(format::count(q.late_events)),
+                right(format::count(q.late_held_off)),
                 right(format::ns(l.p50_ns as f64)),
                 right(format::ns(l.p99_ns as f64)),
                 right(format::ns(l.max_ns as f64)),
@@ -304,24 +306,20 @@ pub fn print_report(r: &LiveReport) {
             );
         }
         if rt.late_held_off > 0 {
-            // Partition 0's (the event thread's) late events, in a
-            // partitioned run: the others' are not told apart yet.
-            let (own, whose) = match &r.partitions {
-                Some(p) => (
-                    p.per_partition
-                        .first()
-                        .map_or(rt.late_events, |q| q.late_events),
-                    "partition 0's",
-                ),
-                None => (rt.late_events, "the"),
+            // With partitions, the event thread's times are partition 0's
+            // (each partition's count is in the table above).
+            let whose = if r.partitions.is_some() {
+                "partition 0's thread"
+            } else {
+                "netloop's event thread"
             };
             eprintln!(
-                "{} of {whose} {} late events came while netloop's event thread was held off its \
-                 CPU, neither running nor asleep ({} in all, the most in one window {}; of it {} \
-                 waiting behind other threads of this machine, the rest with its vCPU stopped by \
-                 the hypervisor); the others came while it had more work than time.\n",
+                "{} of the {} late events came while their thread was held off its CPU, neither \
+                 running nor asleep, rather than busy: {whose} was held off {} in all (the most in one \
+                 window {}), of it {} waiting behind other threads of this machine and the rest with \
+                 its vCPU stopped by the hypervisor.\n",
                 format::count(rt.late_held_off),
-                format::count(own),
+                format::count(rt.late_events),
                 format::ns(rt.held_off_ns as f64),
                 format::ns(rt.held_off_max_ns as f64),
                 format::ns(rt.held_off_queued_ns as f64)

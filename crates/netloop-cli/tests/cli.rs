@@ -664,7 +664,19 @@ fn real_time_partitions_exchange_frames_and_give_the_simulated_results() {
     assert_eq!(parts["cut_links"], serde_json::json!(["r2-h2"]));
     let per = parts["per_partition"].as_array().unwrap();
     assert_eq!(per.len(), 2);
+    // Late events put down to a thread held off its CPU: each partition's
+    // among its own, and the run's are theirs summed.
+    let held: u64 = per
+        .iter()
+        .map(|p| p["late_held_off"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rt["realtime"]["late_held_off"], held);
     for (k, p) in per.iter().enumerate() {
+        assert!(
+            p["late_held_off"].as_u64().unwrap() <= p["late_events"].as_u64().unwrap(),
+            "partition {k}: {p}"
+        );
+        assert!(p["held_off_ns"].is_u64(), "partition {k}: {p}");
         assert!(p["events"].as_u64().unwrap() > 0, "partition {k}: {p}");
         assert!(p["frames_in"].as_u64().unwrap() > 0, "partition {k}: {p}");
         assert!(p["frames_out"].as_u64().unwrap() > 0, "partition {k}: {p}");

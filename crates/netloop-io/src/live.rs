@@ -707,10 +707,7 @@ fn partitions_report(
 ) -> RtPartitions {
     let first = x.first_report(
         cut.part_of.iter().filter(|&&p| p == 0).count(),
-        report.events,
-        report.event_lateness,
-        report.late_events,
-        report.event_cpu_share,
+        report,
         sim.queue.now(),
     );
     let mut per_partition = vec![first];
@@ -733,6 +730,7 @@ fn partitions_report(
     // 0's: each partition's are in `per_partition`).
     report.kept_up = per_partition.iter().all(|p| p.kept_up);
     report.late_events = per_partition.iter().map(|p| p.late_events).sum();
+    report.late_held_off = per_partition.iter().map(|p| p.late_held_off).sum();
     report.events = events;
     RtPartitions {
         count: cut.parts,

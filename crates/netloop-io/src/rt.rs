@@ -376,11 +376,12 @@ pub struct RtReport {
     pub held_off_queued_ns: u64,
     /// The most it was held off in one window (ns).
     pub held_off_max_ns: u64,
-    /// Late events of the event thread (partition 0's, in a partitioned
-    /// run) that came in a window in which (or just after one in which)
-    /// it was held off its CPU for at least half their lateness: late
-    /// because the CPU was not given to it, not because it had more work
-    /// than time.
+    /// Late events that came in a window in which (or just after one in
+    /// which) their thread was held off its CPU for at least half their
+    /// lateness: late because the CPU was not given to it, not because it
+    /// had more work than time (every partition's, in a partitioned run;
+    /// `held_off_*` are the event thread's, each partition's in
+    /// `partitions`).
     pub late_held_off: u64,
     /// Per real interface.
     pub ports: Vec<PortReport>,
@@ -1299,7 +1300,7 @@ fn event_loop(
 /// The least a sleep may overrun its time and still count as asleep (a
 /// wake-up of an idle vCPU here takes up to about 180 µs; see
 /// `netloop bench wakeup`): more is the thread held off its CPU.
-const WAKE_ALLOWANCE_NS: u64 = 200_000;
+pub(crate) const WAKE_ALLOWANCE_NS: u64 = 200_000;
 
 /// Where the ports begin in the event thread's poll set (after the
 /// doorbell, the control hook's descriptor and the partitions' doorbell).

@@ -43,7 +43,7 @@ use serde::Serialize;
 use crate::clock::{self, RtClock};
 use crate::notify::Notifier;
 use crate::rt::{histogram, Lateness, Partners, Wakeups};
-use crate::rtio::Duty;
+use crate::rtio::{Duty, HeldOff};
 
 /// What one partition of a real-time run did: `realtime.partitions[]` in
 /// the results.
@@ -70,6 +70,14 @@ pub struct PartitionRt {
     pub late_frames_in: u64,
     /// The latest of them, ns after its arrival time.
     pub max_late_in_ns: u64,
+    /// Of its late events, those that came while its thread was held off
+    /// its CPU (see [`crate::rtio::HeldOff`]).
+    pub late_held_off: u64,
+    /// Time its thread was held off its CPU, and of it waiting behind
+    /// other threads of this machine (ns).
+    pub held_off_ns: u64,
+    /// See `held_off_ns`.
+    pub held_off_queued_ns: u64,
     /// Its thread's share of the wall time.
     pub cpu_share: f64,
     /// The simulated time it stood at when the run ended (seconds): the
@@ -249,19 +257,19 @@ impl Exchange {
     pub fn first_report(
         &self,
         nodes: usize,
-        events: u64,
-        lateness: Lateness,
-        late: u64,
-        cpu: f64,
+        report: &crate::rt::RtReport,
         end: SimTime,
     ) -> PartitionRt {
         let mut p = PartitionRt {
             end_s: end.as_secs_f64(),
             nodes,
-            events,
-            late_events: late,
-            event_lateness: lateness,
-            cpu_share: cpu,
+            events: report.events,
+            late_events: report.late_events,
+            late_held_off: report.late_held_off,
+            held_off_ns: report.held_off_ns,
+            held_off_queued_ns: report.held_off_queued_ns,
+            event_lateness: report.event_lateness,
+            cpu_share: report.event_cpu_share,
             ..PartitionRt::default()
         };
         self.fill(0, &mut p);
@@ -399,11 +407,14 @@ pub fn run_helper(
     let fds = [crate::sys::pollfd_in(x.bell[me].fd())];
     let net = &mut sim.net;
     let queue = &mut sim.queue;
+    let mut held = HeldOff::default();
+    let mut slept = 0u64;
     let run_to = |limit: SimTime,
                   net: &mut Network,
                   queue: &mut EventQueue<Event>,
                   lateness: &mut Histogram<u64>,
-                  late_events: &mut u64| {
+                  late_events: &mut u64,
+                  held: &mut HeldOff| {
         let mut ran = 0u32;
         while let Some(t) = queue.peek_time() {
             if t > limit {
@@ -422,6 +433,7 @@ pub fn run_helper(
             lateness.saturating_record(late.max(1));
             if late > opts.late_threshold_ns {
                 *late_events += 1;
+                held.late(late);
             }
             net.handle(t, ev, queue);
         }
@@ -430,6 +442,8 @@ pub fn run_helper(
     let mut wake = Wakeups::new(opts.spin_ns);
     let end = loop {
         if duty.check() {
+            let (used, span) = duty.last;
+            held.window(span, used, std::mem::take(&mut slept), duty.last_queued);
             wake.budget(duty.share);
         }
         if let Some(end) = x.end() {
@@ -443,6 +457,7 @@ pub fn run_helper(
                 queue,
                 &mut lateness,
                 &mut late_events,
+                &mut held,
             );
         }
         x.send(me, net);
@@ -456,7 +471,15 @@ pub fn run_helper(
                 let mut f = fds;
                 let sleep = (remaining - spin_ns).min(100_000_000);
                 let target = mono + sleep;
-                if let Ok(0) = crate::sys::ppoll_raw(&mut f, Duration::from_nanos(sleep)) {
+                let asleep = clock::mono_ns();
+                let polled = crate::sys::ppoll_raw(&mut f, Duration::from_nanos(sleep));
+                // As the event thread counts it (`rt`): asleep at most as
+                // asked plus a wake-up's usual latency.
+                let allowance = spin_ns.max(crate::rt::WAKE_ALLOWANCE_NS);
+                slept += clock::mono_ns()
+                    .saturating_sub(asleep)
+                    .min(sleep + allowance);
+                if let Ok(0) = polled {
                     // Woken by the clock: how late, to size the spin window.
                     wake.record(clock::mono_ns().saturating_sub(target));
                 }
@@ -471,9 +494,11 @@ pub fn run_helper(
     x.take(me, net, queue);
     // Cut short by a stop, it stays at its last event (events due before
     // the end are still queued: the clock must not pass them).
-    if run_to(end, net, queue, &mut lateness, &mut late_events) && queue.now() < end {
+    if run_to(end, net, queue, &mut lateness, &mut late_events, &mut held) && queue.now() < end {
         queue.advance_to(end);
     }
+    let (used, span) = duty.close();
+    held.window(span, used, slept, duty.last_queued);
     x.close(me, net, queue);
     guard.disarm();
     let wall = clock::mono_ns().saturating_sub(wall0).max(1);
@@ -484,6 +509,9 @@ pub fn run_helper(
         nodes: cut.part_of.iter().filter(|&&p| p as usize == me).count(),
         events: queue.events_processed() - events0,
         late_events,
+        late_held_off: held.late_events,
+        held_off_ns: held.total_ns,
+        held_off_queued_ns: held.queued_ns,
         event_lateness: Lateness::of(&lateness),
         cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
         end_s: queue.now().as_secs_f64(),
