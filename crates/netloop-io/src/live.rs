@@ -500,6 +500,12 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         });
         hosts.push(report);
     }
+    if session.is_some() {
+        // The namespaces' PID-namespace inits were forks: the reserve's
+        // pages are copy-on-write again (see `memory`). Before the user is
+        // told the hosts are up, so that nothing they send waits for it.
+        crate::memory::refresh();
+    }
     (opts.on_ready)(&hosts);
 
     let mut scheduled: Vec<Scheduled> = Vec::new();

@@ -718,6 +718,12 @@ impl Drop for RxSlot<'_> {
 /// Makes `cmd`'s child get SIGKILL when the thread that starts it ends (the
 /// thread's process dying included). Only the child: what it starts in turn
 /// is taken by its PID namespace's init (see `spawn_pid_namespace_init`).
+/// Held by unit tests that fork or count page faults: a fork makes every
+/// page of the process copy-on-write, so a test counting faults must not
+/// run beside one that forks.
+#[cfg(test)]
+pub(crate) static FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
@@ -1277,6 +1283,7 @@ mod tests {
     /// `Command` with a `pre_exec` does) each page written faults once.
     #[test]
     fn spawning_leaves_the_parents_pages_alone_where_fork_does_not() {
+        let _serial = FORKS.lock().unwrap_or_else(|e| e.into_inner());
         let mut buf = vec![0u8; 32 << 20];
         // SAFETY: advice on a buffer we own; huge pages would hide the
         // per-page faults of the fork case.
