@@ -715,15 +715,15 @@ impl Drop for RxSlot<'_> {
 // Child processes and PID namespaces
 // ---------------------------------------------------------------------------
 
-/// Makes `cmd`'s child get SIGKILL when the thread that starts it ends (the
-/// thread's process dying included). Only the child: what it starts in turn
-/// is taken by its PID namespace's init (see `spawn_pid_namespace_init`).
 /// Held by unit tests that fork or count page faults: a fork makes every
 /// page of the process copy-on-write, so a test counting faults must not
 /// run beside one that forks.
 #[cfg(test)]
 pub(crate) static FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Makes `cmd`'s child get SIGKILL when the thread that starts it ends (the
+/// thread's process dying included). Only the child: what it starts in turn
+/// is taken by its PID namespace's init (see `spawn_pid_namespace_init`).
 #[cfg(test)]
 pub fn kill_child_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
