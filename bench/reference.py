@@ -596,6 +596,20 @@ def exp_capture(p, reps):
     return {"rows": rows}
 
 
+def source_of(res, exp):
+    """Where experiment `exp` of results `res` was run: its own record, or
+    for results written before there was one, the run that `merged_from`
+    says kept it, else the run itself."""
+    src = (res.get("sources") or {}).get(exp)
+    if src:
+        return src
+    mf = res.get("merged_from")
+    if mf and exp in mf.get("kept", []):
+        return {"started": mf["started"], "commit": mf.get("machine", {}).get("netloop_commit"), "command": None}
+    return {"started": res["started"], "commit": res["machine"].get("netloop_commit"),
+            "command": res.get("command")}
+
+
 def machine_wakeup():
     """This machine's thread wake-up latencies (`netloop bench wakeup`): the
     floor under a ping through any user-space emulator. None if it failed."""
@@ -857,7 +871,10 @@ def main():
         p["mixed_pairs"] = pairs
     reps = a.repeats or p["repeats"]
     res = {"profile": a.profile, "repeats": reps, "params": p, "machine": machine(),
-           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "experiments": {}}
+           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "experiments": {},
+           # As bench/run was given it (it passes its arguments on), so that
+           # the report says exactly what ran (--only, --mixed-pairs, ...).
+           "command": " ".join(["sudo bench/run"] + sys.argv[1:])}
     if a.merge and os.path.exists(os.path.join(a.out, "results.json")):
         with open(os.path.join(a.out, "results.json")) as f:
             old = json.load(f)
@@ -866,6 +883,11 @@ def main():
         res["experiments"] = {k: v for k, v in old["experiments"].items() if k not in only}
         res["merged_from"] = {"started": old["started"], "kept": sorted(res["experiments"]),
                               "machine": old["machine"]}
+        res["sources"] = {k: source_of(old, k) for k in res["experiments"]}
+    # Where each experiment of this run comes from (a later --merge keeps it).
+    res.setdefault("sources", {}).update(
+        {e: {"started": res["started"], "commit": res["machine"].get("netloop_commit"),
+             "command": res["command"]} for e in only})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t0 = time.monotonic()
     try:

@@ -965,11 +965,25 @@ class Report:
         self.p(f"Profile **{res['profile']}**, {res['repeats']} repeat(s) per point, run {res['started']} "
                f"({res.get('wall_s', 0) / 60:.0f} minutes{' for this part' if res.get('merged_from') else ''}). Machine: {m['cpus']} CPUs ({m['cpu']}), "
                f"{m['mem_mib'] / 1024:.0f} GiB, Linux {m['kernel']}; netloop {m['netloop_commit']}, ns-3 {m['ns3']}, "
-               f"{m['iperf3']}. Command: `sudo bench/run --profile {res['profile']}`; every measurement is in "
+               f"{m['iperf3']}. Command{' of this part' if res.get('merged_from') else ''}: "
+               f"`{res.get('command') or 'sudo bench/run --profile ' + res['profile']}`; every measurement is in "
                "`results.json` beside this file. The machine is a shared 2-core VM: absolute figures move by "
                "tens of percent between runs, so compare the ratios, which are measured in the same run.\n")
         mf = res.get("merged_from")
-        if mf:
+        if res.get("sources"):
+            # Each experiment's own run: merges of merges keep them apart.
+            runs = {}
+            for exp in sorted(exps):
+                src = res["sources"].get(exp)
+                if src:
+                    runs.setdefault((src["started"], src.get("commit"), src.get("command")), []).append(exp)
+            if len(runs) > 1 or mf:
+                self.p("Where each part of this report was run:\n")
+                for (started, commit, command), names in sorted(runs.items()):
+                    how = f", `{command}`" if command else ""
+                    self.p(f"- {', '.join(names)}: the run started {started} at netloop {commit}{how}")
+                self.p()
+        elif mf:
             rerun = sorted(k for k in exps if k not in mf["kept"])
             old_build = mf.get("machine", {}).get("netloop_commit")
             new_build = res["machine"].get("netloop_commit")

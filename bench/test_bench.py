@@ -427,6 +427,19 @@ class KeepingUpColumns(unittest.TestCase):
                 self.assertIn("netloop kept up", text, name)
 
 
+class Sources(unittest.TestCase):
+    def test_each_experiment_keeps_the_run_it_came_from(self):
+        old = {"started": "t1", "machine": {"netloop_commit": "b"}, "command": "cmd1",
+               "merged_from": {"started": "t0", "kept": ["speed"], "machine": {"netloop_commit": "a"}}}
+        # Results from before there were sources: merged_from says where a
+        # kept experiment came from; the others are the run's own.
+        self.assertEqual(reference.source_of(old, "speed"), {"started": "t0", "commit": "a", "command": None})
+        self.assertEqual(reference.source_of(old, "capture"), {"started": "t1", "commit": "b", "command": "cmd1"})
+        # Recorded sources win (a merge of a merge keeps the first run's).
+        old["sources"] = {"speed": {"started": "tx", "commit": "x", "command": "c"}}
+        self.assertEqual(reference.source_of(old, "speed")["started"], "tx")
+
+
 class WholeReport(unittest.TestCase):
     def test_report_and_plots_from_a_results_file(self):
         if importlib.util.find_spec("matplotlib") is None:
@@ -467,6 +480,8 @@ class WholeReport(unittest.TestCase):
         self.assertIn("| Mixed: the most simulated pairs with the live flow ≥ 95 % and kept up | none", text)
         for png in ("rtt_boxplots.png", "mixed_traffic.png"):
             self.assertGreater(os.path.getsize(os.path.join(d, png)), 1000)
+        # Without the command it ran with (older results), the profile's.
+        self.assertIn("Command: `sudo bench/run --profile quick`", text)
         # Merged with an earlier run of another build: both builds are named.
         res["merged_from"] = {"started": "t0", "kept": ["delay"], "machine": dict(res["machine"], netloop_commit="b")}
         report.write(res, d)
@@ -474,6 +489,21 @@ class WholeReport(unittest.TestCase):
             text = f.read()
         self.assertIn("merges two runs of the same profile (netloop b and c): delay from the run started t0 at b, "
                       "and mixed rerun", text)
+        # With it: exactly what ran.
+        res["command"] = "sudo bench/run --only mixed --mixed-pairs 0,50 --merge"
+        report.write(res, d)
+        with open(os.path.join(d, "RESULTS.md")) as f:
+            self.assertIn("Command of this part: `sudo bench/run --only mixed --mixed-pairs 0,50 --merge`", f.read())
+        # Each part's own run, where the results record it (merges of
+        # merges keep them apart).
+        res["sources"] = {"delay": {"started": "t0", "commit": "a", "command": None},
+                          "mixed": {"started": "t", "commit": "c", "command": "sudo bench/run --only mixed"}}
+        report.write(res, d)
+        with open(os.path.join(d, "RESULTS.md")) as f:
+            text = f.read()
+        self.assertIn("- delay: the run started t0 at netloop a\n", text)
+        self.assertIn("- mixed: the run started t at netloop c, `sudo bench/run --only mixed`", text)
+        del res["sources"]
         res["merged_from"]["machine"]["netloop_commit"] = "c"
         report.write(res, d)
         with open(os.path.join(d, "RESULTS.md")) as f:
