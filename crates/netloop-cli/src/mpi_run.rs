@@ -263,7 +263,7 @@ pub fn execute(
     let (captures, mut parted) =
         PartedCaptures::create(&sim, targets, pcap_dir, size, &[rank], rank == 0)
             .unwrap_or_else(|e| fatal(&world, &e.to_string()));
-    parted.add_taps(rank, &mut sim);
+    sim.net.add_taps(parted.taps(rank));
     let start = Instant::now();
     let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
         (rank == 0).then_some(&mut stop);

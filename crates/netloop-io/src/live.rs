@@ -346,16 +346,12 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     // real exists (a big network takes a while).
     let mut helpers = Vec::new();
     let mut taps = std::mem::take(&mut opts.taps).into_iter();
-    for (link, tap) in taps.next().unwrap_or_default() {
-        sim.net.add_tap(link, tap);
-    }
+    sim.net.add_taps(taps.next().unwrap_or_default());
     if let Some(c) = cut {
         let spec = sim.net.spec().clone();
         for _ in 1..c.parts {
             let mut h = Simulation::build(&spec).map_err(|e| Error::msg(e.to_string()))?;
-            for (link, tap) in taps.next().unwrap_or_default() {
-                h.net.add_tap(link, tap);
-            }
+            h.net.add_taps(taps.next().unwrap_or_default());
             helpers.push(h);
         }
         crate::rtpart::make_partition(sim, c, 0);

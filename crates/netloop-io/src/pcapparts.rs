@@ -396,23 +396,6 @@ impl PartedCaptures {
         taps
     }
 
-    /// Adds partition `p`'s taps to `sim`.
-    pub fn add_taps(&self, p: u32, sim: &mut Simulation) {
-        for (link, tap) in self.taps(p) {
-            sim.net.add_tap(link, tap);
-        }
-    }
-
-    /// How many captures there are.
-    pub fn len(&self) -> usize {
-        self.caps.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.caps.is_empty()
-    }
-
     /// Finishes this process's parts: per capture, the parts in partition
     /// order (parts of other processes left out).
     pub fn finish_parts(&mut self) -> Vec<Vec<PartData>> {
@@ -520,6 +503,21 @@ mod tests {
         out
     }
 
+    /// Two parts of capture `name` holding a1, b1, a2, b2, a3 at 10, 15,
+    /// 20, 25 and 30 ns (a's key 1, b's key 2).
+    fn two_parts(dir: &Path, name: &str) -> Vec<Arc<Mutex<Part>>> {
+        let parts: Vec<_> = (0..2).map(|p| Part::new(dir, name, p)).collect();
+        {
+            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
+            a.push(order(10, 1, 0), b"a1");
+            b.push(order(15, 2, 0), b"b1");
+            a.push(order(20, 1, 0), b"a2");
+            b.push(order(25, 2, 0), b"b2");
+            a.push(order(30, 1, 0), b"a3");
+        }
+        parts
+    }
+
     fn finished(parts: &[Arc<Mutex<Part>>]) -> Vec<PartData> {
         parts.iter().map(|p| p.lock().unwrap().finish()).collect()
     }
@@ -570,15 +568,7 @@ mod tests {
     #[test]
     fn a_part_that_stopped_stops_the_capture_there() {
         let dir = TestDir::new("stopped");
-        let parts: Vec<_> = (0..2).map(|p| Part::new(dir.path(), "x", p)).collect();
-        {
-            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
-            a.push(order(10, 1, 0), b"a1");
-            b.push(order(15, 2, 0), b"b1");
-            a.push(order(20, 1, 0), b"a2");
-            b.push(order(25, 2, 0), b"b2");
-            a.push(order(30, 1, 0), b"a3");
-        }
+        let parts = two_parts(dir.path(), "x");
         let mut data = finished(&parts);
         // As if a's write of its frame at 20 had failed: a holds a1 only.
         data[0].1 = Some(PartFailure {
@@ -597,15 +587,7 @@ mod tests {
         assert_eq!(got, vec![b"a1".to_vec(), b"b1".to_vec()]);
 
         // Arrived short: a's first two frames whole, the rest unknown.
-        let parts: Vec<_> = (0..2).map(|p| Part::new(dir.path(), "y", p)).collect();
-        {
-            let (mut a, mut b) = (parts[0].lock().unwrap(), parts[1].lock().unwrap());
-            a.push(order(10, 1, 0), b"a1");
-            b.push(order(15, 2, 0), b"b1");
-            a.push(order(20, 1, 0), b"a2");
-            b.push(order(25, 2, 0), b"b2");
-            a.push(order(30, 1, 0), b"a3");
-        }
+        let parts = two_parts(dir.path(), "y");
         let mut data = finished(&parts);
         let f = data[0].0.as_mut().unwrap();
         let len = f.metadata().unwrap().len();

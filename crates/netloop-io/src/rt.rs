@@ -563,9 +563,6 @@ struct Tally {
     /// Time the event thread was held off its CPU, and the late events
     /// put down to it.
     held: rtio::HeldOff,
-    /// Time slept in the current window, and spent in the control hook
-    /// (which may block), ns: not held off.
-    slept: u64,
 }
 
 /// Minor page faults of the calling thread so far.
@@ -922,7 +919,6 @@ pub fn run_realtime(
         faults0: 0,
         steal0: None,
         held: rtio::HeldOff::default(),
-        slept: 0,
     };
     let direct_latency = histogram();
     let direct_due = Vec::with_capacity(QUEUE_FRAMES);
@@ -1064,13 +1060,7 @@ fn event_loop(
     let mut fds = raw.clone();
     let end = loop {
         if duty.check() {
-            let (used, span) = duty.last;
-            side.tally.held.window(
-                span,
-                used,
-                std::mem::take(&mut side.tally.slept),
-                duty.last_queued,
-            );
+            side.tally.held.close_window(&duty);
             wake.budget(duty.share);
             if let Some(split) = mode.window(duty.share, std::mem::take(&mut side.window_frames)) {
                 shared.split.store(split, Ordering::Release);
@@ -1112,7 +1102,9 @@ fn event_loop(
             let wall = clock::mono_ns().saturating_sub(hook);
             let cpu = thread_cpu_ns().saturating_sub(hook_cpu);
             let queued = duty.run_delay().saturating_sub(hook_queued);
-            side.tally.slept += wall.saturating_sub(cpu).saturating_sub(queued);
+            side.tally
+                .held
+                .blocked(wall.saturating_sub(cpu).saturating_sub(queued));
             match step {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => break EndReason::Control,
@@ -1222,13 +1214,11 @@ fn event_loop(
                 let target = mono + sleep_ns;
                 let asleep = clock::mono_ns();
                 let polled = crate::sys::ppoll_raw(&mut fds, Duration::from_nanos(sleep_ns));
-                // Asleep at most as long as asked, and a wake-up's usual
-                // latency: a thread that woke later (its timer went off
-                // while it could not run) was held off for the rest.
-                let allowance = wake.spin_ns().max(WAKE_ALLOWANCE_NS);
-                side.tally.slept += clock::mono_ns()
-                    .saturating_sub(asleep)
-                    .min(sleep_ns + allowance);
+                side.tally.held.slept(
+                    clock::mono_ns().saturating_sub(asleep),
+                    sleep_ns,
+                    wake.spin_ns(),
+                );
                 match polled {
                     // Woken by the clock: how late, to size the spin window.
                     Ok(0) => {
@@ -1281,13 +1271,8 @@ fn event_loop(
         queue.advance_to(last);
     }
     // The last window, short as it may be, with the events just run.
-    let (used, span) = duty.close();
-    side.tally.held.window(
-        span,
-        used,
-        std::mem::take(&mut side.tally.slept),
-        duty.last_queued,
-    );
+    duty.close();
+    side.tally.held.close_window(&duty);
     if let Some(p) = partners {
         // At `last` even if a stop cut this partition short of it: the
         // others may have run to it.
@@ -1296,11 +1281,6 @@ fn event_loop(
     side.tally.demotions = duty.demotions;
     end
 }
-
-/// The least a sleep may overrun its time and still count as asleep (a
-/// wake-up of an idle vCPU here takes up to about 180 µs; see
-/// `netloop bench wakeup`): more is the thread held off its CPU.
-pub(crate) const WAKE_ALLOWANCE_NS: u64 = 200_000;
 
 /// Where the ports begin in the event thread's poll set (after the
 /// doorbell, the control hook's descriptor and the partitions' doorbell).

@@ -408,7 +408,6 @@ pub fn run_helper(
     let net = &mut sim.net;
     let queue = &mut sim.queue;
     let mut held = HeldOff::default();
-    let mut slept = 0u64;
     let run_to = |limit: SimTime,
                   net: &mut Network,
                   queue: &mut EventQueue<Event>,
@@ -442,8 +441,7 @@ pub fn run_helper(
     let mut wake = Wakeups::new(opts.spin_ns);
     let end = loop {
         if duty.check() {
-            let (used, span) = duty.last;
-            held.window(span, used, std::mem::take(&mut slept), duty.last_queued);
+            held.close_window(&duty);
             wake.budget(duty.share);
         }
         if let Some(end) = x.end() {
@@ -473,12 +471,7 @@ pub fn run_helper(
                 let target = mono + sleep;
                 let asleep = clock::mono_ns();
                 let polled = crate::sys::ppoll_raw(&mut f, Duration::from_nanos(sleep));
-                // As the event thread counts it (`rt`): asleep at most as
-                // asked plus a wake-up's usual latency.
-                let allowance = spin_ns.max(crate::rt::WAKE_ALLOWANCE_NS);
-                slept += clock::mono_ns()
-                    .saturating_sub(asleep)
-                    .min(sleep + allowance);
+                held.slept(clock::mono_ns().saturating_sub(asleep), sleep, spin_ns);
                 if let Ok(0) = polled {
                     // Woken by the clock: how late, to size the spin window.
                     wake.record(clock::mono_ns().saturating_sub(target));
@@ -497,8 +490,8 @@ pub fn run_helper(
     if run_to(end, net, queue, &mut lateness, &mut late_events, &mut held) && queue.now() < end {
         queue.advance_to(end);
     }
-    let (used, span) = duty.close();
-    held.window(span, used, slept, duty.last_queued);
+    duty.close();
+    held.close_window(&duty);
     x.close(me, net, queue);
     guard.disarm();
     let wall = clock::mono_ns().saturating_sub(wall0).max(1);

@@ -592,7 +592,11 @@ size = "1000B"
     let loaded = netloop_config::parse_str(topo, "held.toml").expect("valid topology");
     let mut sim = Simulation::build(&loaded.spec).expect("builds");
     let mut ports: Vec<RealPort> = Vec::new();
-    let cpu = 0usize;
+    // The first CPU this process may use (a cpuset may leave out CPU 0).
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let cpu = (0..nix::sched::CpuSet::count())
+        .find(|&c| allowed.is_set(c).unwrap_or(false))
+        .expect("a CPU");
     let go = std::sync::Arc::new(AtomicBool::new(false));
     let g = go.clone();
     // Waits for its moment, then takes the event thread's CPU for 30 ms.

@@ -429,6 +429,14 @@ impl Network {
         self.taps[link].push(tap);
     }
 
+    /// Adds taps, each on its link (a partition's: see
+    /// [`crate::partition::PartitionTaps`]).
+    pub fn add_taps(&mut self, taps: impl IntoIterator<Item = (LinkId, Box<dyn Tap>)>) {
+        for (link, tap) in taps {
+            self.add_tap(link, tap);
+        }
+    }
+
     /// Hands a frame from the outside world to external node `node`, at the
     /// queue's current time. Returns `false` (and counts nothing) if `node` is
     /// not an external node. A GSO super-frame counts as its segments.

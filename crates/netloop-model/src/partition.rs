@@ -850,9 +850,7 @@ pub fn run_threads_with_taps(
 ) -> Result<Partitioned, BuildError> {
     let parts = cut.parts as usize;
     taps.resize_with(parts, Vec::new);
-    for (link, tap) in std::mem::take(&mut taps[0]) {
-        sim.net.add_tap(link, tap);
-    }
+    sim.net.add_taps(std::mem::take(&mut taps[0]));
     let mut taps = taps.into_iter();
     let spec = sim.net.spec().clone();
     // The other partitions build their own copies (deterministically the
@@ -892,9 +890,7 @@ pub fn run_threads_with_taps(
                         Some(s) => s,
                         None => Simulation::build(spec)?,
                     };
-                    for (link, tap) in my_taps {
-                        sim.net.add_tap(link, tap);
-                    }
+                    sim.net.add_taps(my_taps);
                     let mut x = ThreadExchange { shared, me };
                     let end = run_partition(sim, cut, me as u32, until, &mut x, report);
                     gone.1 = true;
