@@ -29,6 +29,8 @@ use crate::sys;
 pub struct HostInit {
     /// Its pid, in netloop's PID namespace.
     pub pid: i32,
+    /// The process (dropping it kills it: see [`sys::PidInit`]).
+    _process: sys::PidInit,
     /// Its start time (see `registry::start_time`), to tell a reused pid.
     pub start_time: u64,
     /// Its PID namespace (`/proc/PID/ns/pid`).
@@ -44,8 +46,9 @@ impl HostInit {
             .map_err(|e| Error::os(what(), e))?
             .into();
         let own = sys::own_pid_namespace().map_err(|e| Error::os(what(), e))?;
-        let pid = sys::spawn_pid_namespace_init(net.as_fd(), own.as_fd())
+        let process = sys::spawn_pid_namespace_init(net.as_fd(), own.as_fd())
             .map_err(|e| Error::os(what(), e))?;
+        let pid = process.pid;
         // The init is our child and not yet reaped: its pid cannot name
         // another process until we reap it.
         let pid_ns =
@@ -53,13 +56,14 @@ impl HostInit {
         let pid_ns = match pid_ns {
             Ok(f) => f.into(),
             Err(e) => {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                drop(process);
                 let _ = waitpid(Pid::from_raw(pid), None);
                 return Err(e);
             }
         };
         Ok(HostInit {
             pid,
+            _process: process,
             start_time: crate::registry::start_time(pid).unwrap_or(0),
             pid_ns,
         })

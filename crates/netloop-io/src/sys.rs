@@ -546,9 +546,9 @@ impl PacketRing {
         let base =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         let ring = PacketRing { base, len };
-        // Children forked without an exec (a real host's PID namespace init,
-        // see `spawn_pid_namespace_init`) must not share the rings: the
-        // mapping stays this value's alone.
+        // A fork (netloop makes none, but a program it is a library of may)
+        // must not give the child the rings: the mapping stays this value's
+        // alone.
         // SAFETY: `base`/`len` are exactly the mapping just made; the advice
         // changes only what fork copies, not the mapping's contents.
         cvt(unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_DONTFORK) })?;
@@ -772,10 +772,83 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The init of a PID namespace, as [`spawn_pid_namespace_init`] started
+/// it. Dropping it kills the init if it still runs; its stack (it shares our
+/// memory) is unmapped once it is seen gone, and left mapped otherwise.
+#[derive(Debug)]
+pub struct PidInit {
+    /// Its pid, in our PID namespace.
+    pub pid: i32,
+    /// A pidfd of it: it tells when the process is gone without a wait
+    /// (which [`crate::proc::kill_init`] does by pid, on another thread).
+    pidfd: OwnedFd,
+    /// Its stack: a mapping of [`INIT_STACK`] bytes, the lowest page a guard.
+    stack: NonNull<libc::c_void>,
+}
+
+// SAFETY: the stack is a raw mapping that only the init (a process of its
+// own) uses; the handle may be kept and dropped on any thread.
+unsafe impl Send for PidInit {}
+
+/// Bytes of a PID-namespace init's stack, guard page included: its loop
+/// makes a few system calls with frames of a few hundred bytes.
+const INIT_STACK: usize = 64 * 1024;
+
+impl PidInit {
+    /// Whether the process has ended (it runs no more code of ours, reaped
+    /// or not), waiting up to `wait`.
+    fn ended_within(&self, wait: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = c_int::try_from(wait.as_millis()).unwrap_or(c_int::MAX);
+        // SAFETY: one pollfd we own; a pidfd is readable once its process
+        // has terminated.
+        unsafe { libc::poll(&mut pfd, 1, ms) == 1 }
+    }
+}
+
+impl Drop for PidInit {
+    fn drop(&mut self) {
+        // SAFETY: pidfd_send_signal on our own pidfd (it names this process
+        // and no other, even after it is reaped).
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                ptr::null::<libc::siginfo_t>(),
+                0 as c_uint,
+            )
+        };
+        if self.ended_within(Duration::from_secs(1)) {
+            // SAFETY: our mapping of INIT_STACK bytes; its only user has
+            // ended, so nothing runs on it any more.
+            unsafe { libc::munmap(self.stack.as_ptr(), INIT_STACK) };
+        }
+        // Otherwise the stack stays mapped (64 KiB, once): unmapping it under
+        // a process that may still run on it could let it write into
+        // whatever is mapped there next.
+    }
+}
+
+/// What the init reads: set up by the parent on the init's own stack
+/// mapping, so it lives exactly as long as the init can use it.
+struct InitArgs {
+    netns: c_int,
+    devnull: c_int,
+    up_r: c_int,
+    up_w: c_int,
+    down_r: c_int,
+    down_w: c_int,
+}
+
 /// Starts the init of a new PID namespace: a child of the calling thread
 /// that is PID 1 of a namespace of its own, lives in network namespace
 /// `netns` (a descriptor of `/run/netns/NAME`), and does nothing but reap
-/// the processes the namespace hands it. Returns its pid (in ours).
+/// the processes the namespace hands it.
 ///
 /// What it is for: when the init of a PID namespace dies, the kernel kills
 /// every other process in it with SIGKILL, and no process can leave its PID
@@ -784,12 +857,20 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// lives as long as the run ties every process started in the namespace to
 /// the run, even through a SIGKILL of netloop.
 ///
-/// The init is a fork of this process that never calls `exec` (netloop may
-/// be a library inside another program: there is no binary of ours to run).
-/// It closes every descriptor it inherited, and the packet rings are not
-/// copied into it (MADV_DONTFORK), so it holds nothing of the run's. It
-/// ignores every signal but SIGKILL, as PID 1 of a namespace does anyway
-/// for signals without a handler.
+/// The init shares netloop's memory (`clone(CLONE_VM)` on a stack of its
+/// own) and never calls `exec`: netloop may be a library inside another
+/// program, with no binary of ours to run, and a `fork` would make every
+/// page of netloop's copy-on-write, so that the model's state built before
+/// (a few pages per simulated host) faulted once more in the run, making
+/// events late. Sharing memory with a process that runs beside ours puts
+/// rules on the init: it runs only `init_main`, which makes its system calls
+/// through rustix's raw system calls (no libc, whose wrappers would write
+/// `errno` in the calling thread's thread-local storage, which the init
+/// shares), allocates nothing, and touches nothing but its stack. Every
+/// signal is blocked in it from its first instruction (the calling thread
+/// blocks them around the `clone`), so that no handler of ours runs on its
+/// stack. It holds no descriptor of ours: its table is a copy, which it
+/// closes.
 ///
 /// `own_pidns` is [`own_pid_namespace`]: the calling thread's children go
 /// back to this process's PID namespace before this returns, whatever
@@ -797,7 +878,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 pub fn spawn_pid_namespace_init(
     netns: BorrowedFd<'_>,
     own_pidns: BorrowedFd<'_>,
-) -> io::Result<i32> {
+) -> io::Result<PidInit> {
     use std::io::{Read, Write};
     // Child to parent: a 4-byte errno, 0 once it is ready. Parent to child:
     // one byte, once the parent has seen it ready (see below).
@@ -808,60 +889,109 @@ pub fn spawn_pid_namespace_init(
         .write(true)
         .open("/dev/null")?
         .into();
-    // Everything the child uses is made here: after fork it may only make
-    // system calls (this process has other threads, whose locks it shares).
-    // SAFETY: sigset_t is plain data; all-zero is a valid value, and
-    // sigemptyset/sigfillset/sigaddset only write the set we pass.
-    let (mut all, mut chld): (libc::sigset_t, libc::sigset_t) = unsafe {
-        (
-            MaybeUninit::zeroed().assume_init(),
-            MaybeUninit::zeroed().assume_init(),
+    // SAFETY: a fresh anonymous private mapping; no memory of ours changes.
+    let base = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            INIT_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
         )
     };
-    // SAFETY: as above.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::sigemptyset(&mut chld);
-        libc::sigaddset(&mut chld, libc::SIGCHLD);
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
     }
-    let fds = InitFds {
-        netns: netns.as_raw_fd(),
-        devnull: devnull.as_raw_fd(),
-        up_r: up_r.as_raw_fd(),
-        up_w: up_w.as_raw_fd(),
-        down_r: down_r.as_raw_fd(),
-        down_w: down_w.as_raw_fd(),
+    let stack = NonNull::new(base).expect("mmap does not return null on success");
+    let unmap = || {
+        // SAFETY: our mapping, which no process uses (the init did not
+        // start, or has ended).
+        unsafe { libc::munmap(base, INIT_STACK) };
     };
+    // A guard page at the bottom: an overflow faults instead of writing
+    // into a neighbouring mapping of ours.
+    // SAFETY: the lowest page of our own mapping.
+    if unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) } != 0 {
+        let e = io::Error::last_os_error();
+        unmap();
+        return Err(e);
+    }
+    // The arguments at the top of the stack, the stack below them.
+    let args_at = (base as usize + INIT_STACK - size_of::<InitArgs>()) & !15;
+    let args = args_at as *mut InitArgs;
+    // SAFETY: `args` is inside our mapping, aligned, and not yet used.
+    unsafe {
+        args.write(InitArgs {
+            netns: netns.as_raw_fd(),
+            devnull: devnull.as_raw_fd(),
+            up_r: up_r.as_raw_fd(),
+            up_w: up_w.as_raw_fd(),
+            down_r: down_r.as_raw_fd(),
+            down_w: down_w.as_raw_fd(),
+        })
+    };
+    let top = (args_at - 16) as *mut libc::c_void;
     // SAFETY: unshare with CLONE_NEWPID changes only where this thread's
     // next child goes (a new PID namespace, of which it is PID 1); it is
-    // undone right after the fork.
-    cvt(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
-    // SAFETY: the child runs only `pid_init_child`, which makes nothing but
-    // async-signal-safe system calls on values prepared above and never
-    // returns.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: we are the child of that fork.
-        unsafe { pid_init_child(&fds, &all, &chld) }
+    // undone right after the clone.
+    if let Err(e) = cvt(unsafe { libc::unshare(libc::CLONE_NEWPID) }) {
+        unmap();
+        return Err(e);
     }
-    let fork_error = io::Error::last_os_error();
+    let mut pidfd: c_int = -1;
+    let (pid, clone_error) = {
+        // SAFETY: sigset_t is plain data; all-zero is a valid value, and
+        // sigfillset/pthread_sigmask write only the sets we pass.
+        let mut all: libc::sigset_t = unsafe { MaybeUninit::zeroed().assume_init() };
+        let mut old: libc::sigset_t = unsafe { MaybeUninit::zeroed().assume_init() };
+        // SAFETY: as above; the mask is this thread's, restored below.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        }
+        // SAFETY: the child runs `init_main` on the stack mapped above,
+        // with `args` inside it; see the function's docs for what a child
+        // sharing our memory may do. CLONE_PIDFD writes the child's pidfd
+        // into `pidfd`.
+        let pid = unsafe {
+            libc::clone(
+                init_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+                args.cast(),
+                &mut pidfd as *mut c_int,
+            )
+        };
+        let clone_error = io::Error::last_os_error();
+        // SAFETY: puts back this thread's own mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut()) };
+        (pid, clone_error)
+    };
     let restored = children_in_pid_namespace(own_pidns);
     if pid < 0 {
+        unmap();
         restored?;
-        return Err(fork_error);
+        return Err(clone_error);
     }
+    // SAFETY: CLONE_PIDFD gave us this open descriptor, owned by nobody else.
+    let init = PidInit {
+        pid,
+        pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
+        stack,
+    };
     drop(up_w);
     drop(down_r);
-    let give_up = |e: io::Error| {
-        // SAFETY: `pid` is our child: kill and waitpid take plain integers.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, ptr::null_mut(), 0);
-        }
+    let give_up = |init: PidInit, e: io::Error| {
+        // Dropping kills it and frees its stack once it has ended; reap it.
+        let pid = init.pid;
+        drop(init);
+        // SAFETY: `pid` is our child: waitpid takes plain integers.
+        unsafe { libc::waitpid(pid, ptr::null_mut(), 0) };
         Err(e)
     };
     if let Err(e) = restored {
-        return give_up(e);
+        return give_up(init, e);
     }
     // The child arms its parent-death signal, then says it is ready and
     // waits for our answer. If this thread ended before the signal was
@@ -869,105 +999,115 @@ pub fn spawn_pid_namespace_init(
     // child exits. Either way nothing outlives the thread.
     let mut word = [0u8; 4];
     if let Err(e) = std::fs::File::from(up_r).read_exact(&mut word) {
-        return give_up(io::Error::new(
-            e.kind(),
-            format!("the PID namespace's init ended as it started: {e}"),
-        ));
+        return give_up(
+            init,
+            io::Error::new(
+                e.kind(),
+                format!("the PID namespace's init ended as it started: {e}"),
+            ),
+        );
     }
     let errno = i32::from_ne_bytes(word);
     if errno != 0 {
-        return give_up(io::Error::from_raw_os_error(errno));
+        return give_up(init, io::Error::from_raw_os_error(errno));
     }
     if let Err(e) = std::fs::File::from(down_w).write_all(&[1]) {
-        return give_up(e);
+        return give_up(init, e);
     }
-    Ok(pid)
+    Ok(init)
 }
 
-/// The raw descriptors [`pid_init_child`] uses.
-struct InitFds {
-    netns: c_int,
-    devnull: c_int,
-    up_r: c_int,
-    up_w: c_int,
-    down_r: c_int,
-    down_w: c_int,
-}
-
-/// The init of a real host's PID namespace, in the child of
-/// [`spawn_pid_namespace_init`]'s fork.
-///
-/// # Safety
-///
-/// Call only in that child, right after the fork. It makes only
-/// async-signal-safe system calls (no allocation, no lock, no panic) and
-/// never returns.
-unsafe fn pid_init_child(fds: &InitFds, all: &libc::sigset_t, chld: &libc::sigset_t) -> ! {
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
+/// The init of a real host's PID namespace: the child of
+/// [`spawn_pid_namespace_init`]'s clone, sharing our memory. Only rustix's
+/// raw system calls (see there), no allocation, no panic; never returns.
+extern "C" fn init_main(arg: *mut libc::c_void) -> c_int {
+    use rustix::fd::BorrowedFd as Fd;
+    // SAFETY: the parent put an InitArgs at `arg` on this stack's mapping,
+    // which lives as long as we do.
+    let a = unsafe { &*(arg as *const InitArgs) };
+    // SAFETY (all `Fd::borrow_raw` below): the descriptors are our copies of
+    // the parent's, open until we close them, which we do only after the
+    // last use of each.
+    let fd = |raw: c_int| unsafe { Fd::borrow_raw(raw) };
+    let exit = |code: c_int| -> ! {
+        // exit_group of this process only (it is not a thread of ours);
+        // glibc's `_exit` is that system call, which does not return and so
+        // writes no errno.
+        // SAFETY: ending this process; nothing of it is left to clean up.
+        unsafe { libc::_exit(code) }
     };
-    let fail = |e: c_int| -> ! {
-        let word = e.to_ne_bytes();
-        libc::write(fds.up_w, word.as_ptr().cast(), word.len());
-        libc::_exit(127)
+    let fail = |e: rustix::io::Errno| -> ! {
+        let _ = rustix::io::write(fd(a.up_w), &e.raw_os_error().to_ne_bytes());
+        exit(127)
     };
-    if libc::prctl(
-        libc::PR_SET_PDEATHSIG,
-        libc::SIGKILL as libc::c_ulong,
-        0,
-        0,
-        0,
-    ) != 0
+    if let Err(e) =
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
     {
-        fail(errno());
+        fail(e);
     }
     // Our copies of the parent's ends: with them closed, the parent's death
     // shows as end-of-file.
-    libc::close(fds.up_r);
-    libc::close(fds.down_w);
-    // A session of its own (out of netloop's process group and terminal), in
-    // the real host's network namespace, holding no directory.
-    if libc::setsid() < 0 || libc::setns(fds.netns, libc::CLONE_NEWNET) != 0 {
-        fail(errno());
+    // SAFETY: our copies, not used again.
+    unsafe {
+        rustix::io::close(a.up_r);
+        rustix::io::close(a.down_w);
     }
-    if libc::chdir(c"/".as_ptr()) != 0 {
-        fail(errno());
+    // A session of its own (out of netloop's process group and terminal),
+    // in the real host's network namespace, holding no directory.
+    if let Err(e) = rustix::process::setsid() {
+        fail(e);
     }
-    for std_fd in 0..3 {
-        if libc::dup2(fds.devnull, std_fd) < 0 {
-            fail(errno());
+    if let Err(e) = rustix::thread::move_into_link_name_space(
+        fd(a.netns),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    ) {
+        fail(e);
+    }
+    if let Err(e) = rustix::process::chdir(c"/") {
+        fail(e);
+    }
+    for dup in [
+        rustix::stdio::dup2_stdin::<Fd<'_>>,
+        rustix::stdio::dup2_stdout::<Fd<'_>>,
+        rustix::stdio::dup2_stderr::<Fd<'_>>,
+    ] {
+        if let Err(e) = dup(fd(a.devnull)) {
+            fail(e);
         }
     }
-    // Every signal blocked; SIGCHLD is taken with sigtimedwait below.
-    if libc::sigprocmask(libc::SIG_SETMASK, all, ptr::null_mut()) != 0 {
-        fail(errno());
+    if rustix::io::write(fd(a.up_w), &0i32.to_ne_bytes()) != Ok(4) {
+        exit(127);
     }
-    let ready = 0 as c_int;
-    let word = ready.to_ne_bytes();
-    if libc::write(fds.up_w, word.as_ptr().cast(), word.len()) != word.len() as isize {
-        libc::_exit(127);
+    let mut go = [0u8; 1];
+    if rustix::io::read(fd(a.down_r), &mut go) != Ok(1) {
+        exit(0);
     }
-    let mut go = 0u8;
-    if libc::read(fds.down_r, (&mut go as *mut u8).cast(), 1) != 1 {
-        libc::_exit(0);
-    }
-    // Nothing of the parent's stays open in here.
-    if libc::syscall(libc::SYS_close_range, 3 as c_uint, c_uint::MAX, 0 as c_uint) != 0 {
-        for fd in 3..65536 {
-            libc::close(fd);
+    // Nothing of the parent's stays open in here (our table is a copy).
+    // close_range, through libc's `syscall`, which writes `errno` only when
+    // the call fails: it cannot with these arguments on a kernel that has
+    // it (5.9 and later; CLONE_PIDFD above already needs 5.2).
+    // SAFETY: closing descriptors of our own table; none is used after.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3 as c_uint, c_uint::MAX, 0 as c_uint) } != 0 {
+        for raw in 3..65536 {
+            // SAFETY: as above.
+            unsafe { rustix::io::close(raw) };
         }
     }
-    // Reap whatever the namespace hands us (processes whose parent ended),
-    // waking on SIGCHLD and, in case one is missed, every second.
-    let second = libc::timespec {
+    // Reap whatever the namespace hands us (processes whose parent ended).
+    // Every signal is blocked, so we wait in `wait` while there are
+    // children and sleep a second at a time while there are none: an
+    // orphan that ends while we sleep is reaped within the second.
+    let second = rustix::thread::Timespec {
         tv_sec: 1,
         tv_nsec: 0,
     };
     loop {
-        while libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) > 0 {}
-        libc::sigtimedwait(chld, ptr::null_mut(), &second);
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(_) => {}
+            Err(_) => {
+                let _ = rustix::thread::nanosleep(&second);
+            }
+        }
     }
 }
 
@@ -1315,6 +1455,86 @@ mod tests {
             forked > pages / 2,
             "{forked} faults after a fork: the comparison is void"
         );
+    }
+
+    /// A PID namespace's init shares our memory: starting one leaves our
+    /// pages our own (a fork made each of them fault once more, the model's
+    /// state included), it is PID 1 of a namespace of its own, reaps what
+    /// ends in there, and dropping its handle kills it. Needs root
+    /// (CLONE_NEWPID); skips otherwise.
+    #[test]
+    fn a_pid_namespace_init_leaves_our_pages_alone_and_ends_with_its_handle() {
+        let _serial = FORKS.lock().unwrap_or_else(|e| e.into_inner());
+        let netns = std::fs::File::open("/proc/self/ns/net").expect("our netns");
+        let own = own_pid_namespace().expect("our pid ns");
+        // On a thread of its own, as the session's launcher does: the
+        // unshare is per thread, and the init dies with the thread.
+        let mut buf = vec![0u8; 32 << 20];
+        // SAFETY: advice on a buffer we own (see the test above).
+        unsafe { libc::madvise(buf.as_mut_ptr().cast(), buf.len(), libc::MADV_NOHUGEPAGE) };
+        rewrite(&mut buf);
+        let started = std::thread::scope(|t| {
+            t.spawn(|| {
+                let init = match spawn_pid_namespace_init(netns.as_fd(), own.as_fd()) {
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => return None,
+                    r => r.expect("init started"),
+                };
+                let faults = rewrite(&mut buf);
+                let status =
+                    std::fs::read_to_string(format!("/proc/{}/status", init.pid)).expect("status");
+                Some((init, faults, status))
+            })
+            .join()
+            .unwrap()
+        });
+        let Some((init, faults, status)) = started else {
+            eprintln!("skipped: starting a PID namespace needs root (CAP_SYS_ADMIN)");
+            return;
+        };
+        let pid = init.pid;
+        let pages = (buf.len() / 4096) as i64;
+        assert!(
+            faults < pages / 100,
+            "{faults} faults after starting an init"
+        );
+        let nspid = status
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .expect("NSpid");
+        assert!(nspid.split_whitespace().last() == Some("1"), "{nspid}");
+        // Its thread has ended: the parent-death signal killed it (a zombie
+        // until we reap it) or will any moment.
+        assert!(
+            init.ended_within(Duration::from_secs(5)),
+            "init outlived its thread"
+        );
+        drop(init);
+        assert_eq!(
+            reap(pid) & 0x7f,
+            libc::SIGKILL,
+            "killed by its parent-death signal"
+        );
+    }
+
+    /// Dropping the handle of a running init kills it.
+    #[test]
+    fn dropping_a_running_init_kills_it() {
+        let netns = std::fs::File::open("/proc/self/ns/net").expect("our netns");
+        let own = own_pid_namespace().expect("our pid ns");
+        let init = match spawn_pid_namespace_init(netns.as_fd(), own.as_fd()) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                eprintln!("skipped: starting a PID namespace needs root (CAP_SYS_ADMIN)");
+                return;
+            }
+            r => r.expect("init started"),
+        };
+        let pid = init.pid;
+        assert!(
+            !init.ended_within(Duration::from_millis(50)),
+            "the init ended by itself"
+        );
+        drop(init);
+        assert_eq!(reap(pid) & 0x7f, libc::SIGKILL);
     }
 
     #[test]

@@ -417,6 +417,16 @@ impl Host {
 
     /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
     /// the fast path or to smoltcp.
+    /// Presizes the sample sets of this host's applications (see
+    /// [`crate::network::Network::presize_samples`]).
+    pub fn presize_samples(&mut self, highest: u64) {
+        for app in &mut self.apps {
+            for s in app.samples_mut() {
+                s.presize(highest);
+            }
+        }
+    }
+
     fn datagram_in(&mut self, mut buf: Frame, start: usize, frames: u64, ctx: &mut NodeCtx) {
         if self.fast_path(&buf[start..], ctx) {
             ctx.deliver_n(Sink::Host, frames);
