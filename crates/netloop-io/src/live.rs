@@ -155,6 +155,10 @@ pub struct Snapshot {
     /// `realtime.event_lateness` hides drift in a long run, a series of
     /// windows shows it.
     pub window_lateness: Lateness,
+    /// A run cut into partitions: each partition's figures so far
+    /// (partition 0's first); empty otherwise. `results` is merged from
+    /// every partition's share, each as of its own now.
+    pub partitions: Vec<PartitionRt>,
 }
 
 type Envelope = (Request, mpsc::SyncSender<Reply>);
@@ -342,11 +346,6 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
              there (Cut::for_realtime)",
             r.name
         )));
-    }
-    if cut.is_some() && opts.remote.is_some() {
-        return Err(Error::msg(
-            "a run driven from Python runs as one partition (a snapshot would see only one)",
-        ));
     }
     // The other partitions' copies of the network, built before anything
     // real exists (a big network takes a while).
@@ -546,7 +545,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         let mut control = |ctl: &mut Control<'_>| -> Step {
             let now = ctl.now;
             if let Some(r) = &remote {
-                if serve(r, ctl, flows, started_at) {
+                if serve(r, ctl, flows, started_at, cut.zip(exchange.as_ref())) {
                     return Step::Stop;
                 }
             }
@@ -778,12 +777,20 @@ fn run_log_dir(run_id: &str) -> Result<PathBuf> {
     .hint("remove old netloop-* directories there, or give another (netloop run --log-dir DIR)"))
 }
 
-/// Answers every waiting request; true if one asked the run to stop.
+/// How long a snapshot waits for the other partitions' shares: each
+/// answers between two of its events, within microseconds unless it is
+/// far behind.
+const SHARE_WAIT: Duration = Duration::from_secs(5);
+
+/// Answers every waiting request; true if one asked the run to stop. `parts`:
+/// the cut and the exchange of a run cut into partitions (this is
+/// partition 0).
 fn serve(
     r: &Remote,
     ctl: &mut Control<'_>,
     flows: &[netloop_model::build::FlowInfo],
     started: Instant,
+    parts: Option<(&Cut, &crate::rtpart::Exchange)>,
 ) -> bool {
     let mut buf = [0u8; 64];
     while matches!((&r.wake).read(&mut buf), Ok(n) if n > 0) {}
@@ -793,24 +800,25 @@ fn serve(
             Request::ChangeLink(ev) => match ctl.net.link_id(&ev.link) {
                 Some(link) => {
                     ctl.net.change_link(link, ev.direction, &ev.action);
+                    if let Some((_, x)) = parts {
+                        for k in 1..x.parts() {
+                            x.ask(k, crate::rtpart::Ask::ChangeLink(ev.clone()));
+                        }
+                    }
                     Reply::Done
                 }
                 None => Reply::Failed(format!("'{}' is not a link of this network", ev.link)),
             },
             Request::Now => Reply::Now(ctl.now),
-            Request::Snapshot { new_window } => {
-                let view = SimView {
-                    net: ctl.net,
-                    queue: ctl.queue,
-                    flows,
-                };
-                let results = view.results("realtime", Some(started.elapsed().as_secs_f64()), None);
-                Reply::Snapshot(Box::new(Snapshot {
+            Request::Snapshot { new_window } => match snapshot(ctl, flows, started, parts) {
+                Ok((results, partitions)) => Reply::Snapshot(Box::new(Snapshot {
                     results,
                     realtime: ctl.realtime(),
                     window_lateness: ctl.window(new_window),
-                }))
-            }
+                    partitions,
+                })),
+                Err(why) => Reply::Failed(why),
+            },
             Request::Stop => {
                 stop = true;
                 Reply::Done
@@ -820,6 +828,62 @@ fn serve(
         let _ = reply.send(answer);
     }
     stop
+}
+
+/// The results as of now and, cut into partitions, each partition's
+/// figures (their shares gathered from the others: see `rtpart`).
+fn snapshot(
+    ctl: &mut Control<'_>,
+    flows: &[netloop_model::build::FlowInfo],
+    started: Instant,
+    parts: Option<(&Cut, &crate::rtpart::Exchange)>,
+) -> std::result::Result<(Results, Vec<PartitionRt>), String> {
+    let wall = Some(started.elapsed().as_secs_f64());
+    let view = SimView {
+        net: ctl.net,
+        queue: ctl.queue,
+        flows,
+    };
+    let Some((cut, x)) = parts else {
+        return Ok((view.results("realtime", wall, None), Vec::new()));
+    };
+    // Asked first, so that the others work on it while this one does.
+    let replies: Vec<_> = (1..x.parts())
+        .map(|k| {
+            let (tx, rx) = mpsc::sync_channel(1);
+            x.ask(k, crate::rtpart::Ask::Share(tx));
+            rx
+        })
+        .collect();
+    let mut share = Share::of(ctl.net, flows, ctl.queue.now(), |n| cut.part_of[n] == 0);
+    let mut events = ctl.queue.events_processed();
+    let rt = ctl.realtime();
+    let mut partitions = vec![x.first_report(
+        cut.part_of.iter().filter(|&&p| p == 0).count(),
+        &rt,
+        ctl.queue.now(),
+    )];
+    for (k, rx) in replies.into_iter().enumerate() {
+        let (s, p, n) = rx.recv_timeout(SHARE_WAIT).map_err(|_| {
+            format!(
+                "partition {} did not give its share of the results within {} s",
+                k + 1,
+                SHARE_WAIT.as_secs()
+            )
+        })?;
+        share.absorb(s);
+        partitions.push(p);
+        events += n;
+    }
+    let view = SimView {
+        net: ctl.net,
+        queue: ctl.queue,
+        flows,
+    };
+    Ok((
+        view.results_from(&share, events, "realtime", wall, None),
+        partitions,
+    ))
 }
 
 /// A signal's name (`SIGSEGV`), or its number if it has none here.

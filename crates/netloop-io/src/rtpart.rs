@@ -25,19 +25,34 @@
 //! merged from each partition's share as in an as-fast-as-possible
 //! partitioned run (`netloop_model::share`).
 //!
-//! Not here: MPI ranks in real time, run-time changes from the Python API
-//! (a snapshot would see one partition), and pcap (as with partitions
-//! as fast as possible).
+//! Captures (`--pcap`): each partition writes its parts of them, merged
+//! in one run's order at the end (`pcapparts`), as in a partitioned run as
+//! fast as possible.
+//!
+//! **Questions while the run goes on** (a run driven from Python: see
+//! `live::Request`): partition 0 puts an [`Ask`] in another partition's
+//! mailbox and rings its doorbell; the partition answers between two
+//! events. A snapshot gathers every partition's share of the results as of
+//! its own now (the partitions stand within microseconds of each other on
+//! the wall clock, each at most a lookahead from the others in simulated
+//! time), and a link change is made by every partition in its copy of the
+//! network at its own now, as each makes a scheduled one.
+//!
+//! Not here: MPI ranks in real time.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use std::sync::mpsc;
+
 use hdrhistogram::Histogram;
 use netloop_core::{EventQueue, Model, SimTime};
-use netloop_model::build::Simulation;
+use netloop_model::build::{FlowInfo, Simulation};
 use netloop_model::network::{Crossing, Event, Network};
 use netloop_model::partition::Cut;
+use netloop_model::share::Share;
+use netloop_model::spec::LinkEventSpec;
 use serde::Serialize;
 
 use crate::clock::{self, RtClock};
@@ -85,6 +100,16 @@ pub struct PartitionRt {
     pub end_s: f64,
 }
 
+/// A question partition 0 puts to another partition while the run goes on
+/// (see the module docs).
+pub enum Ask {
+    /// Its share of the results as of its now, its figures so far, and the
+    /// events its queue has run in all.
+    Share(mpsc::SyncSender<(Share, PartitionRt, u64)>),
+    /// Change a link now, in its copy of the network.
+    ChangeLink(LinkEventSpec),
+}
+
 /// Per partition, what the exchange counts.
 #[derive(Default)]
 struct Counters {
@@ -115,6 +140,10 @@ pub struct Exchange {
     /// Set when a partition gave up (an error, a panic): nobody waits for
     /// the others any more.
     abandoned: AtomicBool,
+    /// Each partition's questions from partition 0, and whether it has
+    /// any (read without the lock).
+    asks: Vec<Mutex<Vec<Ask>>>,
+    asked: Vec<AtomicBool>,
 }
 
 const RUNNING: u64 = u64::MAX;
@@ -135,7 +164,33 @@ impl Exchange {
             ready: AtomicUsize::new(0),
             stopped: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
+            asks: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+            asked: (0..parts).map(|_| AtomicBool::new(false)).collect(),
         })
+    }
+
+    /// The number of partitions.
+    pub fn parts(&self) -> usize {
+        self.inbox.len()
+    }
+
+    /// Puts `ask` to partition `to` (not 0), which answers between two of
+    /// its events.
+    pub fn ask(&self, to: usize, ask: Ask) {
+        self.asks[to]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ask);
+        self.asked[to].store(true, Ordering::Release);
+        self.bell[to].ring();
+    }
+
+    /// Takes partition `me`'s questions, if it has any.
+    fn questions(&self, me: usize) -> Vec<Ask> {
+        if !self.asked[me].swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.asks[me].lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Hands what partition `me` sent to its receivers.
@@ -409,8 +464,10 @@ pub fn run_helper(
     let (cpu0, events0) = (crate::rt::thread_cpu_ns(), sim.queue.events_processed());
     let wall0 = clock::mono_ns();
     let fds = [crate::sys::pollfd_in(x.bell[me].fd())];
+    let nodes = cut.part_of.iter().filter(|&&p| p as usize == me).count();
     let net = &mut sim.net;
     let queue = &mut sim.queue;
+    let flows: &[FlowInfo] = &sim.flows;
     let mut held = HeldOff::default();
     let run_to = |limit: SimTime,
                   net: &mut Network,
@@ -452,6 +509,35 @@ pub fn run_helper(
             break end;
         }
         x.take(me, net, queue);
+        for ask in x.questions(me) {
+            match ask {
+                Ask::Share(reply) => {
+                    let share =
+                        Share::of(net, flows, queue.now(), |n| cut.part_of[n] as usize == me);
+                    let mut p = PartitionRt {
+                        nodes,
+                        events: queue.events_processed() - events0,
+                        late_events,
+                        late_held_off: held.late_events,
+                        held_off_ns: held.total_ns,
+                        held_off_queued_ns: held.queued_ns,
+                        event_lateness: Lateness::of(&lateness),
+                        cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64
+                            / clock::mono_ns().saturating_sub(wall0).max(1) as f64,
+                        end_s: queue.now().as_secs_f64(),
+                        ..PartitionRt::default()
+                    };
+                    x.fill(me, &mut p);
+                    // Partition 0 may have given up waiting.
+                    let _ = reply.send((share, p, queue.events_processed()));
+                }
+                Ask::ChangeLink(ev) => {
+                    if let Some(link) = net.link_id(&ev.link) {
+                        net.change_link(link, ev.direction, &ev.action);
+                    }
+                }
+            }
+        }
         if let Some(now) = x.may_run_to(clock) {
             let _ = run_to(
                 now.min(opts.until),
@@ -469,7 +555,10 @@ pub fn run_helper(
         let spin_ns = wake.spin_ns();
         if remaining > spin_ns {
             x.bell[me].prepare_sleep();
-            if !x.mail[me].load(Ordering::Acquire) && x.end().is_none() {
+            if !x.mail[me].load(Ordering::Acquire)
+                && !x.asked[me].load(Ordering::Acquire)
+                && x.end().is_none()
+            {
                 let mut f = fds;
                 let sleep = (remaining - spin_ns).min(100_000_000);
                 let target = mono + sleep;
@@ -503,7 +592,7 @@ pub fn run_helper(
         crate::sys::restore_policy(old_policy);
     }
     let mut report = PartitionRt {
-        nodes: cut.part_of.iter().filter(|&&p| p as usize == me).count(),
+        nodes,
         events: queue.events_processed() - events0,
         late_events,
         late_held_off: held.late_events,

@@ -15,12 +15,14 @@
 //! thread is told to stop and joined, so the run's namespaces and devices
 //! are removed.
 
-use netloop_core::SimDuration;
+use netloop_core::{SimDuration, SimTime};
 use netloop_io::live::{remote, run_live, HostReport, LiveOptions, Reply, Request};
 use netloop_io::pcap::Capture;
+use netloop_io::pcapparts::PartedCaptures;
+use netloop_model::partition::Cut;
 use netloop_model::Simulation;
 use pyo3::create_exception;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -56,6 +58,16 @@ fn build(
     duration: Option<&str>,
     seed: Option<u64>,
 ) -> PyResult<Simulation> {
+    build_with_partitions(text, name, duration, seed).map(|(sim, _)| sim)
+}
+
+/// [`build`], with the partition of each node if the topology gives them.
+fn build_with_partitions(
+    text: &str,
+    name: &str,
+    duration: Option<&str>,
+    seed: Option<u64>,
+) -> PyResult<(Simulation, Option<Vec<u32>>)> {
     let mut loaded = netloop_config::parse_str(text, name).map_err(|errors| {
         TopologyError::new_err(format!(
             "{errors}\n{name}: {} error{}",
@@ -70,8 +82,36 @@ fn build(
         loaded.spec.run.duration = SimDuration::parse(d)
             .map_err(|e| TopologyError::new_err(format!("duration {d:?}: {e}")))?;
     }
-    Simulation::build(&loaded.spec)
-        .map_err(|e| TopologyError::new_err(loaded.sources.located(&e).to_string()))
+    let sim = Simulation::build(&loaded.spec)
+        .map_err(|e| TopologyError::new_err(loaded.sources.located(&e).to_string()))?;
+    Ok((sim, loaded.partitions))
+}
+
+/// The cut of `sim` into `parts` partitions (`None` for one), the nodes'
+/// own partitions if the topology gives them; for a real-time run every
+/// real host is in partition 0.
+fn cut_for(
+    sim: &Simulation,
+    name: &str,
+    given: Option<&[u32]>,
+    parts: u32,
+    realtime: bool,
+) -> PyResult<Option<Cut>> {
+    if parts == 0 {
+        return Err(PyValueError::new_err("partitions=0: give 1 or more"));
+    }
+    if parts == 1 {
+        return Ok(None);
+    }
+    let spec = sim.net.spec();
+    let cut = if realtime {
+        Cut::for_realtime(spec, given, parts)
+    } else {
+        Cut::given_or_auto(spec, given, parts)
+    };
+    cut.map(Some).map_err(|e| {
+        TopologyError::new_err(format!("{name}: cannot cut into {parts} partitions: {e}"))
+    })
 }
 
 /// What a built topology holds, before it runs: the results document of
@@ -103,9 +143,11 @@ fn finish_captures(caps: &[Arc<Mutex<Capture>>]) -> Value {
 /// Runs a topology without real nodes as fast as possible; the results as
 /// JSON. `progress(sim_seconds, duration_seconds, speed)` is called about
 /// four times a second; Ctrl-C (or an exception from `progress`) stops the
-/// run, and the exception is raised once the results are taken.
+/// run, and the exception is raised once the results are taken. With
+/// `partitions` > 1 the network is cut into that many partitions, each run
+/// on a thread of its own (the same results: docs/partitions.md).
 #[pyfunction]
-#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None))]
+#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None, partitions=1))]
 // The keyword arguments of the Python function, one for one.
 #[allow(clippy::too_many_arguments)]
 fn simulate(
@@ -117,8 +159,9 @@ fn simulate(
     pcap: Vec<String>,
     pcap_dir: PathBuf,
     progress: Option<PyObject>,
+    partitions: u32,
 ) -> PyResult<String> {
-    let mut sim = build(text, name, duration, seed)?;
+    let (mut sim, given) = build_with_partitions(text, name, duration, seed)?;
     if !sim.real.is_empty() {
         let names: Vec<&str> = sim.real.iter().map(|r| r.name.as_str()).collect();
         return Err(TopologyError::new_err(format!(
@@ -126,39 +169,62 @@ fn simulate(
             names.join(", ")
         )));
     }
-    let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+    let cut = cut_for(&sim, name, given.as_deref(), partitions, false)?;
     let duration_s = sim.net.spec().run.duration.as_secs_f64();
     let mut raised: Option<PyErr> = None;
-    let wall = py.allow_threads(|| {
-        let start = Instant::now();
-        let mut last = Instant::now();
-        sim.run(1 << 14, |now, _| {
-            if last.elapsed() < Duration::from_millis(250) {
-                return true;
-            }
-            last = Instant::now();
-            Python::with_gil(|py| {
-                let r = py.check_signals().and_then(|()| match &progress {
-                    Some(cb) => {
-                        let s = now.as_secs_f64();
-                        let speed = s / start.elapsed().as_secs_f64().max(1e-9);
-                        cb.call1(py, (s, duration_s, speed)).map(|_| ())
-                    }
-                    None => Ok(()),
-                });
-                match r {
-                    Ok(()) => true,
-                    Err(e) => {
-                        raised = Some(e);
-                        false
-                    }
+    let start = Instant::now();
+    let mut last = Instant::now();
+    // Called with the simulated time now and then; false stops the run.
+    let mut keep_going = |now: SimTime| -> bool {
+        if last.elapsed() < Duration::from_millis(250) {
+            return true;
+        }
+        last = Instant::now();
+        Python::with_gil(|py| {
+            let r = py.check_signals().and_then(|()| match &progress {
+                Some(cb) => {
+                    let s = now.as_secs_f64();
+                    let speed = s / start.elapsed().as_secs_f64().max(1e-9);
+                    cb.call1(py, (s, duration_s, speed)).map(|_| ())
                 }
-            })
-        });
-        start.elapsed().as_secs_f64()
-    });
-    let results = sim.results("afap", Some(wall), Some(name.to_string()));
-    let captures = finish_captures(&caps);
+                None => Ok(()),
+            });
+            match r {
+                Ok(()) => true,
+                Err(e) => {
+                    raised = Some(e);
+                    false
+                }
+            }
+        })
+    };
+    let (results, captures) = match cut {
+        None => {
+            let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+            py.allow_threads(|| sim.run(1 << 14, |now, _| keep_going(now)));
+            let wall = start.elapsed().as_secs_f64();
+            let results = sim.results("afap", Some(wall), Some(name.to_string()));
+            (results, finish_captures(&caps))
+        }
+        Some(cut) => {
+            // Each partition writes its parts of the captures, merged in one
+            // run's order at the end (as `netloop run --partitions`).
+            let all: Vec<u32> = (0..cut.parts).collect();
+            let (caps, parted) =
+                PartedCaptures::create(&sim, &pcap, &pcap_dir, cut.parts, &all, true)
+                    .map_err(netloop_err)?;
+            let taps = (0..cut.parts).map(|k| parted.taps(k)).collect();
+            let until = SimTime::ZERO + sim.net.spec().run.duration;
+            let run = py.allow_threads(|| {
+                netloop_model::partition::run_threads_with_taps(sim, &cut, until, keep_going, taps)
+            });
+            let p = run.map_err(|e| TopologyError::new_err(format!("{name}: {e}")))?;
+            let wall = start.elapsed().as_secs_f64();
+            let results = p.results(&cut, "afap", Some(wall), Some(name.to_string()));
+            parted.merge_local();
+            (results, finish_captures(&caps))
+        }
+    };
     if let Some(e) = raised {
         return Err(e);
     }
@@ -228,7 +294,7 @@ impl LiveRun {
     /// time; returns once the network is up (programs of the topology start
     /// then), or raises why it could not start.
     #[staticmethod]
-    #[pyo3(signature = (text, name, log_dir, duration=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), priority=None, steer=false, late_threshold="1ms"))]
+    #[pyo3(signature = (text, name, log_dir, duration=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), priority=None, steer=false, late_threshold="1ms", partitions=1))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         py: Python<'_>,
@@ -241,15 +307,34 @@ impl LiveRun {
         priority: Option<i32>,
         steer: bool,
         late_threshold: &str,
+        partitions: u32,
     ) -> PyResult<Self> {
         let late_threshold_ns = SimDuration::parse(late_threshold)
             .map_err(|e| TopologyError::new_err(format!("late_threshold {late_threshold:?}: {e}")))?
             .as_nanos();
-        let mut sim = build(text, name, duration, None)?;
+        let (mut sim, given) = build_with_partitions(text, name, duration, None)?;
         if !sim.real.is_empty() {
             netloop_io::session::check_privileges().map_err(netloop_err)?;
         }
-        let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+        // Cut into partitions, each on a thread kept to the wall clock (every
+        // real host in partition 0); captures are then written in parts.
+        let cut = cut_for(&sim, name, given.as_deref(), partitions, true)?;
+        let (caps, parted) = match &cut {
+            None => (
+                netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?,
+                None,
+            ),
+            Some(c) => {
+                let all: Vec<u32> = (0..c.parts).collect();
+                let (caps, p) = PartedCaptures::create(&sim, &pcap, &pcap_dir, c.parts, &all, true)
+                    .map_err(netloop_err)?;
+                (caps, Some(p))
+            }
+        };
+        let taps = match (&cut, &parted) {
+            (Some(c), Some(p)) => (0..c.parts).map(|k| p.taps(k)).collect(),
+            _ => Vec::new(),
+        };
         let links: Vec<String> = sim.net.links().iter().map(|l| l.name.clone()).collect();
         let (handle, remote) = remote().map_err(netloop_err)?;
         let stop_flag = Arc::new(AtomicBool::new(false));
@@ -275,14 +360,28 @@ impl LiveRun {
                         steer,
                         on_ready: &mut on_ready,
                         remote: Some(remote),
-                        cut: None,
-                        taps: Vec::new(),
+                        cut: cut.as_ref(),
+                        taps,
                     },
                 );
+                if let Some(p) = parted {
+                    p.merge_local();
+                }
                 let captures = finish_captures(&caps);
                 let report = report.map_err(|e| e.to_string())?;
                 let wall = started.elapsed().as_secs_f64();
-                let mut results = sim.results("realtime", Some(wall), Some(topology));
+                let mut results = match (&report.partitions, &cut) {
+                    (Some(p), Some(cut)) => netloop_model::partition::merged_results(
+                        &sim,
+                        cut,
+                        &p.shares,
+                        report.realtime.events,
+                        "realtime",
+                        Some(wall),
+                        Some(topology),
+                    ),
+                    _ => sim.results("realtime", Some(wall), Some(topology)),
+                };
                 results.realtime = Some(serde_json::to_value(&report).map_err(|e| e.to_string())?);
                 let mut v = serde_json::to_value(&results).map_err(|e| e.to_string())?;
                 v["pcap"] = captures;
@@ -382,6 +481,7 @@ impl LiveRun {
                 "results": s.results,
                 "realtime": s.realtime,
                 "window_lateness": s.window_lateness,
+                "partitions": s.partitions,
             })
             .to_string()),
             Reply::Failed(why) => Err(netloop_err(why)),

@@ -166,6 +166,22 @@ def test_simulate_a_file_with_pcap(tmp_path: Path) -> None:
     assert data[:4] == bytes.fromhex("4d3cb2a1")  # nanosecond pcap, little-endian
 
 
+def test_simulate_with_partitions_gives_the_results_of_one(tmp_path: Path) -> None:
+    def run(parts: int) -> tuple[netloop.Results, bytes]:
+        d = tmp_path / f"p{parts}"
+        r = bulk("10Mbps", "2s", loss=0.01).simulate(partitions=parts, pcap=["r-b"], pcap_dir=d)
+        return r, (d / "r-b.pcap").read_bytes()
+
+    (one, cap1), (two, cap2) = run(1), run(2)
+    assert two.raw["wall"]["partitions"]["count"] == 2
+    assert one.flow("bulk")["received_bytes"] == two.flow("bulk")["received_bytes"] > 0
+    assert one.drops == two.drops and one.drops["random_loss"] > 0
+    assert one.conservation == two.conservation
+    assert cap1 == cap2 and len(cap1) > 1000
+    with pytest.raises(ValueError, match="partitions=0"):
+        bulk("10Mbps").simulate(partitions=0)
+
+
 def test_live_calls_on_a_network_that_is_not_running() -> None:
     net = netloop.Network("idle")
     h1, h2 = chain(net)
@@ -222,6 +238,38 @@ def test_real_hosts_ping_through_the_model_and_links_change_at_run_time(
     assert r.drops.get("link_down", 0) >= 1
     assert r.realtime is not None and r.realtime["rx_frames"] > 0
     assert h1.namespace is None
+
+
+@pytest.mark.netloop_real
+def test_real_time_with_partitions_from_python(netloop_real_network: netloop.Network) -> None:
+    # h1 - r1 - r2 - r3 - h2, with r2 alone in partition 1: every frame
+    # crosses the cut twice each way, and r2 transmits r1-r2's b_to_a.
+    net = netloop_real_network
+    h1, h2 = net.add_real_host("h1", partition=0), net.add_real_host("h2", partition=0)
+    r1, r2, r3 = (net.add_router(f"r{i}", partition=p) for i, p in ((1, 0), (2, 1), (3, 0)))
+    for a, b in ((h1, r1), (r1, r2), (r2, r3), (r3, h2)):
+        net.add_link(a, b, rate="100Mbps", delay="5ms")
+    with net.start(partitions=2):
+        # Address resolution on every hop first (a round trip of each link).
+        h1.run(["ping", "-n", "-c", "1", "-W", "2", h2.ip])
+        # Eight 5 ms hops there and back.
+        base = ping_avg_ms(h1, h2.ip)
+        assert 40.0 <= base < 45.0, base
+        # A change that partition 1 must make: r2 sends r1-r2's b_to_a.
+        net.link("r1-r2").set(delay="50ms", direction="b_to_a")
+        slow = ping_avg_ms(h1, h2.ip)
+        assert 85.0 <= slow < 90.0, slow
+        snap = net.stats()
+        assert [p["nodes"] for p in snap.partitions] == [4, 1]
+        assert snap.partitions[1]["events"] > 0 and snap.partitions[1]["frames_in"] > 0
+        # r2 -> r3 is partition 1's to count: its share is in the snapshot.
+        assert snap.results.link("r2-r3")["a_to_b"]["sent_packets"] >= 10
+        net.link("r1-r2").set(delay="5ms", direction="b_to_a")
+        assert ping_avg_ms(h1, h2.ip, 3) < 45.0
+    r = net.results
+    assert r.conservation["unaccounted"] == 0
+    assert r.link("r2-r3")["a_to_b"]["sent_packets"] >= snap.results.link("r2-r3")["a_to_b"]["sent_packets"]
+    assert r.realtime is not None and len(r.realtime["partitions"]["per_partition"]) == 2
 
 
 @pytest.mark.netloop_real

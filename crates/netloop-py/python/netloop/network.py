@@ -406,15 +406,20 @@ class Network:
         pcap: Sequence[str] = (),
         pcap_dir: str | os.PathLike[str] = ".",
         progress: Progress = False,
+        partitions: int = 1,
     ) -> Results:
         """Runs the topology (no real nodes) as fast as possible and returns
         its results. ``progress=True`` draws a progress line on stderr; a
         callable gets ``(simulated_s, duration_s, speed)`` about four times a
-        second. Ctrl-C stops the run and raises ``KeyboardInterrupt``."""
+        second. Ctrl-C stops the run and raises ``KeyboardInterrupt``.
+        ``partitions=N`` cuts the network into N partitions, each run on a
+        thread of its own, with the same results (nodes may name theirs:
+        ``add_router("r1", partition=1)``; see docs/partitions.md)."""
         cb = _progress_printer(self.name) if progress is True else (progress or None)
         try:
             raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
-                                   pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb)
+                                   pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb,
+                                   partitions=partitions)
         finally:
             if progress is True:
                 print(file=sys.stderr, flush=True)
@@ -432,12 +437,16 @@ class Network:
         steer: bool = False,
         priority: int | None = 50,
         late_threshold: str = "1ms",
+        partitions: int = 1,
     ) -> "Network":
         """Sets up the real hosts and starts the network in real time; it
         runs until :meth:`stop` (or for ``duration``). Needs root for real
         hosts. ``pcap`` names links (or ``NODE:IFACE``, or ``"all"``) to
         capture into ``pcap_dir``; programs of the topology write their output
-        into ``log_dir`` (a temporary directory by default)."""
+        into ``log_dir`` (a temporary directory by default).
+        ``partitions=N`` cuts the network into N partitions, each on a thread
+        kept to the wall clock, every real host in the first (see
+        docs/partitions.md); snapshots and link changes reach them all."""
         if self._native is not None:
             raise NetloopError(f"{self.name} is running already")
         if log_dir is None:
@@ -452,6 +461,7 @@ class Network:
                 duration=duration or _UNTIL_STOPPED, pcap=list(pcap),
                 pcap_dir=os.fspath(pcap_dir if pcap_dir is not None else log_dir),
                 priority=priority or None, steer=steer, late_threshold=late_threshold,
+                partitions=partitions,
             )
         except BaseException:
             self._restore_sigterm()

@@ -114,13 +114,19 @@ class Snapshot:
         #: A series of these shows drift that the cumulative
         #: ``realtime["event_lateness"]`` hides.
         self.window_lateness: dict[str, Any] = raw["window_lateness"]
+        #: A network cut into partitions: each one's figures so far
+        #: (``events``, ``kept_up``, ``late_events``, ``event_lateness``,
+        #: frames exchanged, ...), the first's first; empty otherwise.
+        #: ``results`` then merges every partition's share.
+        self.partitions: list[dict[str, Any]] = raw.get("partitions") or []
 
     def __repr__(self) -> str:
-        return f"<Snapshot at {self.results.sim_seconds:.3f} s, kept up: {self.realtime['kept_up']}>"
+        return f"<Snapshot at {self.results.sim_seconds:.3f} s, kept up: {self.kept_up}>"
 
     @property
     def kept_up(self) -> bool:
-        return bool(self.realtime["kept_up"])
+        """Every event on time so far (in every partition)."""
+        return bool(self.realtime["kept_up"]) and all(p["kept_up"] for p in self.partitions)
 
     @property
     def boundary_lost(self) -> int:
