@@ -29,9 +29,9 @@
 //! an [`Exchange`] of their own (in the command-line tool). Real-time runs
 //! cut into partitions (`netloop_io::rtpart`) use the cut
 //! ([`Cut::for_realtime`]: every real host in partition 0) and the merge
-//! of shares ([`merged_results`]), not the rounds. Not yet: taps (pcap) on
-//! a partitioned run: a tap would see only what its partition owns (the
-//! command line refuses `--pcap` with partitions).
+//! of shares ([`merged_results`]), not the rounds. Captures (pcap) of a
+//! partitioned run: each partition taps what it owns and orders its frames
+//! as one run would ([`PartitionTaps`], `network::TapOrder`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -171,8 +171,9 @@ impl Cut {
     /// the groups go to partitions heaviest first, each to the lightest
     /// partition so far. The first threshold whose heaviest partition is
     /// within 25 % of an even share wins; failing that, the best balanced
-    /// one. A node weighs its ports plus the flows that start or end at it
-    /// (with their counts). Zero-delay links are never cut.
+    /// one. A node weighs the packets per second it is expected to handle:
+    /// one per port, plus the expected rate of every flow whose path it is
+    /// on (see `node_weights`). Zero-delay links are never cut.
     pub fn auto(spec: &NetworkSpec, parts: u32) -> Result<Cut, CutError> {
         check_simulated(spec)?;
         Cut::auto_with(spec, parts, false)
@@ -402,26 +403,140 @@ fn endpoint_ids(spec: &NetworkSpec) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// How much work a node is likely to bring: its ports (`ends`: the ends of
-/// each link), plus the flows starting or ending at it.
+/// How much work a node is likely to bring, in packets per second: one per
+/// port (so that a network without traffic is cut by its shape), plus the
+/// packets each flow is expected to send through it, on every node of its
+/// path both ways ([`flow_packet_rate`], [`hop_path`]). A node that
+/// forwards a heavy flow weighs more than one that ends a ping.
 fn node_weights(spec: &NetworkSpec, ends: &[(usize, usize)]) -> Vec<u64> {
-    let mut w = vec![0u64; spec.nodes.len()];
-    for &(a, b) in ends {
+    let n = spec.nodes.len();
+    let mut w = vec![0u64; n];
+    let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n]; // (neighbour, link)
+    for (li, &(a, b)) in ends.iter().enumerate() {
         w[a] += 1;
         w[b] += 1;
+        adj[a].push((b, li));
+        adj[b].push((a, li));
     }
     let ids = node_ids(spec);
     for t in &spec.traffic {
-        // A bulk TCP flow brings more than a ping; without a measure of
-        // rates here, each flow counts the same.
-        let count = u64::from(t.count.max(1));
-        for name in [&t.from, &t.to] {
-            if let Some(&v) = ids.get(name.as_str()) {
-                w[v] += count;
-            }
+        let (Some(&from), Some(&to)) = (ids.get(t.from.as_str()), ids.get(t.to.as_str())) else {
+            continue;
+        };
+        let Some((nodes, links)) = hop_path(spec, &adj, from, to) else {
+            continue;
+        };
+        let pps = flow_packet_rate(spec, t, &links).ceil() as u64;
+        for v in nodes {
+            w[v] = w[v].saturating_add(pps.max(1));
         }
     }
     w
+}
+
+/// The nodes and links of the path with the fewest hops from `from` to `to`
+/// through nodes that forward (routers and switches), the first found in
+/// link order: where the traffic goes, near enough to weigh nodes by (the
+/// routes the model builds may differ where there are several paths).
+fn hop_path(
+    spec: &NetworkSpec,
+    adj: &[Vec<(usize, usize)>],
+    from: usize,
+    to: usize,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let forwards = |v: usize| {
+        matches!(
+            spec.nodes[v].kind,
+            NodeKind::Router(_) | NodeKind::Switch(_)
+        )
+    };
+    let mut came: Vec<Option<(usize, usize)>> = vec![None; adj.len()];
+    let mut seen = vec![false; adj.len()];
+    seen[from] = true;
+    let mut frontier = std::collections::VecDeque::from([from]);
+    while let Some(v) = frontier.pop_front() {
+        if v == to {
+            let (mut nodes, mut links) = (vec![to], Vec::new());
+            let mut at = to;
+            while let Some((prev, li)) = came[at] {
+                nodes.push(prev);
+                links.push(li);
+                at = prev;
+            }
+            return Some((nodes, links));
+        }
+        if v != from && !forwards(v) {
+            continue;
+        }
+        for &(u, li) in &adj[v] {
+            if !seen[u] {
+                seen[u] = true;
+                came[u] = Some((v, li));
+                frontier.push_back(u);
+            }
+        }
+    }
+    None
+}
+
+/// Bits per second a path of `links` can carry: its slowest rate in either
+/// direction; an unlimited link counts as 10 Gbit/s (a bulk transfer over
+/// unlimited links is limited by the simulation, not by a rate).
+fn path_rate_bps(spec: &NetworkSpec, links: &[usize]) -> f64 {
+    links
+        .iter()
+        .flat_map(|&li| [&spec.links[li].a_to_b, &spec.links[li].b_to_a])
+        .map(|d| d.rate.map_or(10e9, |r| r.bps() as f64))
+        .fold(10e9, f64::min)
+}
+
+/// Packets per second a flow (all `count` of it) is expected to put on its
+/// path, both ways, averaged over the run: what its kind and parameters
+/// say (a ping's interval, a UDP rate over its size, a bulk TCP transfer
+/// filling the path's slowest link with full-sized segments and an ACK for
+/// every second one), times the share of the run it is active.
+fn flow_packet_rate(spec: &NetworkSpec, t: &crate::spec::TrafficSpec, links: &[usize]) -> f64 {
+    use crate::spec::TrafficKind as K;
+    const SEGMENT_BITS: f64 = 1500.0 * 8.0;
+    let count = f64::from(t.count.max(1));
+    let per_s = |d: SimDuration| 1.0 / d.as_secs_f64().max(1e-9);
+    let udp = |rate: u64, size: u64| count * rate as f64 / (size.max(1) as f64 * 8.0);
+    let rate = match &t.kind {
+        K::Ping { interval, .. } => 2.0 * count * per_s(*interval),
+        K::UdpCbr { rate, size } | K::UdpPoisson { rate, size } => udp(rate.bps(), size.get()),
+        K::UdpOnOff {
+            rate,
+            size,
+            on,
+            off,
+        } => {
+            let duty = on.as_secs_f64() / (on.as_secs_f64() + off.as_secs_f64()).max(1e-9);
+            udp(rate.bps(), size.get()) * duty
+        }
+        // The flows of one spec share its path: together they fill it.
+        K::TcpBulk { .. } => 1.5 * path_rate_bps(spec, links) / SEGMENT_BITS,
+        K::TcpRr {
+            request,
+            response,
+            interval,
+        } => {
+            let segments = |b: u64| (b as f64 * 8.0 / SEGMENT_BITS).ceil().max(1.0) * 1.5;
+            let per_transaction = segments(request.get()) + segments(response.get());
+            // Back to back: one transaction per round trip of the path.
+            let rtt = SimDuration::from_nanos(
+                2 * links
+                    .iter()
+                    .map(|&li| least_delay(spec, li).as_nanos())
+                    .sum::<u64>(),
+            );
+            count * per_transaction * per_s(interval.unwrap_or(rtt))
+        }
+        K::Traceroute { max_hops } => 2.0 * count * f64::from(*max_hops),
+    };
+    let run = spec.run.duration.as_secs_f64().max(1e-9);
+    let stop = t.stop.map_or(run, |s| s.as_secs_f64().min(run));
+    let active = ((stop - t.start.as_secs_f64()) / run).clamp(0.0, 1.0);
+    rate * active
 }
 
 /// What one partition did during a run.

@@ -414,7 +414,9 @@ fn ties_at_one_moment_break_the_same_way_across_the_cut() {
             at(0, flow("e", "h3", "h5", cbr(3, 1000))),
         ],
     );
-    let cut = Cut::auto(&s, 2).unwrap();
+    // Across r1-r2 (r1 and its hosts, r2 and its hosts): the ties meet
+    // at r2 from both sides of it.
+    let cut = Cut::given(&s, vec![0, 1, 0, 0, 0, 1, 1, 1], 2).unwrap();
     assert_eq!(cut.cut_links, [0]);
     let n = s.nodes.len() as u32;
     let each = Cut::given(&s, (0..n).collect(), n).unwrap();
@@ -690,4 +692,33 @@ fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
             r.conservation
         );
     }
+}
+
+/// The automatic cut weighs nodes by the traffic they are expected to
+/// carry: two routers whose hosts exchange 10 Mbit/s each go to different
+/// partitions, where counting ports and flow ends put both beside the
+/// router of four idle hosts (7 + 7 against 10 by ports).
+#[test]
+fn the_automatic_cut_balances_the_traffic_not_the_ports() {
+    let mut nodes = vec![router("ra"), router("rc"), router("rb")];
+    let mut links = vec![
+        link("ra", "rc", dir(Some(1000), ms(10))),
+        link("rc", "rb", dir(Some(1000), ms(10))),
+    ];
+    let mut traffic = Vec::new();
+    for (r, hosts) in [("ra", 2), ("rb", 2), ("rc", 4)] {
+        for i in 0..hosts {
+            let h = format!("{r}h{i}");
+            nodes.push(host(&h));
+            links.push(link(&h, r, dir(Some(1000), ms(1))));
+        }
+        if r != "rc" {
+            traffic.push(flow(r, &format!("{r}h0"), &format!("{r}h1"), cbr(10, 1000)));
+        }
+    }
+    let s = spec(SimDuration::from_secs(1), 1, nodes, links, traffic);
+    let cut = Cut::auto(&s, 2).unwrap();
+    assert_ne!(cut.part_of[0], cut.part_of[2], "{:?}", cut.part_of);
+    // Each heavy router keeps its hosts: only the 10 ms links are cut.
+    assert_eq!(cut.lookahead, ms(10), "{:?}", cut.part_of);
 }
