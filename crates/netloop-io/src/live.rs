@@ -777,10 +777,10 @@ fn run_log_dir(run_id: &str) -> Result<PathBuf> {
     .hint("remove old netloop-* directories there, or give another (netloop run --log-dir DIR)"))
 }
 
-/// How long a snapshot waits for the other partitions' shares: each
-/// answers between two of its events, within microseconds unless it is
-/// far behind.
-const SHARE_WAIT: Duration = Duration::from_secs(5);
+/// How long a snapshot waits for the other partitions' shares, all
+/// together: each answers between two of its events, within microseconds
+/// unless it is far behind.
+const SHARE_WAIT: Duration = Duration::from_secs(2);
 
 /// Answers every waiting request; true if one asked the run to stop. `parts`:
 /// the cut and the exchange of a run cut into partitions (this is
@@ -798,6 +798,16 @@ fn serve(
     while let Ok((req, reply)) = r.rx.try_recv() {
         let answer = match req {
             Request::ChangeLink(ev) => match ctl.net.link_id(&ev.link) {
+                Some(link) if parts.is_some_and(|(cut, _)| too_short(ctl.net, cut, link, &ev)) => {
+                    let lookahead = parts.map_or(0, |(cut, _)| cut.lookahead.as_nanos());
+                    Reply::Failed(format!(
+                        "'{}' joins two partitions: its delay may not go below the lookahead \
+                         ({} ms) while the run goes on (frames would reach the other partition \
+                         after their arrival time)",
+                        ev.link,
+                        lookahead as f64 / 1e6
+                    ))
+                }
                 Some(link) => {
                     ctl.net.change_link(link, ev.direction, &ev.action);
                     if let Some((_, x)) = parts {
@@ -830,6 +840,27 @@ fn serve(
     stop
 }
 
+/// Whether `ev` would make cut link `link` (if it is cut) shorter than
+/// the cut's lookahead in a direction it changes.
+fn too_short(
+    net: &netloop_model::network::Network,
+    cut: &Cut,
+    link: usize,
+    ev: &LinkEventSpec,
+) -> bool {
+    let netloop_model::spec::LinkAction::Set(change) = &ev.action else {
+        return false;
+    };
+    cut.cut_links.contains(&link)
+        && (0..2).any(|side| {
+            ev.direction.includes(side) && {
+                let mut d = net.links()[link].dirs[side].channel.spec.clone();
+                d.apply(change);
+                d.least_delay() < cut.lookahead
+            }
+        })
+}
+
 /// The results as of now and, cut into partitions, each partition's
 /// figures (their shares gathered from the others: see `rtpart`).
 fn snapshot(
@@ -847,15 +878,49 @@ fn snapshot(
     let Some((cut, x)) = parts else {
         return Ok((view.results("realtime", wall, None), Vec::new()));
     };
-    // Asked first, so that the others work on it while this one does.
+    // Asked all at once; each stands still after answering until
+    // `resumes` is dropped (when this returns, whatever happens).
+    let mut resumes = Vec::new();
     let replies: Vec<_> = (1..x.parts())
         .map(|k| {
             let (tx, rx) = mpsc::sync_channel(1);
-            x.ask(k, crate::rtpart::Ask::Share(tx));
+            let (go, wait) = mpsc::channel::<()>();
+            x.ask(k, crate::rtpart::Ask::Share(tx, wait));
+            resumes.push(go);
             rx
         })
         .collect();
-    let mut share = Share::of(ctl.net, flows, ctl.queue.now(), |n| cut.part_of[n] == 0);
+    let deadline = Instant::now() + SHARE_WAIT;
+    let mut answers = Vec::new();
+    for (k, rx) in replies.iter().enumerate() {
+        let gone = |why: &str| format!("partition {} {why}: no snapshot", k + 1);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(a) => {
+                    answers.push(a);
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(gone("has stopped")),
+                Err(mpsc::RecvTimeoutError::Timeout) if x.is_abandoned() => {
+                    return Err(gone("has stopped"))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                    return Err(gone(&format!(
+                        "did not give its share within {} s",
+                        SHARE_WAIT.as_secs()
+                    )))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+    // The others stand still: hand over what this one sent, so that every
+    // frame is on a wire, in a queue or node, or in an inbox, once.
+    x.hand_over(0, ctl.net);
+    let at = crate::rtpart::share_time(ctl.now, ctl.queue);
+    let mut share = Share::of(ctl.net, flows, at, |n| cut.part_of[n] == 0);
+    x.add_crossing(&mut share);
+    drop(resumes);
     let mut events = ctl.queue.events_processed();
     let rt = ctl.realtime();
     let mut partitions = vec![x.first_report(
@@ -863,14 +928,7 @@ fn snapshot(
         &rt,
         ctl.queue.now(),
     )];
-    for (k, rx) in replies.into_iter().enumerate() {
-        let (s, p, n) = rx.recv_timeout(SHARE_WAIT).map_err(|_| {
-            format!(
-                "partition {} did not give its share of the results within {} s",
-                k + 1,
-                SHARE_WAIT.as_secs()
-            )
-        })?;
+    for (s, p, n) in answers {
         share.absorb(s);
         partitions.push(p);
         events += n;

@@ -32,11 +32,15 @@
 //! **Questions while the run goes on** (a run driven from Python: see
 //! `live::Request`): partition 0 puts an [`Ask`] in another partition's
 //! mailbox and rings its doorbell; the partition answers between two
-//! events. A snapshot gathers every partition's share of the results as of
-//! its own now (the partitions stand within microseconds of each other on
-//! the wall clock, each at most a lookahead from the others in simulated
-//! time), and a link change is made by every partition in its copy of the
-//! network at its own now, as each makes a scheduled one.
+//! events. For a snapshot each other partition gives its share of the
+//! results as of its own now and then stands still until partition 0 has
+//! read its own share and the frames between partitions (in the inboxes):
+//! every frame is then in exactly one place, and the merged conservation
+//! holds. Each partition's now is its own (they keep to one wall clock, so
+//! they differ by how far each is behind), and the other partitions' events
+//! wait while partition 0 reads. A link change is made by every partition
+//! in its copy of the network at its own now, as each makes a scheduled
+//! one.
 //!
 //! Not here: MPI ranks in real time.
 
@@ -104,8 +108,13 @@ pub struct PartitionRt {
 /// (see the module docs).
 pub enum Ask {
     /// Its share of the results as of its now, its figures so far, and the
-    /// events its queue has run in all.
-    Share(mpsc::SyncSender<(Share, PartitionRt, u64)>),
+    /// events its queue has run in all (each scheduled link change left
+    /// out: every partition runs them); then it waits until the receiver
+    /// of the second is dropped (see the module docs).
+    Share(
+        mpsc::SyncSender<(Share, PartitionRt, u64)>,
+        mpsc::Receiver<()>,
+    ),
     /// Change a link now, in its copy of the network.
     ChangeLink(LinkEventSpec),
 }
@@ -148,6 +157,10 @@ pub struct Exchange {
 
 const RUNNING: u64 = u64::MAX;
 
+/// The longest a partition stands still after giving its share for a
+/// snapshot (partition 0 lets it go as soon as it has read its own).
+const RESUME_WAIT: Duration = Duration::from_secs(5);
+
 impl Exchange {
     /// The exchange of a run of `parts` partitions.
     pub fn new(parts: usize) -> std::io::Result<Exchange> {
@@ -183,6 +196,27 @@ impl Exchange {
             .push(ask);
         self.asked[to].store(true, Ordering::Release);
         self.bell[to].ring();
+    }
+
+    /// Whether a partition gave up (an error, a panic).
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// Adds the frames waiting in the inboxes to `share`, on the wires
+    /// they will be put on (each partition stands still meanwhile: see
+    /// the module docs).
+    pub fn add_crossing(&self, share: &mut Share) {
+        for inbox in &self.inbox {
+            for c in inbox.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                share.dirs[c.link as usize][usize::from(c.dir)].wire += c.frame.segs();
+            }
+        }
+    }
+
+    /// Hands what partition `me` has sent so far to its receivers.
+    pub fn hand_over(&self, me: usize, net: &mut Network) {
+        self.send(me, net);
     }
 
     /// Takes partition `me`'s questions, if it has any.
@@ -421,6 +455,16 @@ pub struct HelperEnd {
     pub report: PartitionRt,
 }
 
+/// The moment a partition's share is read at in a snapshot: the clock's
+/// `now`, not its last event's time (an idle partition's would be long
+/// past: a frame it finished sending then would still count as being sent,
+/// while its receiver has it), but not past its next event, which has not
+/// run.
+pub fn share_time(now: SimTime, queue: &EventQueue<Event>) -> SimTime {
+    now.min(queue.peek_time().unwrap_or(SimTime::MAX))
+        .max(queue.now())
+}
+
 /// Makes `sim` partition `me` of a run cut by `cut`: it keeps the events
 /// it runs and sends what crosses the cut to the others.
 pub fn make_partition(sim: &mut Simulation, cut: &Cut, me: u32) {
@@ -511,9 +555,10 @@ pub fn run_helper(
         x.take(me, net, queue);
         for ask in x.questions(me) {
             match ask {
-                Ask::Share(reply) => {
-                    let share =
-                        Share::of(net, flows, queue.now(), |n| cut.part_of[n] as usize == me);
+                Ask::Share(reply, resume) => {
+                    let share = Share::of(net, flows, share_time(clock.now(), queue), |n| {
+                        cut.part_of[n] as usize == me
+                    });
                     let mut p = PartitionRt {
                         nodes,
                         events: queue.events_processed() - events0,
@@ -528,8 +573,12 @@ pub fn run_helper(
                         ..PartitionRt::default()
                     };
                     x.fill(me, &mut p);
-                    // Partition 0 may have given up waiting.
-                    let _ = reply.send((share, p, queue.events_processed()));
+                    let events = queue.events_processed() - net.link_events();
+                    // Partition 0 may have given up waiting: then the
+                    // resume channel is gone too.
+                    if reply.send((share, p, events)).is_ok() {
+                        let _ = resume.recv_timeout(RESUME_WAIT);
+                    }
                 }
                 Ask::ChangeLink(ev) => {
                     if let Some(link) = net.link_id(&ev.link) {
@@ -575,6 +624,9 @@ pub fn run_helper(
             std::hint::spin_loop();
         }
     };
+    // Questions put from now on find nobody: dropping them lets partition 0
+    // know at once.
+    drop(x.questions(me));
     // Frames sent before the end must be on the wires before the last
     // events run.
     x.take(me, net, queue);

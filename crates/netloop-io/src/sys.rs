@@ -782,16 +782,17 @@ pub struct PidInit {
     /// A pidfd of it: it tells when the process is gone without a wait
     /// (which [`crate::proc::kill_init`] does by pid, on another thread).
     pidfd: OwnedFd,
-    /// Its stack: a mapping of [`INIT_STACK`] bytes, the lowest page a guard.
+    /// Its stack: a mapping of `stack_len` bytes, the lowest page a guard.
     stack: NonNull<libc::c_void>,
+    stack_len: usize,
 }
 
 // SAFETY: the stack is a raw mapping that only the init (a process of its
 // own) uses; the handle may be kept and dropped on any thread.
 unsafe impl Send for PidInit {}
 
-/// Bytes of a PID-namespace init's stack, guard page included: its loop
-/// makes a few system calls with frames of a few hundred bytes.
+/// Bytes of a PID-namespace init's stack (a guard page comes below them):
+/// its loop makes a few system calls with frames of a few hundred bytes.
 const INIT_STACK: usize = 64 * 1024;
 
 impl PidInit {
@@ -824,9 +825,9 @@ impl Drop for PidInit {
             )
         };
         if self.ended_within(Duration::from_secs(1)) {
-            // SAFETY: our mapping of INIT_STACK bytes; its only user has
+            // SAFETY: our mapping of `stack_len` bytes; its only user has
             // ended, so nothing runs on it any more.
-            unsafe { libc::munmap(self.stack.as_ptr(), INIT_STACK) };
+            unsafe { libc::munmap(self.stack.as_ptr(), self.stack_len) };
         }
         // Otherwise the stack stays mapped (64 KiB, once): unmapping it under
         // a process that may still run on it could let it write into
@@ -843,6 +844,11 @@ struct InitArgs {
     up_w: c_int,
     down_r: c_int,
     down_w: c_int,
+    /// Whether `close_range` works here (the parent tried it); if not, the
+    /// init closes each descriptor up to `max_fd`, the highest the parent
+    /// had open.
+    close_range: bool,
+    max_fd: c_int,
 }
 
 /// Starts the init of a new PID namespace: a child of the calling thread
@@ -869,8 +875,13 @@ struct InitArgs {
 /// shares), allocates nothing, and touches nothing but its stack. Every
 /// signal is blocked in it from its first instruction (the calling thread
 /// blocks them around the `clone`), so that no handler of ours runs on its
-/// stack. It holds no descriptor of ours: its table is a copy, which it
-/// closes.
+/// stack (glibc's `sigfillset` leaves out the two signals glibc keeps for
+/// itself, whose handlers return at once for a signal not meant for them).
+/// It holds no descriptor of ours: its table is a copy, which it closes.
+///
+/// Needs Linux 5.2 or later (CLONE_PIDFD); with 5.9 or later (close_range)
+/// it closes every descriptor it inherited, on older ones those open when
+/// it started.
 ///
 /// `own_pidns` is [`own_pid_namespace`]: the calling thread's children go
 /// back to this process's PID namespace before this returns, whatever
@@ -889,11 +900,30 @@ pub fn spawn_pid_namespace_init(
         .write(true)
         .open("/dev/null")?
         .into();
+    // close_range on an empty range closes nothing and says whether the
+    // kernel has it (and no filter forbids it): the init must not try a
+    // call that fails, as a failing libc wrapper writes errno.
+    // SAFETY: close_range of no descriptor at all.
+    let close_range =
+        unsafe { libc::syscall(libc::SYS_close_range, c_uint::MAX, c_uint::MAX, 0 as c_uint) } == 0;
+    let max_fd = if close_range {
+        0
+    } else {
+        std::fs::read_dir("/proc/self/fd")?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<c_int>().ok())
+            .max()
+            .unwrap_or(1024)
+    };
+    // SAFETY: sysconf takes an integer and has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096);
+    let stack_len = INIT_STACK + page;
     // SAFETY: a fresh anonymous private mapping; no memory of ours changes.
     let base = unsafe {
         libc::mmap(
             ptr::null_mut(),
-            INIT_STACK,
+            stack_len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
@@ -907,18 +937,18 @@ pub fn spawn_pid_namespace_init(
     let unmap = || {
         // SAFETY: our mapping, which no process uses (the init did not
         // start, or has ended).
-        unsafe { libc::munmap(base, INIT_STACK) };
+        unsafe { libc::munmap(base, stack_len) };
     };
     // A guard page at the bottom: an overflow faults instead of writing
     // into a neighbouring mapping of ours.
     // SAFETY: the lowest page of our own mapping.
-    if unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) } != 0 {
+    if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
         let e = io::Error::last_os_error();
         unmap();
         return Err(e);
     }
     // The arguments at the top of the stack, the stack below them.
-    let args_at = (base as usize + INIT_STACK - size_of::<InitArgs>()) & !15;
+    let args_at = (base as usize + stack_len - size_of::<InitArgs>()) & !15;
     let args = args_at as *mut InitArgs;
     // SAFETY: `args` is inside our mapping, aligned, and not yet used.
     unsafe {
@@ -929,6 +959,8 @@ pub fn spawn_pid_namespace_init(
             up_w: up_w.as_raw_fd(),
             down_r: down_r.as_raw_fd(),
             down_w: down_w.as_raw_fd(),
+            close_range,
+            max_fd,
         })
     };
     let top = (args_at - 16) as *mut libc::c_void;
@@ -974,11 +1006,26 @@ pub fn spawn_pid_namespace_init(
         restored?;
         return Err(clone_error);
     }
+    if pidfd < 0 {
+        // A kernel before 5.2 ignores CLONE_PIDFD: no handle to tell when
+        // the child has ended, so its stack is left mapped.
+        // SAFETY: `pid` is our child: kill and waitpid take plain integers.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, ptr::null_mut(), 0);
+        }
+        restored?;
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel has no CLONE_PIDFD (Linux 5.2 or later is needed for real hosts)",
+        ));
+    }
     // SAFETY: CLONE_PIDFD gave us this open descriptor, owned by nobody else.
     let init = PidInit {
         pid,
         pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
         stack,
+        stack_len,
     };
     drop(up_w);
     drop(down_r);
@@ -1083,12 +1130,14 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> c_int {
         exit(0);
     }
     // Nothing of the parent's stays open in here (our table is a copy).
-    // close_range, through libc's `syscall`, which writes `errno` only when
-    // the call fails: it cannot with these arguments on a kernel that has
-    // it (5.9 and later; CLONE_PIDFD above already needs 5.2).
-    // SAFETY: closing descriptors of our own table; none is used after.
-    if unsafe { libc::syscall(libc::SYS_close_range, 3 as c_uint, c_uint::MAX, 0 as c_uint) } != 0 {
-        for raw in 3..65536 {
+    // close_range through libc's `syscall`, which writes `errno` only when
+    // the call fails, and the parent has seen that it does not here;
+    // otherwise one by one, through rustix.
+    if a.close_range {
+        // SAFETY: closing descriptors of our own table; none is used after.
+        unsafe { libc::syscall(libc::SYS_close_range, 3 as c_uint, c_uint::MAX, 0 as c_uint) };
+    } else {
+        for raw in 3..=a.max_fd {
             // SAFETY: as above.
             unsafe { rustix::io::close(raw) };
         }

@@ -298,14 +298,19 @@ impl SinkStats {
 }
 
 impl App {
-    /// The app's sample sets (see [`Samples::presize`]).
+    /// The app's sample sets that it records into (see
+    /// [`Samples::presize`]): a bulk TCP client and every server record
+    /// none.
     pub fn samples_mut(&mut self) -> Vec<&mut Samples> {
         match self {
             App::UdpSink(s) => vec![&mut s.stats.delay],
             App::Ping(p) => vec![&mut p.rtt],
-            App::TcpClient(c) => vec![&mut c.stats.latency],
-            App::TcpServer(s) => vec![&mut s.stats.latency],
-            App::UdpSource(_) | App::Traceroute(_) => vec![],
+            App::TcpClient(c) if matches!(c.mode, TcpMode::Rr { .. }) => {
+                vec![&mut c.stats.latency]
+            }
+            App::TcpClient(_) | App::TcpServer(_) | App::UdpSource(_) | App::Traceroute(_) => {
+                vec![]
+            }
         }
     }
 }

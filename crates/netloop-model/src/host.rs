@@ -415,8 +415,6 @@ impl Host {
         }
     }
 
-    /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
-    /// the fast path or to smoltcp.
     /// Presizes the sample sets of this host's applications (see
     /// [`crate::network::Network::presize_samples`]).
     pub fn presize_samples(&mut self, highest: u64) {
@@ -427,6 +425,8 @@ impl Host {
         }
     }
 
+    /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
+    /// the fast path or to smoltcp.
     fn datagram_in(&mut self, mut buf: Frame, start: usize, frames: u64, ctx: &mut NodeCtx) {
         if self.fast_path(&buf[start..], ctx) {
             ctx.deliver_n(Sink::Host, frames);

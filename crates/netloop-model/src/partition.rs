@@ -403,6 +403,12 @@ fn endpoint_ids(spec: &NetworkSpec) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The packets per second each node of `spec` is expected to handle, as
+/// the automatic cut weighs it (see [`Cut::auto`]), in spec order.
+pub fn expected_load(spec: &NetworkSpec) -> Vec<u64> {
+    node_weights(spec, &endpoint_ids(spec))
+}
+
 /// How much work a node is likely to bring, in packets per second: one per
 /// port (so that a network without traffic is cut by its shape), plus the
 /// packets each flow is expected to send through it, on every node of its
@@ -426,7 +432,22 @@ fn node_weights(spec: &NetworkSpec, ends: &[(usize, usize)]) -> Vec<u64> {
         let Some((nodes, links)) = hop_path(spec, &adj, from, to) else {
             continue;
         };
-        let pps = flow_packet_rate(spec, t, &links).ceil() as u64;
+        // Forward: each link from the node nearer `from` (the path runs from
+        // `to` back to `from`).
+        let dirs: Vec<&crate::spec::DirectionSpec> = links
+            .iter()
+            .zip(&nodes[1..])
+            .map(|(&li, &near)| {
+                let l = &spec.links[li];
+                if l.a.node == spec.nodes[near].name {
+                    &l.a_to_b
+                } else {
+                    &l.b_to_a
+                }
+            })
+            .collect();
+        // (Bounded: an absurd rate must not overflow the sums.)
+        let pps = flow_packet_rate(spec, t, &links, &dirs).clamp(0.0, 1e12) as u64;
         for v in nodes {
             w[v] = w[v].saturating_add(pps.max(1));
         }
@@ -479,13 +500,12 @@ fn hop_path(
     None
 }
 
-/// Bits per second a path of `links` can carry: its slowest rate in either
-/// direction; an unlimited link counts as 10 Gbit/s (a bulk transfer over
-/// unlimited links is limited by the simulation, not by a rate).
-fn path_rate_bps(spec: &NetworkSpec, links: &[usize]) -> f64 {
-    links
-        .iter()
-        .flat_map(|&li| [&spec.links[li].a_to_b, &spec.links[li].b_to_a])
+/// Bits per second a path can carry forward (`dirs`: each link's direction
+/// from the source): its slowest rate; an unlimited link counts as 10 Gbit/s
+/// (a bulk transfer over unlimited links is limited by the simulation, not by
+/// a rate).
+fn path_rate_bps(dirs: &[&crate::spec::DirectionSpec]) -> f64 {
+    dirs.iter()
         .map(|d| d.rate.map_or(10e9, |r| r.bps() as f64))
         .fold(10e9, f64::min)
 }
@@ -495,10 +515,17 @@ fn path_rate_bps(spec: &NetworkSpec, links: &[usize]) -> f64 {
 /// say (a ping's interval, a UDP rate over its size, a bulk TCP transfer
 /// filling the path's slowest link with full-sized segments and an ACK for
 /// every second one), times the share of the run it is active.
-fn flow_packet_rate(spec: &NetworkSpec, t: &crate::spec::TrafficSpec, links: &[usize]) -> f64 {
+fn flow_packet_rate(
+    spec: &NetworkSpec,
+    t: &crate::spec::TrafficSpec,
+    links: &[usize],
+    dirs: &[&crate::spec::DirectionSpec],
+) -> f64 {
     use crate::spec::TrafficKind as K;
     const SEGMENT_BITS: f64 = 1500.0 * 8.0;
     let count = f64::from(t.count.max(1));
+    let run = spec.run.duration.as_secs_f64().max(1e-9);
+    let path_pps = path_rate_bps(dirs) / SEGMENT_BITS;
     let per_s = |d: SimDuration| 1.0 / d.as_secs_f64().max(1e-9);
     let udp = |rate: u64, size: u64| count * rate as f64 / (size.max(1) as f64 * 8.0);
     let rate = match &t.kind {
@@ -513,8 +540,15 @@ fn flow_packet_rate(spec: &NetworkSpec, t: &crate::spec::TrafficSpec, links: &[u
             let duty = on.as_secs_f64() / (on.as_secs_f64() + off.as_secs_f64()).max(1e-9);
             udp(rate.bps(), size.get()) * duty
         }
-        // The flows of one spec share its path: together they fill it.
-        K::TcpBulk { .. } => 1.5 * path_rate_bps(spec, links) / SEGMENT_BITS,
+        // The flows of one spec share its path: together they fill it, or
+        // send what they have to send over the run, if that is less.
+        K::TcpBulk { bytes } => {
+            let fill = path_pps;
+            let have = bytes.map_or(f64::INFINITY, |b| {
+                count * b.get() as f64 * 8.0 / SEGMENT_BITS / run
+            });
+            1.5 * fill.min(have)
+        }
         K::TcpRr {
             request,
             response,
@@ -522,18 +556,22 @@ fn flow_packet_rate(spec: &NetworkSpec, t: &crate::spec::TrafficSpec, links: &[u
         } => {
             let segments = |b: u64| (b as f64 * 8.0 / SEGMENT_BITS).ceil().max(1.0) * 1.5;
             let per_transaction = segments(request.get()) + segments(response.get());
-            // Back to back: one transaction per round trip of the path.
-            let rtt = SimDuration::from_nanos(
-                2 * links
-                    .iter()
-                    .map(|&li| least_delay(spec, li).as_nanos())
-                    .sum::<u64>(),
-            );
-            count * per_transaction * per_s(interval.unwrap_or(rtt))
+            // Back to back: one transaction per round trip of the path (its
+            // links' delays both ways and the request's and response's time
+            // on the slowest), never more than the path carries.
+            let rtt = links
+                .iter()
+                .map(|&li| {
+                    let l = &spec.links[li];
+                    (l.a_to_b.delay + l.b_to_a.delay).as_secs_f64()
+                })
+                .sum::<f64>()
+                + (request.get() + response.get()) as f64 * 8.0 / path_rate_bps(dirs);
+            let per_s_rr = interval.map_or(1.0 / rtt.max(1e-6), per_s);
+            (count * per_transaction * per_s_rr).min(1.5 * path_pps)
         }
-        K::Traceroute { max_hops } => 2.0 * count * f64::from(*max_hops),
+        K::Traceroute { max_hops } => 2.0 * count * f64::from(*max_hops) / run,
     };
-    let run = spec.run.duration.as_secs_f64().max(1e-9);
     let stop = t.stop.map_or(run, |s| s.as_secs_f64().min(run));
     let active = ((stop - t.start.as_secs_f64()) / run).clamp(0.0, 1.0);
     rate * active

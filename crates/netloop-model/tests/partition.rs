@@ -722,3 +722,46 @@ fn the_automatic_cut_balances_the_traffic_not_the_ports() {
     // Each heavy router keeps its hosts: only the 10 ms links are cut.
     assert_eq!(cut.lookahead, ms(10), "{:?}", cut.part_of);
 }
+
+/// The load the automatic cut expects of a flow is what its kind can send:
+/// a bulk transfer of 1 MB in a 1 s run is 1 000 segments and 500 ACKs a
+/// second, not a full 1 Gbit/s path; request/response back to back over
+/// links without delay is bounded by the time on the wire and the path's
+/// rate (it was a billion transactions a second); a traceroute's probes are
+/// spread over the run.
+#[test]
+fn expected_loads_follow_what_flows_can_send() {
+    use netloop_model::partition::expected_load;
+    let nodes = vec![host("a"), router("r"), host("b")];
+    let links = vec![
+        link("a", "r", dir(Some(1000), SimDuration::ZERO)),
+        link("r", "b", dir(Some(1000), SimDuration::ZERO)),
+    ];
+    let with = |kind: TrafficKind| {
+        let s = spec(
+            SimDuration::from_secs(1),
+            1,
+            nodes.clone(),
+            links.clone(),
+            vec![flow("f", "a", "b", kind)],
+        );
+        // The router's load less its two ports.
+        expected_load(&s)[1] - 2
+    };
+    let bulk = with(TrafficKind::TcpBulk {
+        bytes: Some(Bytes::new(1_500_000)),
+    });
+    assert_eq!(bulk, 1_500, "1.5 MB in 1 s: 1 000 segments, 500 ACKs");
+    let full = with(TrafficKind::TcpBulk { bytes: None });
+    assert_eq!(full, 125_000, "1 Gbit/s in 1 500-byte segments, and ACKs");
+    let rr = with(TrafficKind::TcpRr {
+        request: Bytes::new(100),
+        response: Bytes::new(100),
+        interval: None,
+    });
+    // 200 bytes take 1.6 µs at 1 Gbit/s: 625 000 transactions of 3
+    // segments, bounded by what the path carries.
+    assert_eq!(rr, 125_000);
+    let trace = with(TrafficKind::Traceroute { max_hops: 30 });
+    assert_eq!(trace, 60);
+}

@@ -171,11 +171,19 @@ fn simulate(
     }
     let cut = cut_for(&sim, name, given.as_deref(), partitions, false)?;
     let duration_s = sim.net.spec().run.duration.as_secs_f64();
-    let mut raised: Option<PyErr> = None;
+    // An exception from the progress callback or a signal, to raise once
+    // the results are taken; `stop` ends the run (partitions look at it).
+    let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+    let stop = AtomicBool::new(false);
     let start = Instant::now();
     let mut last = Instant::now();
-    // Called with the simulated time now and then; false stops the run.
-    let mut keep_going = |now: SimTime| -> bool {
+    // Called with the simulated time now and then, on the thread that runs
+    // (partition 0's, with partitions); false stops the run. Signals are
+    // seen only on the main thread: with partitions, the main thread looks.
+    let keep_going = |now: SimTime| -> bool {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
         if last.elapsed() < Duration::from_millis(250) {
             return true;
         }
@@ -192,7 +200,11 @@ fn simulate(
             match r {
                 Ok(()) => true,
                 Err(e) => {
-                    raised = Some(e);
+                    raised
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                    stop.store(true, Ordering::Relaxed);
                     false
                 }
             }
@@ -201,6 +213,7 @@ fn simulate(
     let (results, captures) = match cut {
         None => {
             let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
+            let mut keep_going = keep_going;
             py.allow_threads(|| sim.run(1 << 14, |now, _| keep_going(now)));
             let wall = start.elapsed().as_secs_f64();
             let results = sim.results("afap", Some(wall), Some(name.to_string()));
@@ -215,9 +228,31 @@ fn simulate(
                     .map_err(netloop_err)?;
             let taps = (0..cut.parts).map(|k| parted.taps(k)).collect();
             let until = SimTime::ZERO + sim.net.spec().run.duration;
-            let run = py.allow_threads(|| {
-                netloop_model::partition::run_threads_with_taps(sim, &cut, until, keep_going, taps)
-            });
+            let run = std::thread::scope(|scope| {
+                let runner = std::thread::Builder::new()
+                    .name("netloop-partitions".into())
+                    .spawn_scoped(scope, || {
+                        netloop_model::partition::run_threads_with_taps(
+                            sim, &cut, until, keep_going, taps,
+                        )
+                    })
+                    .map_err(|e| netloop_err(format!("cannot start the partitions: {e}")))?;
+                // The main thread (holding the interpreter only to look)
+                // takes Ctrl-C and stops the partitions.
+                while !runner.is_finished() {
+                    py.allow_threads(|| std::thread::sleep(Duration::from_millis(50)));
+                    if let Err(e) = py.check_signals() {
+                        raised
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                runner
+                    .join()
+                    .map_err(|_| netloop_err("a partition's thread panicked"))
+            })?;
             let p = run.map_err(|e| TopologyError::new_err(format!("{name}: {e}")))?;
             let wall = start.elapsed().as_secs_f64();
             let results = p.results(&cut, "afap", Some(wall), Some(name.to_string()));
@@ -225,6 +260,7 @@ fn simulate(
             (results, finish_captures(&caps))
         }
     };
+    let raised = raised.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(e) = raised {
         return Err(e);
     }

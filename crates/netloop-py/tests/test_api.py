@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -182,6 +183,21 @@ def test_simulate_with_partitions_gives_the_results_of_one(tmp_path: Path) -> No
         bulk("10Mbps").simulate(partitions=0)
 
 
+def test_ctrl_c_stops_a_simulation_cut_into_partitions() -> None:
+    # Two minutes of 1 Gbit/s TCP take minutes of wall time; SIGINT after
+    # half a second must end it at once (the partitions run on threads that
+    # never see signals: the main thread looks for them).
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bulk("1Gbps", "120s").simulate(partitions=2)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 20
+
+
 def test_live_calls_on_a_network_that_is_not_running() -> None:
     net = netloop.Network("idle")
     h1, h2 = chain(net)
@@ -259,6 +275,16 @@ def test_real_time_with_partitions_from_python(netloop_real_network: netloop.Net
         net.link("r1-r2").set(delay="50ms", direction="b_to_a")
         slow = ping_avg_ms(h1, h2.ip)
         assert 85.0 <= slow < 90.0, slow
+        # Each snapshot accounts for every frame, those between partitions
+        # included, while pings cross the cut.
+        flood = h1.popen(["ping", "-n", "-q", "-i", "0.002", h2.ip])
+        for _ in range(5):
+            assert net.stats().results.conservation["unaccounted"] == 0
+        flood.terminate()
+        flood.wait()
+        # The cut's lookahead is 5 ms: a cut link may not get shorter.
+        with pytest.raises(netloop.NetloopError, match="joins two partitions"):
+            net.link("r2-r3").set(delay="1ms")
         snap = net.stats()
         assert [p["nodes"] for p in snap.partitions] == [4, 1]
         assert snap.partitions[1]["events"] > 0 and snap.partitions[1]["frames_in"] > 0
