@@ -41,7 +41,8 @@ use crate::tap::TapDevice;
 /// What the simulated applications' delay and round-trip histograms are
 /// made to cover before a real-time run's clock starts (see
 /// `Samples::presize`): samples up to 10 s never grow one during the run.
-/// About 76 KiB per histogram (3 significant digits from 100 ns).
+/// About 76 KiB per histogram (3 significant digits from 100 ns; computed
+/// from HdrHistogram's layout: 19 half-buckets of 1 024 u32 counts).
 pub(crate) const SAMPLES_PRESIZE_NS: u64 = 10_000_000_000;
 
 /// Heap to make resident before a real-time run's clock starts (see
@@ -916,7 +917,7 @@ fn snapshot(
     }
     // The others stand still: hand over what this one sent, so that every
     // frame is on a wire, in a queue or node, or in an inbox, once.
-    x.hand_over(0, ctl.net);
+    x.send(0, ctl.net);
     let at = crate::rtpart::share_time(ctl.now, ctl.queue);
     let mut share = Share::of(ctl.net, flows, at, |n| cut.part_of[n] == 0);
     x.add_crossing(&mut share);

@@ -214,11 +214,6 @@ impl Exchange {
         }
     }
 
-    /// Hands what partition `me` has sent so far to its receivers.
-    pub fn hand_over(&self, me: usize, net: &mut Network) {
-        self.send(me, net);
-    }
-
     /// Takes partition `me`'s questions, if it has any.
     fn questions(&self, me: usize) -> Vec<Ask> {
         if !self.asked[me].swap(false, Ordering::Acquire) {
@@ -228,7 +223,7 @@ impl Exchange {
     }
 
     /// Hands what partition `me` sent to its receivers.
-    fn send(&self, me: usize, net: &mut Network) {
+    pub(crate) fn send(&self, me: usize, net: &mut Network) {
         for (to, out) in net.all_crossings().iter_mut().enumerate() {
             if out.is_empty() || to == me {
                 continue;
@@ -543,6 +538,28 @@ pub fn run_helper(
         }
         true
     };
+    // This partition's figures so far (a snapshot's, and at the end),
+    // `wall` ns after the clock started.
+    let figures = |queue: &EventQueue<Event>,
+                   wall: u64,
+                   late_events: u64,
+                   held: &HeldOff,
+                   lateness: &Histogram<u64>| {
+        let mut p = PartitionRt {
+            nodes,
+            events: queue.events_processed() - events0,
+            late_events,
+            late_held_off: held.late_events,
+            held_off_ns: held.total_ns,
+            held_off_queued_ns: held.queued_ns,
+            event_lateness: Lateness::of(lateness),
+            cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
+            end_s: queue.now().as_secs_f64(),
+            ..PartitionRt::default()
+        };
+        x.fill(me, &mut p);
+        p
+    };
     let mut wake = Wakeups::new(opts.spin_ns);
     let end = loop {
         if duty.check() {
@@ -559,20 +576,13 @@ pub fn run_helper(
                     let share = Share::of(net, flows, share_time(clock.now(), queue), |n| {
                         cut.part_of[n] as usize == me
                     });
-                    let mut p = PartitionRt {
-                        nodes,
-                        events: queue.events_processed() - events0,
+                    let p = figures(
+                        queue,
+                        clock::mono_ns().saturating_sub(wall0).max(1),
                         late_events,
-                        late_held_off: held.late_events,
-                        held_off_ns: held.total_ns,
-                        held_off_queued_ns: held.queued_ns,
-                        event_lateness: Lateness::of(&lateness),
-                        cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64
-                            / clock::mono_ns().saturating_sub(wall0).max(1) as f64,
-                        end_s: queue.now().as_secs_f64(),
-                        ..PartitionRt::default()
-                    };
-                    x.fill(me, &mut p);
+                        &held,
+                        &lateness,
+                    );
                     let events = queue.events_processed() - net.link_events();
                     // Partition 0 may have given up waiting: then the
                     // resume channel is gone too.
@@ -643,18 +653,6 @@ pub fn run_helper(
     if fifo.is_some() {
         crate::sys::restore_policy(old_policy);
     }
-    let mut report = PartitionRt {
-        nodes,
-        events: queue.events_processed() - events0,
-        late_events,
-        late_held_off: held.late_events,
-        held_off_ns: held.total_ns,
-        held_off_queued_ns: held.queued_ns,
-        event_lateness: Lateness::of(&lateness),
-        cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
-        end_s: queue.now().as_secs_f64(),
-        ..PartitionRt::default()
-    };
-    x.fill(me, &mut report);
+    let report = figures(queue, wall, late_events, &held, &lateness);
     HelperEnd { sim, report }
 }

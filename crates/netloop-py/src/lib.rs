@@ -175,6 +175,14 @@ fn simulate(
     // the results are taken; `stop` ends the run (partitions look at it).
     let raised: Mutex<Option<PyErr>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
+    // Keeps the first exception and stops the run.
+    let give_up = |e: PyErr| {
+        raised
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(e);
+        stop.store(true, Ordering::Relaxed);
+    };
     let start = Instant::now();
     let mut last = Instant::now();
     // Called with the simulated time now and then, on the thread that runs
@@ -200,11 +208,7 @@ fn simulate(
             match r {
                 Ok(()) => true,
                 Err(e) => {
-                    raised
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get_or_insert(e);
-                    stop.store(true, Ordering::Relaxed);
+                    give_up(e);
                     false
                 }
             }
@@ -242,11 +246,7 @@ fn simulate(
                 while !runner.is_finished() {
                     py.allow_threads(|| std::thread::sleep(Duration::from_millis(50)));
                     if let Err(e) = py.check_signals() {
-                        raised
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                        stop.store(true, Ordering::Relaxed);
+                        give_up(e);
                     }
                 }
                 runner
