@@ -85,6 +85,8 @@ pub struct SourceMap {
     pub(crate) routes: Vec<ItemLocations>,
     pub(crate) traffic: Vec<ItemLocations>,
     pub(crate) events: Vec<ItemLocations>,
+    pub(crate) endpoints: Vec<ItemLocations>,
+    pub(crate) helics: ItemLocations,
 }
 
 impl SourceMap {
@@ -103,6 +105,8 @@ impl SourceMap {
             ItemRef::Route(i) => self.routes.get(i),
             ItemRef::Traffic(i) => self.traffic.get(i),
             ItemRef::Event(i) => self.events.get(i),
+            ItemRef::Endpoint(i) => self.endpoints.get(i),
+            ItemRef::Helics => Some(&self.helics),
         }
     }
 
@@ -159,6 +163,7 @@ fn field_candidates(item: ItemRef, field: &str) -> Vec<String> {
         (ItemRef::Link(_), "jitter.distribution") => &["jitter_distribution"],
         (ItemRef::Link(_), "jitter.reorder") => &["reorder"],
         (ItemRef::Run, "pool") => &["address_pool"],
+        (ItemRef::Endpoint(_), "node") => &["host"],
         (ItemRef::Node(_), "commands") => &["command"],
         (ItemRef::Event(_), "rate" | "delay" | "jitter" | "loss" | "corrupt" | "duplicate") => {
             &["action"]

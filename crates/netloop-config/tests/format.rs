@@ -845,3 +845,90 @@ fn nodes_may_name_their_partition_all_or_none() {
         assert!(e.starts_with(want), "{bad}: {e}");
     }
 }
+
+#[test]
+fn endpoints_and_helics_settings() {
+    use netloop_model::spec::{EndpointTarget, HelicsSpec, MessageEndpointSpec};
+    let text = format!(
+        r#"{NODES}
+[[endpoint]]
+name = "pmu"
+host = "h1"
+port = 4000
+to = "ctrl"
+federate = "grid/pmu"
+[[endpoint]]
+name = "ctrl"
+host = "h2"
+port = 5000
+to = "198.18.9.9:6000"
+[helics]
+core = "tcp"
+broker = "127.0.0.1:24000"
+"#
+    );
+    let l = ok(&text);
+    assert_eq!(
+        l.spec.endpoints[0],
+        MessageEndpointSpec {
+            name: "pmu".into(),
+            node: "h1".into(),
+            port: 4000,
+            to: Some(EndpointTarget::Endpoint("ctrl".into())),
+            federate: Some("grid/pmu".into()),
+        }
+    );
+    assert_eq!(
+        l.spec.endpoints[1].to,
+        Some(EndpointTarget::Address("198.18.9.9:6000".parse().unwrap()))
+    );
+    assert_eq!(
+        l.spec.helics,
+        Some(HelicsSpec {
+            name: "netloop".into(),
+            core: "tcp".into(),
+            broker: Some("127.0.0.1:24000".into()),
+            init: String::new(),
+            timeout: SimDuration::from_secs(30),
+        })
+    );
+    assert_eq!(ok(NODES).spec.helics, None);
+}
+
+#[test]
+fn bad_endpoints_name_the_line_and_field() {
+    let cases = [
+        (
+            "host = \"r1\"\nport = 1",
+            "t.toml:14:8: endpoint 'e', field 'host': 'r1' is a router, not a simulated host",
+        ),
+        (
+            "host = \"h1\"\nport = 0",
+            "t.toml:15:8: endpoint 'e', field 'port'",
+        ),
+        (
+            "host = \"h1\"\nport = 1\nto = \"ctlr\"",
+            "'ctlr' is neither an endpoint nor an address and port",
+        ),
+        (
+            "host = \"h1\"\nport = 1\nto = \"198.18.0.1:99999\"",
+            "is not an IPv4 address and port",
+        ),
+        ("host = \"h9\"\nport = 1", "'h9' is not a node"),
+    ];
+    for (fields, want) in cases {
+        let text = format!("{NODES}\n[[endpoint]]\nname = \"e\"\n{fields}\n");
+        let e = one_error(&text);
+        assert!(e.contains(want), "{fields}: {e}");
+    }
+    let twice = format!(
+        "{NODES}\n[[endpoint]]\nname = \"e\"\nhost = \"h1\"\nport = 7\n[[endpoint]]\nname = \"f\"\nhost = \"h1\"\nport = 7\n"
+    );
+    let e = one_error(&twice);
+    assert!(
+        e.contains("'h1' already has endpoint 'e' (line 12) on UDP port 7"),
+        "{e}"
+    );
+    let e = one_error(&format!("{NODES}\n[helics]\ncore = \"smoke\"\n"));
+    assert!(e.contains("field 'core'"), "{e}");
+}

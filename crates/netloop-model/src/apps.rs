@@ -308,9 +308,11 @@ impl App {
             App::TcpClient(c) if matches!(c.mode, TcpMode::Rr { .. }) => {
                 vec![&mut c.stats.latency]
             }
-            App::TcpClient(_) | App::TcpServer(_) | App::UdpSource(_) | App::Traceroute(_) => {
-                vec![]
-            }
+            App::TcpClient(_)
+            | App::TcpServer(_)
+            | App::UdpSource(_)
+            | App::Traceroute(_)
+            | App::Endpoint(_) => vec![],
         }
     }
 }
@@ -501,6 +503,101 @@ pub enum App {
     TcpClient(TcpClient),
     /// TCP server.
     TcpServer(TcpServer),
+    /// A message endpoint (co-simulation, Python).
+    Endpoint(MessageEndpoint),
+}
+
+/// Messages an endpoint holds for its reader at most: past it, arriving
+/// datagrams are dropped (`inbox_full`). A reader that drains it after
+/// every step never comes near; one that never reads is not allowed to
+/// grow the process without bound.
+pub const ENDPOINT_INBOX: usize = 65_536;
+
+/// The largest message a UDP endpoint sends: the largest UDP payload in an
+/// IPv4 datagram (65 535 − 20 − 8).
+pub const MAX_MESSAGE: usize = 65_507;
+
+/// A message endpoint: a UDP socket on a simulated host that the world
+/// outside the model (a HELICS federation, a Python script) sends from and
+/// reads from. One message is one datagram; the host fragments one that is
+/// larger than the path MTU.
+pub struct MessageEndpoint {
+    /// Index in the spec's endpoints.
+    pub index: usize,
+    /// Its UDP port.
+    pub port: u16,
+    /// Where a message goes unless its send names a destination.
+    pub to: Option<std::net::SocketAddrV4>,
+    /// Messages that arrived and were not read yet, oldest first.
+    pub inbox: std::collections::VecDeque<Message>,
+    /// Counters.
+    pub stats: EndpointStats,
+}
+
+impl MessageEndpoint {
+    /// Takes the oldest message that arrived, counting it as read.
+    pub fn take(&mut self) -> Option<Message> {
+        let m = self.inbox.pop_front()?;
+        self.stats.read += 1;
+        Some(m)
+    }
+}
+
+/// A message that reached an endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// When its last bit (its last fragment) arrived.
+    pub at: SimTime,
+    /// The address and port it came from.
+    pub from: std::net::SocketAddrV4,
+    /// Its bytes (the datagram's payload).
+    pub data: Vec<u8>,
+}
+
+/// What an endpoint sent and received. Messages it sent that are neither
+/// refused here nor received at the far end were lost in the network (each
+/// frame's fate is in the run's ledger) or are still on their way.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct EndpointStats {
+    /// Messages sent into the network.
+    pub sent: u64,
+    /// Their payload bytes.
+    pub sent_bytes: u64,
+    /// Messages received (each a whole datagram with a good checksum).
+    pub received: u64,
+    /// Their payload bytes.
+    pub received_bytes: u64,
+    /// Messages read from the inbox by its reader.
+    pub read: u64,
+    /// Sends refused: larger than [`MAX_MESSAGE`].
+    pub refused_too_large: u64,
+    /// Sends refused: the host has no route to the destination.
+    pub refused_no_route: u64,
+    /// Sends refused: no destination given and none configured.
+    pub refused_no_destination: u64,
+    /// Datagrams dropped at arrival: their UDP checksum did not verify
+    /// (corrupted on a link).
+    pub bad_checksum: u64,
+    /// Datagrams dropped at arrival: the inbox held [`ENDPOINT_INBOX`]
+    /// messages.
+    pub inbox_full: u64,
+}
+
+/// Why an endpoint refused to send a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SendRefused {
+    /// Larger than a UDP datagram can carry.
+    #[error("{0} bytes is more than a UDP datagram carries (at most 65507)")]
+    TooLarge(usize),
+    /// No route from the host to the destination.
+    #[error("the host has no route to {0}")]
+    NoRoute(std::net::Ipv4Addr),
+    /// Neither the send nor the endpoint names a destination.
+    #[error("no destination: the send names none and the endpoint has no 'to'")]
+    NoDestination,
+    /// The node or application is not a message endpoint.
+    #[error("not a message endpoint")]
+    NotAnEndpoint,
 }
 
 #[cfg(test)]

@@ -37,7 +37,8 @@ use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, RoutingTable};
 use crate::spec::{
-    DirectionSpec, EndpointSpec, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec, NodeKind, TrafficKind,
+    DirectionSpec, EndpointSpec, EndpointTarget, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec,
+    NodeKind, TrafficKind,
 };
 use crate::switch::Switch;
 use crate::{LinkId, NodeId, PortId};
@@ -87,6 +88,25 @@ pub struct Simulation {
     /// The real nodes (namespaces, attached interfaces), in spec order: what
     /// the real-time I/O layer must create and connect.
     pub real: Vec<RealNode>,
+    /// The message endpoints, in spec order.
+    pub endpoints: Vec<EndpointInfo>,
+}
+
+/// A message endpoint as built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointInfo {
+    /// Its name.
+    pub name: String,
+    /// The simulated host it lives on.
+    pub node: NodeId,
+    /// Its application index on that host.
+    pub app: usize,
+    /// Its address and port.
+    pub addr: std::net::SocketAddrV4,
+    /// Where it sends by default.
+    pub to: Option<std::net::SocketAddrV4>,
+    /// The HELICS endpoint that what arrives is handed to.
+    pub federate: Option<String>,
 }
 
 /// A node outside the model, as built: where it joins the simulation and how
@@ -205,6 +225,8 @@ impl<'a> Builder<'a> {
             ItemRef::Event(i) => {
                 format!("event at {} on link '{}'", s.events[i].at, s.events[i].link)
             }
+            ItemRef::Endpoint(i) => format!("endpoint '{}'", s.endpoints[i].name),
+            ItemRef::Helics => "helics settings".to_string(),
         };
         BuildError {
             item,
@@ -961,6 +983,10 @@ impl<'a> Builder<'a> {
             );
         }
         let names: Vec<String> = spec.nodes.iter().map(|n| n.name.clone()).collect();
+        let endpoints = self.endpoints(&mut nodes)?;
+        // Ports the flows' automatic ones go around.
+        let taken: HashSet<(NodeId, u16)> =
+            endpoints.iter().map(|e| (e.node, e.addr.port())).collect();
         let mut flows = Vec::new();
         let mut next_listen: HashMap<NodeId, u16> = HashMap::new();
         let mut next_src: HashMap<NodeId, u16> = HashMap::new();
@@ -1054,18 +1080,24 @@ impl<'a> Builder<'a> {
                              field: &'static str|
                  -> Result<u16, BuildError> {
                     let p = m.entry(n).or_insert(base);
-                    let v = *p;
-                    *p = p.checked_add(1).ok_or_else(|| {
-                        self.err(
-                            item,
-                            Some(field),
-                            format!(
-                                "too many flows on '{}': ran out of ports",
-                                spec.nodes[n].name
-                            ),
-                        )
-                    })?;
-                    Ok(v)
+                    loop {
+                        let v = *p;
+                        *p = p.checked_add(1).ok_or_else(|| {
+                            self.err(
+                                item,
+                                Some(field),
+                                format!(
+                                    "too many flows on '{}': ran out of ports",
+                                    spec.nodes[n].name
+                                ),
+                            )
+                        })?;
+                        // An endpoint's port is its own; ICMP identifiers
+                        // (base 1) are not ports.
+                        if base == 1 || !taken.contains(&(n, v)) {
+                            return Ok(v);
+                        }
+                    }
                 };
                 let (src_app, dst_app) = {
                     let mut src_host = |app: App| -> usize {
@@ -1255,6 +1287,109 @@ impl<'a> Builder<'a> {
             queue,
             flows,
             real,
+            endpoints,
         })
+    }
+
+    /// Makes the message endpoints: checks them and adds each to its host.
+    fn endpoints(&self, nodes: &mut [Node]) -> Result<Vec<EndpointInfo>, BuildError> {
+        let spec = self.spec;
+        let mut out: Vec<EndpointInfo> = Vec::with_capacity(spec.endpoints.len());
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        let mut ports: HashMap<(NodeId, u16), usize> = HashMap::new();
+        for (i, e) in spec.endpoints.iter().enumerate() {
+            let item = ItemRef::Endpoint(i);
+            if let Some(&first) = by_name.get(e.name.as_str()) {
+                return Err(self.err(
+                    item,
+                    Some("name"),
+                    format!(
+                        "endpoint '{}' is declared twice (first as endpoint #{})",
+                        e.name,
+                        first + 1
+                    ),
+                ));
+            }
+            by_name.insert(&e.name, i);
+            let node = self.node_ref(item, "node", &e.node)?;
+            if !matches!(spec.nodes[node].kind, NodeKind::Host) {
+                return Err(self.err(
+                    item,
+                    Some("node"),
+                    format!(
+                        "'{}' is not a simulated host; endpoints are sockets of simulated \
+                         hosts (a real host's program sends as itself: give its address \
+                         and port as another endpoint's 'to')",
+                        e.node
+                    ),
+                ));
+            }
+            if e.port == 0 {
+                return Err(self.err(item, Some("port"), "port 0 is not a port to bind".into()));
+            }
+            if let Some(&other) = ports.get(&(node, e.port)) {
+                return Err(self.err(
+                    item,
+                    Some("port"),
+                    format!(
+                        "'{}' already has endpoint '{}' on UDP port {}",
+                        e.node, spec.endpoints[other].name, e.port
+                    ),
+                ));
+            }
+            ports.insert((node, e.port), i);
+            let Some(ip) = self.ports[node].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
+                return Err(self.err(
+                    item,
+                    Some("node"),
+                    format!("'{}' has no IPv4 address (is it connected?)", e.node),
+                ));
+            };
+            out.push(EndpointInfo {
+                name: e.name.clone(),
+                node,
+                app: 0,
+                addr: std::net::SocketAddrV4::new(ip, e.port),
+                to: None,
+                federate: e.federate.clone(),
+            });
+        }
+        for (i, e) in spec.endpoints.iter().enumerate() {
+            let to = match &e.to {
+                None => None,
+                Some(EndpointTarget::Address(a)) => Some(*a),
+                Some(EndpointTarget::Endpoint(name)) => match by_name.get(name.as_str()) {
+                    Some(&j) => Some(out[j].addr),
+                    None => {
+                        let names: Vec<&str> =
+                            spec.endpoints.iter().map(|e| e.name.as_str()).collect();
+                        return Err(self.err(
+                            ItemRef::Endpoint(i),
+                            Some("to"),
+                            format!(
+                                "'{name}' is neither an endpoint nor an address and port \
+                                 (\"198.18.0.2:5000\"); endpoints are: {}",
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                },
+            };
+            out[i].to = to;
+            let Node::Host(h) = &mut nodes[out[i].node] else {
+                unreachable!("checked above")
+            };
+            out[i].app = h.add_app(
+                App::Endpoint(apps::MessageEndpoint {
+                    index: i,
+                    port: e.port,
+                    to,
+                    inbox: Default::default(),
+                    stats: Default::default(),
+                }),
+                TCP_BUFFER,
+            );
+        }
+        Ok(out)
     }
 }

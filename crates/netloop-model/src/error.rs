@@ -19,6 +19,10 @@ pub enum ItemRef {
     Traffic(usize),
     /// `spec.events[i]`.
     Event(usize),
+    /// `spec.endpoints[i]`.
+    Endpoint(usize),
+    /// `spec.helics`.
+    Helics,
 }
 
 /// A spec that can't be built, and why.

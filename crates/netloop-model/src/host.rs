@@ -144,6 +144,45 @@ struct UdpTo {
     ttl: u8,
 }
 
+/// What the fast path did with a packet.
+enum Fast {
+    /// Consumed by one of netloop's applications.
+    Taken,
+    /// Dropped, for this reason.
+    Dropped(DropReason),
+    /// Not for the fast path: smoltcp's.
+    Stack,
+}
+
+/// A datagram for message endpoint `e`: kept as a message if its checksum
+/// verifies (a zero checksum means none was computed, RFC 768) and the
+/// inbox has room.
+fn endpoint_in(
+    e: &mut apps::MessageEndpoint,
+    ip: &Ipv4Packet<&[u8]>,
+    udp: &UdpPacket<&[u8]>,
+    now: SimTime,
+) -> Fast {
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    if udp.checksum() != 0 && !udp.verify_checksum(&src.into(), &dst.into()) {
+        e.stats.bad_checksum += 1;
+        return Fast::Dropped(DropReason::BadChecksum);
+    }
+    if e.inbox.len() >= apps::ENDPOINT_INBOX {
+        e.stats.inbox_full += 1;
+        return Fast::Dropped(DropReason::HostQueueFull);
+    }
+    let data = udp.payload().to_vec();
+    e.stats.received += 1;
+    e.stats.received_bytes += data.len() as u64;
+    e.inbox.push_back(apps::Message {
+        at: now,
+        from: std::net::SocketAddrV4::new(src, udp.src_port()),
+        data,
+    });
+    Fast::Taken
+}
+
 /// Host counters.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HostStats {
@@ -277,6 +316,10 @@ impl Host {
         let idx = self.apps.len();
         match &mut app {
             App::UdpSink(_) | App::UdpSource(_) => {}
+            App::Endpoint(e) => {
+                self.udp_apps.insert(e.port, idx);
+                self.udp_cache.set(None);
+            }
             App::Traceroute(t) => {
                 self.udp_apps.insert(t.src_port, idx);
                 self.udp_cache.set(None);
@@ -304,6 +347,55 @@ impl Host {
     pub fn bind_udp(&mut self, port: u16, idx: usize) {
         self.udp_apps.insert(port, idx);
         self.udp_cache.set(None);
+    }
+
+    /// Sends `data` from message endpoint `idx` to `to` (or the endpoint's
+    /// own destination) as one UDP datagram, now.
+    pub fn endpoint_send(
+        &mut self,
+        idx: usize,
+        to: Option<std::net::SocketAddrV4>,
+        data: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> Result<(), apps::SendRefused> {
+        let Some(App::Endpoint(e)) = self.apps.get_mut(idx) else {
+            return Err(apps::SendRefused::NotAnEndpoint);
+        };
+        let Some(to) = to.or(e.to) else {
+            e.stats.refused_no_destination += 1;
+            return Err(apps::SendRefused::NoDestination);
+        };
+        if data.len() > apps::MAX_MESSAGE {
+            e.stats.refused_too_large += 1;
+            return Err(apps::SendRefused::TooLarge(data.len()));
+        }
+        let sport = e.port;
+        if self.route(*to.ip()).is_none() {
+            if let Some(App::Endpoint(e)) = self.apps.get_mut(idx) {
+                e.stats.refused_no_route += 1;
+            }
+            return Err(apps::SendRefused::NoRoute(*to.ip()));
+        }
+        if let Some(App::Endpoint(e)) = self.apps.get_mut(idx) {
+            e.stats.sent += 1;
+            e.stats.sent_bytes += data.len() as u64;
+        }
+        let udp_to = UdpTo {
+            sport,
+            dst: *to.ip(),
+            dport: to.port(),
+            ttl: DEFAULT_TTL,
+        };
+        self.send_udp(udp_to, data.len(), |b| b.copy_from_slice(data), ctx);
+        Ok(())
+    }
+
+    /// Message endpoint `idx`, if it is one.
+    pub fn endpoint_mut(&mut self, idx: usize) -> Option<&mut apps::MessageEndpoint> {
+        match self.apps.get_mut(idx) {
+            Some(App::Endpoint(e)) => Some(e),
+            _ => None,
+        }
     }
 
     /// The application bound to UDP port `port`, if any.
@@ -428,9 +520,16 @@ impl Host {
     /// A whole datagram, `buf[start..]`, that arrived in `frames` frames: to
     /// the fast path or to smoltcp.
     fn datagram_in(&mut self, mut buf: Frame, start: usize, frames: u64, ctx: &mut NodeCtx) {
-        if self.fast_path(&buf[start..], ctx) {
-            ctx.deliver_n(Sink::Host, frames);
-            return;
+        match self.fast_path(&buf[start..], ctx) {
+            Fast::Taken => {
+                ctx.deliver_n(Sink::Host, frames);
+                return;
+            }
+            Fast::Dropped(reason) => {
+                ctx.drop_n(reason, frames);
+                return;
+            }
+            Fast::Stack => {}
         }
         if self.device.rx.len() >= MAX_STACK_QUEUE {
             ctx.drop_n(DropReason::HostQueueFull, frames);
@@ -469,37 +568,40 @@ impl Host {
         self.arm_reassembly_timer(ctx);
     }
 
-    /// Handles packets for netloop's own applications; false if the packet is
+    /// Handles packets for netloop's own applications: taken, dropped, or
     /// for smoltcp.
-    fn fast_path(&mut self, pkt: &[u8], ctx: &mut NodeCtx) -> bool {
+    fn fast_path(&mut self, pkt: &[u8], ctx: &mut NodeCtx) -> Fast {
         let ip = Ipv4Packet::new_unchecked(pkt);
         let hl = ip.header_len() as usize;
         let payload = &pkt[hl..];
         match ip.next_header() {
             IpProtocol::Udp => {
                 let Ok(udp) = UdpPacket::new_checked(payload) else {
-                    return false;
+                    return Fast::Stack;
                 };
                 let Some(idx) = self.udp_app(udp.dst_port()) else {
-                    return false;
+                    return Fast::Stack;
                 };
-                if let App::UdpSink(sink) = &mut self.apps[idx] {
-                    let data = udp.payload();
-                    if let Some((_, seq, sent)) = apps::read_probe(data) {
-                        sink.stats.record(seq, sent, data.len(), ctx.now);
+                match &mut self.apps[idx] {
+                    App::UdpSink(sink) => {
+                        let data = udp.payload();
+                        if let Some((_, seq, sent)) = apps::read_probe(data) {
+                            sink.stats.record(seq, sent, data.len(), ctx.now);
+                        }
+                        Fast::Taken
                     }
-                    return true;
+                    App::Endpoint(e) => endpoint_in(e, &ip, &udp, ctx.now),
+                    _ => Fast::Stack,
                 }
-                false
             }
             IpProtocol::Icmp => {
                 let Ok(icmp) = Icmpv4Packet::new_checked(payload) else {
-                    return false;
+                    return Fast::Stack;
                 };
                 match icmp.msg_type() {
                     Icmpv4Message::EchoReply => {
                         let Some(&idx) = self.icmp_apps.get(&icmp.echo_ident()) else {
-                            return false;
+                            return Fast::Stack;
                         };
                         if let App::Ping(p) = &mut self.apps[idx] {
                             if let Some(sent) = p.outstanding.remove(&icmp.echo_seq_no()) {
@@ -507,26 +609,30 @@ impl Host {
                                 p.rtt.record((ctx.now - sent).as_nanos());
                             }
                         }
-                        true
+                        Fast::Taken
                     }
                     // A bad checksum goes to smoltcp, which discards it.
-                    _ if !icmp.verify_checksum() => false,
+                    _ if !icmp.verify_checksum() => Fast::Stack,
                     Icmpv4Message::EchoRequest if self.is_own(ip.dst_addr()) => {
                         self.echo_reply(&ip, payload, ctx);
-                        true
+                        Fast::Taken
                     }
                     Icmpv4Message::DstUnreachable if icmp.msg_code() == 4 => {
                         let mtu = u16::from_be_bytes([payload[6], payload[7]]);
                         self.fragmentation_needed(mtu, icmp.data(), ctx);
-                        true
+                        Fast::Taken
                     }
                     Icmpv4Message::TimeExceeded | Icmpv4Message::DstUnreachable => {
-                        self.icmp_error(ip.src_addr(), icmp.msg_type(), icmp.data(), ctx)
+                        if self.icmp_error(ip.src_addr(), icmp.msg_type(), icmp.data(), ctx) {
+                            Fast::Taken
+                        } else {
+                            Fast::Stack
+                        }
                     }
-                    _ => false,
+                    _ => Fast::Stack,
                 }
             }
-            _ => false,
+            _ => Fast::Stack,
         }
     }
 
@@ -750,6 +856,7 @@ impl Host {
                 self.poll(ctx);
             }
             App::TcpServer(_) | App::UdpSink(_) => self.poll(ctx),
+            App::Endpoint(_) => {}
         }
     }
 

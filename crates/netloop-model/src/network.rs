@@ -19,6 +19,7 @@ use netloop_core::sched::prefetch;
 use netloop_core::{EventQueue, Model, SimTime, Source, MAX_SOURCES};
 use std::collections::VecDeque;
 
+use crate::apps::{MessageEndpoint, SendRefused};
 use crate::gso;
 use crate::host::Host;
 use crate::link::{max_frame_len, Link, LinkDir};
@@ -488,6 +489,38 @@ impl Network {
             q.schedule(t, self.src.node(node), Event::Enter { node: node as u32 });
         }
         Ok(())
+    }
+
+    /// Sends `data` from message endpoint `app` of simulated host `node`,
+    /// now, to `to` or the endpoint's own destination (see
+    /// [`crate::apps::MessageEndpoint`]).
+    pub fn endpoint_send(
+        &mut self,
+        q: &mut EventQueue<Event>,
+        node: NodeId,
+        app: usize,
+        to: Option<std::net::SocketAddrV4>,
+        data: &[u8],
+    ) -> Result<(), SendRefused> {
+        if !matches!(self.nodes.get(node), Some(Node::Host(_))) {
+            return Err(SendRefused::NotAnEndpoint);
+        }
+        let mut result = Err(SendRefused::NotAnEndpoint);
+        self.dispatch(q.now(), node, q, |nd, ctx| {
+            if let Node::Host(h) = nd {
+                result = h.endpoint_send(app, to, data, ctx);
+            }
+        });
+        result
+    }
+
+    /// Message endpoint `app` of host `node`, if it is one: its inbox is
+    /// read through it.
+    pub fn endpoint_mut(&mut self, node: NodeId, app: usize) -> Option<&mut MessageEndpoint> {
+        match self.nodes.get_mut(node) {
+            Some(Node::Host(h)) => h.endpoint_mut(app),
+            _ => None,
+        }
     }
 
     /// The first frame waiting at external node `node` is due now.

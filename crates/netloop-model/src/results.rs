@@ -39,6 +39,9 @@ pub struct Results {
     pub flows: Vec<FlowResult>,
     /// Per node.
     pub nodes: Vec<NodeResult>,
+    /// Per message endpoint (absent when the topology has none).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub endpoints: Vec<EndpointResult>,
     /// Packet conservation.
     pub conservation: Conservation,
     /// The real-time run's self-report (lateness, kept-up verdict, frames
@@ -460,10 +463,40 @@ impl SimView<'_> {
             links,
             flows,
             nodes,
+            endpoints: spec
+                .endpoints
+                .iter()
+                .enumerate()
+                .map(|(i, e)| EndpointResult {
+                    name: e.name.clone(),
+                    host: e.node.clone(),
+                    port: e.port,
+                    stats: share
+                        .endpoints
+                        .get(i)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_default(),
+                })
+                .collect(),
             conservation: conservation(share),
             realtime: None,
         }
     }
+}
+
+/// A message endpoint's counters in the results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EndpointResult {
+    /// Its name.
+    pub name: String,
+    /// Its host.
+    pub host: String,
+    /// Its UDP port.
+    pub port: u16,
+    /// What it sent and received.
+    #[serde(flatten)]
+    pub stats: crate::apps::EndpointStats,
 }
 
 /// The conservation block of `share`.

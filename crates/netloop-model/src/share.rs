@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::apps::{App, Hop, TcpMode};
+use crate::apps::{App, EndpointStats, Hop, TcpMode};
 use crate::build::FlowInfo;
 use crate::network::{InFlight, Network, Node};
 use crate::results::Percentiles;
@@ -31,6 +31,9 @@ pub struct Share {
     pub flows: Vec<FlowShare>,
     /// The conservation ledger (summed).
     pub ledger: Ledger,
+    /// Per message endpoint (spec order), from the owner of its host.
+    #[serde(default)]
+    pub endpoints: Vec<Option<EndpointStats>>,
 }
 
 /// A link direction's counters and the frames inside it.
@@ -262,11 +265,24 @@ impl Share {
                 dst: owns(f.to).then(|| dst_end(f.dst_app.and_then(|d| app(net, f.to, d)))),
             })
             .collect();
+        let mut endpoints = vec![None; net.spec().endpoints.len()];
+        for n in (0..net.node_names().len()).filter(|&n| owns(n)) {
+            if let Node::Host(h) = net.node(n) {
+                for a in h.apps() {
+                    if let App::Endpoint(e) = a {
+                        if let Some(slot) = endpoints.get_mut(e.index) {
+                            *slot = Some(e.stats.clone());
+                        }
+                    }
+                }
+            }
+        }
         Share {
             dirs,
             nodes,
             flows,
             ledger: net.ledger().clone(),
+            endpoints,
         }
     }
 
@@ -308,6 +324,11 @@ impl Share {
             }
             if theirs.dst.is_some() {
                 mine.dst = theirs.dst;
+            }
+        }
+        for (mine, theirs) in self.endpoints.iter_mut().zip(other.endpoints) {
+            if theirs.is_some() {
+                *mine = theirs;
             }
         }
         self.ledger.absorb(&other.ledger);

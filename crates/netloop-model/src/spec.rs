@@ -80,6 +80,61 @@ pub struct NetworkSpec {
     /// The block from which link subnets are assigned automatically
     /// (default `198.18.0.0/15`, the benchmarking range of RFC 2544).
     pub address_pool: Option<Ipv4Cidr>,
+    /// Message endpoints: sockets on simulated hosts through which the
+    /// outside (a co-simulation, a Python script) sends and receives.
+    #[serde(default)]
+    pub endpoints: Vec<MessageEndpointSpec>,
+    /// netloop as a HELICS federate, if the topology joins a federation.
+    #[serde(default)]
+    pub helics: Option<HelicsSpec>,
+}
+
+/// A message endpoint: a UDP socket on a simulated host. Messages handed to
+/// it leave the host as datagrams (fragmented if larger than the path MTU)
+/// and cross the simulated network; datagrams that reach its port are kept
+/// as messages with the simulated time they arrived.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MessageEndpointSpec {
+    /// Unique name (also its HELICS endpoint name in a federation).
+    pub name: String,
+    /// The simulated host it lives on.
+    pub node: String,
+    /// Its UDP port on that host.
+    pub port: u16,
+    /// Where its messages go unless a send names another destination.
+    pub to: Option<EndpointTarget>,
+    /// In a HELICS federation: the federate's endpoint that messages
+    /// arriving here are handed to.
+    pub federate: Option<String>,
+}
+
+/// Where a message endpoint sends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointTarget {
+    /// Another message endpoint, by name: its host's address and its port.
+    Endpoint(String),
+    /// An address and port: a real host's program, or any socket.
+    Address(std::net::SocketAddrV4),
+}
+
+/// netloop as a federate of a HELICS co-simulation (see
+/// `docs/cosimulation.md`). The model never reads it: the front end that
+/// joins the federation does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HelicsSpec {
+    /// The federate's name.
+    pub name: String,
+    /// The core type (`zmq`, `tcp`, `tcpss`, `udp`, `ipc`, `inproc`, …).
+    pub core: String,
+    /// The broker's address (`--broker=` of the core); `None`: HELICS's
+    /// default for the core type (a broker on this machine).
+    pub broker: Option<String>,
+    /// More of the core's init string, as HELICS's own options.
+    pub init: String,
+    /// How long to wait for the broker and for other federates before
+    /// giving up, so a federation that never forms ends with an error.
+    pub timeout: SimDuration,
 }
 
 /// How long to run and with which seed.

@@ -257,7 +257,7 @@ fn network() -> NetworkSpec {
     to_h2.b_to_a = slow;
     // The router is idle (it only hears ARP broadcasts), but its counters
     // must be documented too.
-    spec(
+    let mut s = spec(
         SimDuration::from_secs(1),
         3,
         vec![host("h1"), host("h2"), switch("sw"), router("r")],
@@ -310,7 +310,17 @@ fn network() -> NetworkSpec {
             },
             flow("trace", "h1", "h2", TrafficKind::Traceroute { max_hops: 4 }),
         ],
-    )
+    );
+    // An endpoint, so that the endpoints' fields appear (the test's run
+    // sends nothing through it: its counters are zero, not absent).
+    s.endpoints.push(MessageEndpointSpec {
+        name: "pmu".into(),
+        node: "h1".into(),
+        port: 4000,
+        to: None,
+        federate: None,
+    });
+    s
 }
 
 fn results_json() -> Value {

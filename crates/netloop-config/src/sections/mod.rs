@@ -15,6 +15,7 @@
 //! route's next hop is reachable, automatic address assignment — which are
 //! `netloop_model::Network::build`'s.
 
+mod endpoint;
 pub(crate) mod event;
 mod link;
 mod node;
@@ -39,7 +40,7 @@ pub(crate) use params::Params;
 
 /// The top-level tables, in the order they are documented.
 const TOP_LEVEL: &[&str] = &[
-    "run", "defaults", "node", "link", "route", "traffic", "event",
+    "run", "defaults", "node", "link", "route", "traffic", "event", "endpoint", "helics",
 ];
 
 /// What kind a node is, as far as other items care.
@@ -215,6 +216,13 @@ impl<'d, 's> Loader<'d, 's> {
         traffic::read_all(self, &traffic);
         for (i, (t, span)) in self.array_of("event", doc.get("event")).iter().enumerate() {
             event::read(self, i, t, span.clone());
+        }
+        let endpoints = self.array_of("endpoint", doc.get("endpoint"));
+        endpoint::read_all(self, &endpoints);
+        if let Some(v) = doc.get("helics") {
+            if let Some(t) = self.table_of("helics", v) {
+                endpoint::read_helics(self, t, v.span());
+            }
         }
     }
 
