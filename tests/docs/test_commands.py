@@ -285,6 +285,21 @@ def check_pip_install(cmd: str, tmp: Path) -> None:
     if "[test,opcua]" in cmd:
         import asyncua  # noqa: F401
         import pytest as _  # noqa: F401
+    if "[cosim]" in cmd:
+        import helics  # noqa: F401
+
+
+def check_cosim_example(cmd: str, tmp: Path) -> None:
+    """The co-simulation example, run with this test's Python (which has the
+    `cosim` extra: scripts/test installs it) and netloop."""
+    args = cmd.split()[2:]
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "cosim" / "run.py"), *args],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, NETLOOP=str(NETLOOP)),
+    )
+    ok(r, cmd)
+    assert "round trip ms" in r.stdout and "unaccounted frames: 0" in r.stdout, r.stdout
+    assert ("lost" in r.stdout) == ("--outage" in args), r.stdout
 
 
 def check_mpi_build(cmd: str, tmp: Path) -> None:
@@ -359,6 +374,12 @@ HOW: dict[str, How] = {
     'pip install "./crates/netloop-py[test,opcua]"': How(
         check_pip_install, "scripts/test runs exactly this in the environment this test runs in"
     ),
+    # docs/cosimulation.md
+    'pip install "./crates/netloop-py[cosim]"': How(
+        check_pip_install, "scripts/test installs the package with its cosim extra into the environment this test runs in"
+    ),
+    "python examples/cosim/run.py": How(check_cosim_example),
+    "python examples/cosim/run.py --outage": How(check_cosim_example),
     # docs/realtime.md
     "sudo netloop run examples/real-hosts.toml --json out/results.json --log-dir out/logs": How(
         run_in_scratch("out/results.json", "out/logs/h1.0.log")

@@ -437,6 +437,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             "--mpi runs simulations as fast as possible only (real time runs partitions on threads: --partitions N): drop --realtime or --mpi"
         ));
     }
+    if loaded.spec.helics.is_some() && (realtime || args.mpi || cut.is_some()) {
+        return Err(anyhow!(
+            "{}: a HELICS federate runs in simulated time, in one partition: real hosts, \
+             --realtime, --partitions and --mpi are not supported with [helics] yet",
+            args.file.display()
+        ));
+    }
     let (results, interrupted) = if realtime {
         let out = crate::live::execute_live(
             &mut sim,
@@ -477,6 +484,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     } else if let Some(cut) = &cut {
         let (results, interrupted) =
             execute_partitioned(sim, cut, &topology, taps(&parted, cut.parts))?;
+        if !args.quiet {
+            print_summary(&topology, &results);
+        }
+        (results, interrupted)
+    } else if let Some(h) = &loaded.spec.helics {
+        let (results, interrupted) = execute_cosim(&mut sim, h, &topology, args.quiet)?;
         if !args.quiet {
             print_summary(&topology, &results);
         }
@@ -549,6 +562,46 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Runs `sim` as a HELICS federate until its duration (or Ctrl-C).
+fn execute_cosim(
+    sim: &mut Simulation,
+    spec: &netloop_model::spec::HelicsSpec,
+    topology: &str,
+    quiet: bool,
+) -> anyhow::Result<(Results, bool)> {
+    let helics =
+        netloop_helics::Helics::load().map_err(|e| anyhow!("{topology}: [helics]: {e}"))?;
+    if !quiet {
+        eprintln!(
+            "joining the HELICS federation as '{}' (core {}, HELICS {})",
+            spec.name,
+            spec.core,
+            helics.version()
+        );
+    }
+    let interrupted = crate::live::interrupted();
+    let start = Instant::now();
+    let report = netloop_helics::run(sim, &helics, spec, &|| interrupted.load(Ordering::SeqCst))
+        .map_err(|e| anyhow!("{topology}: {e}"))?;
+    let wall = start.elapsed().as_secs_f64();
+    let mut results = sim.results("cosim", Some(wall), Some(topology.to_string()));
+    let interrupted = report.end == "interrupted";
+    if !quiet {
+        println!(
+            "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate, waited {:.3} s for grants",
+            report.federate,
+            report.grants,
+            report.early_grants,
+            report.from_federation,
+            report.to_federation,
+            report.without_federate,
+            report.wait_wall_ns as f64 / 1e9
+        );
+    }
+    results.cosim = Some(serde_json::to_value(&report)?);
+    Ok((results, interrupted))
 }
 
 pub(crate) fn table() -> Table {

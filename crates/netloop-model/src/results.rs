@@ -48,6 +48,10 @@ pub struct Results {
     /// across real interfaces and lost at them, programs run), filled in by
     /// the real-time front end; `None` for a run as fast as possible.
     pub realtime: Option<serde_json::Value>,
+    /// The co-simulation's report (netloop as a HELICS federate), filled in
+    /// by the front end that joined the federation; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosim: Option<serde_json::Value>,
 }
 
 impl Results {
@@ -481,6 +485,7 @@ impl SimView<'_> {
                 .collect(),
             conservation: conservation(share),
             realtime: None,
+            cosim: None,
         }
     }
 }

@@ -1,0 +1,218 @@
+//! Runs a simulation as a HELICS federate, in simulated time.
+//!
+//! The loop follows helics-ns3's: netloop asks HELICS for the time of its
+//! next event (or the end of the run when it has none) and runs its events
+//! up to the time granted, never past it. A grant comes earlier than asked
+//! when another federate sends a message for an earlier time; that message
+//! then enters the simulated network at the granted time, from the endpoint
+//! it was sent to. What reaches an endpoint is handed to its `federate` with
+//! the simulated time it arrived, which is the granted time: netloop only
+//! runs events at times it was granted. So the federation sees each
+//! message's network delay, loss and reordering, and the run is as
+//! deterministic as the federation's own order of messages at one time.
+//!
+//! Within one granted time the order is fixed: the events due at that time
+//! run, then the federation's messages (endpoint by endpoint, each in
+//! HELICS's order) enter the network, then the events they cause at that
+//! same time run, then arrivals are handed over endpoint by endpoint in
+//! their order of arrival.
+
+use std::time::{Duration, Instant};
+
+use netloop_core::SimTime;
+use netloop_model::spec::HelicsSpec;
+use netloop_model::Simulation;
+use serde::Serialize;
+
+use crate::api::{Helics, TIME_MAXTIME};
+use crate::federate::{Federate, HelicsError, Settings};
+
+/// What the federate did, for the results (`cosim`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CosimReport {
+    /// The federate's name.
+    pub federate: String,
+    /// The HELICS library it ran with and its version.
+    pub helics: String,
+    /// Times granted by HELICS.
+    pub grants: u64,
+    /// Grants earlier than asked for (a message came for an earlier time).
+    pub early_grants: u64,
+    /// Wall-clock time spent waiting for grants (not deterministic).
+    pub wait_wall_ns: u64,
+    /// Messages other federates sent to netloop's endpoints.
+    pub from_federation: u64,
+    /// Of those, sends the endpoint refused (its counters say why).
+    pub refused: u64,
+    /// Messages that reached an endpoint and were handed to its federate.
+    pub to_federation: u64,
+    /// Messages that reached an endpoint without a `federate`: read and
+    /// discarded (counted, as there is nobody to hand them to).
+    pub without_federate: u64,
+    /// Why the run ended: `"duration"` or `"interrupted"`.
+    pub end: &'static str,
+}
+
+/// A failed co-simulation run.
+#[derive(Debug, thiserror::Error)]
+pub enum CosimError {
+    /// HELICS refused a call.
+    #[error(transparent)]
+    Helics(#[from] HelicsError),
+    /// The topology does not fit a federation.
+    #[error("{0}")]
+    Topology(String),
+}
+
+/// Simulated time as HELICS's seconds.
+pub fn seconds(t: SimTime) -> f64 {
+    t.as_nanos() as f64 / 1e9
+}
+
+/// HELICS's seconds as simulated time (HELICS keeps nanoseconds inside:
+/// rounding recovers them).
+pub fn sim_time(s: f64) -> SimTime {
+    if s >= TIME_MAXTIME || s >= u64::MAX as f64 / 1e9 {
+        SimTime::MAX
+    } else if s <= 0.0 {
+        SimTime::ZERO
+    } else {
+        SimTime::from_nanos((s * 1e9).round() as u64)
+    }
+}
+
+/// The settings of `spec` as a federate's.
+pub fn settings(spec: &HelicsSpec) -> Settings {
+    Settings {
+        name: spec.name.clone(),
+        core: spec.core.clone(),
+        broker: spec.broker.clone(),
+        init: spec.init.clone(),
+        timeout: Duration::from_nanos(spec.timeout.as_nanos()),
+        realtime: None,
+    }
+}
+
+/// Runs `sim` until its duration as federate `spec` of a HELICS
+/// federation, its endpoints registered under their names. `stop` is asked
+/// between grants (Ctrl-C).
+pub fn run(
+    sim: &mut Simulation,
+    helics: &Helics,
+    spec: &HelicsSpec,
+    stop: &dyn Fn() -> bool,
+) -> Result<CosimReport, CosimError> {
+    if sim.endpoints.is_empty() {
+        return Err(CosimError::Topology(
+            "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
+        ));
+    }
+    let mut fed = Federate::new(helics, &settings(spec))?;
+    for e in &sim.endpoints {
+        fed.register_endpoint(&e.name)?;
+    }
+    fed.enter_executing()?;
+    let mut report = CosimReport {
+        federate: spec.name.clone(),
+        helics: format!("{} ({})", helics.version(), helics.path().display()),
+        end: "duration",
+        ..CosimReport::default()
+    };
+    let end = SimTime::ZERO + sim.net.spec().run.duration;
+    let mut now = SimTime::ZERO;
+    loop {
+        // The events due by the granted time first: the queue's clock then
+        // stands at it, where the federation's messages enter.
+        sim.run_until(now, u64::MAX, |_, _| true);
+        take_from_federation(sim, &mut fed, &mut report)?;
+        sim.run_until(now, u64::MAX, |_, _| true);
+        hand_to_federation(sim, &mut fed, &mut report)?;
+        if now >= end {
+            break;
+        }
+        if stop() {
+            report.end = "interrupted";
+            break;
+        }
+        let next = sim.queue.peek_time().unwrap_or(end).min(end);
+        let t0 = Instant::now();
+        let granted = fed.request_time(seconds(next))?;
+        report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
+        report.grants += 1;
+        let g = sim_time(granted).clamp(now, end);
+        if g < next {
+            report.early_grants += 1;
+        }
+        now = g;
+    }
+    fed.disconnect()?;
+    Ok(report)
+}
+
+/// Sends every message waiting at netloop's HELICS endpoints into the
+/// network, now, from the endpoint it was sent to.
+fn take_from_federation(
+    sim: &mut Simulation,
+    fed: &mut Federate<'_>,
+    report: &mut CosimReport,
+) -> Result<(), HelicsError> {
+    for (i, e) in sim.endpoints.iter().enumerate() {
+        while let Some(m) = fed.receive(i)? {
+            report.from_federation += 1;
+            if sim
+                .net
+                .endpoint_send(&mut sim.queue, e.node, e.app, None, &m.data)
+                .is_err()
+            {
+                report.refused += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hands what reached each endpoint to its federate, stamped with the
+/// simulated time it arrived.
+fn hand_to_federation(
+    sim: &mut Simulation,
+    fed: &mut Federate<'_>,
+    report: &mut CosimReport,
+) -> Result<(), HelicsError> {
+    for (i, e) in sim.endpoints.iter().enumerate() {
+        let Some(ep) = sim.net.endpoint_mut(e.node, e.app) else {
+            continue;
+        };
+        while let Some(m) = ep.take() {
+            match &e.federate {
+                Some(dst) => {
+                    fed.send(i, &m.data, dst, seconds(m.at))?;
+                    report.to_federation += 1;
+                }
+                None => report.without_federate += 1,
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulated_time_survives_helics_seconds() {
+        for ns in [
+            0u64,
+            1,
+            999,
+            1_000_000_001,
+            123_456_789_012_345,
+            86_400_000_000_007,
+        ] {
+            let t = SimTime::from_nanos(ns);
+            assert_eq!(sim_time(seconds(t)), t, "{ns} ns");
+        }
+        assert_eq!(sim_time(TIME_MAXTIME), SimTime::MAX);
+        assert_eq!(sim_time(-1.0), SimTime::ZERO);
+    }
+}

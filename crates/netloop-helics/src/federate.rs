@@ -1,0 +1,258 @@
+//! A HELICS message federate, safe on top of [`crate::api`]: created from
+//! settings, its endpoints registered, time requested, messages sent and
+//! read. Every failing call becomes a [`HelicsError`] naming the call and
+//! HELICS's own message; the federate disconnects when dropped.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_void, CString};
+use std::time::Duration;
+
+use crate::api::{cstr, Handle, Helics, RawError, Time};
+
+/// A HELICS call that failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("HELICS {what}: {message} (error {code})")]
+pub struct HelicsError {
+    /// What netloop was doing.
+    pub what: String,
+    /// HELICS's error code.
+    pub code: i32,
+    /// HELICS's message.
+    pub message: String,
+}
+
+/// How a federate joins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// The federate's name.
+    pub name: String,
+    /// The core type, e.g. `zmq`.
+    pub core: String,
+    /// The broker's address, or HELICS's default.
+    pub broker: Option<String>,
+    /// More of the core's init string.
+    pub init: String,
+    /// How long to wait for the broker before giving up.
+    pub timeout: Duration,
+    /// Real-time mode (`HELICS_FLAG_REALTIME`), with how far behind and
+    /// ahead of the wall clock a grant may come.
+    pub realtime: Option<(Duration, Duration)>,
+}
+
+/// A message read from one of the federate's endpoints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Received {
+    /// Its bytes.
+    pub data: Vec<u8>,
+    /// Its HELICS time, in seconds.
+    pub time: f64,
+    /// The endpoint that first sent it.
+    pub source: String,
+}
+
+/// A message federate.
+pub struct Federate<'h> {
+    h: &'h Helics,
+    fed: Handle,
+    endpoints: Vec<Handle>,
+    names: Vec<CString>,
+    done: bool,
+}
+
+/// A string for C: names and addresses never hold NUL.
+fn c(s: &str, what: &str) -> Result<CString, HelicsError> {
+    CString::new(s).map_err(|_| HelicsError {
+        what: what.to_string(),
+        code: -1,
+        message: format!("{s:?} holds a NUL byte"),
+    })
+}
+
+impl<'h> Federate<'h> {
+    /// Creates the federate (which connects its core to the broker).
+    pub fn new(h: &'h Helics, s: &Settings) -> Result<Federate<'h>, HelicsError> {
+        let mut init = format!("--timeout={}ms", s.timeout.as_millis());
+        if !s.init.is_empty() {
+            init.push(' ');
+            init.push_str(&s.init);
+        }
+        let (core, init_c, name) = (
+            c(&s.core, "core type")?,
+            c(&init, "core init string")?,
+            c(&s.name, "federate name")?,
+        );
+        let broker = s.broker.as_deref().map(|b| c(b, "broker")).transpose()?;
+        // SAFETY: every handle passed below is the one just created, every
+        // string lives until the call returns, `e` is HELICS's error struct.
+        unsafe {
+            let mut e = (h.helicsErrorInitialize)();
+            let fi = (h.helicsCreateFederateInfo)();
+            let result = (|| {
+                (h.helicsFederateInfoSetCoreTypeFromString)(fi, core.as_ptr(), &mut e);
+                check(h, &mut e, "core type")?;
+                (h.helicsFederateInfoSetCoreInitString)(fi, init_c.as_ptr(), &mut e);
+                check(h, &mut e, "core init string")?;
+                if let Some(b) = &broker {
+                    (h.helicsFederateInfoSetBroker)(fi, b.as_ptr(), &mut e);
+                    check(h, &mut e, "broker")?;
+                }
+                if let Some((lag, lead)) = s.realtime {
+                    (h.helicsFederateInfoSetFlagOption)(fi, crate::api::FLAG_REALTIME, 1, &mut e);
+                    check(h, &mut e, "real-time flag")?;
+                    let props = [
+                        (crate::api::PROPERTY_TIME_RT_LAG, lag),
+                        (crate::api::PROPERTY_TIME_RT_LEAD, lead),
+                    ];
+                    for (p, v) in props {
+                        (h.helicsFederateInfoSetTimeProperty)(fi, p, v.as_secs_f64(), &mut e);
+                        check(h, &mut e, "real-time lag/lead")?;
+                    }
+                }
+                let fed = (h.helicsCreateMessageFederate)(name.as_ptr(), fi, &mut e);
+                check(h, &mut e, "creating the federate (is the broker running?)")?;
+                Ok(fed)
+            })();
+            (h.helicsFederateInfoFree)(fi);
+            Ok(Federate {
+                h,
+                fed: result?,
+                endpoints: Vec::new(),
+                names: Vec::new(),
+                done: false,
+            })
+        }
+    }
+
+    /// Registers a global endpoint; returns its index.
+    pub fn register_endpoint(&mut self, name: &str) -> Result<usize, HelicsError> {
+        let n = c(name, "endpoint name")?;
+        // SAFETY: a live federate; the name outlives the call.
+        let ep = unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            let ep = (self.h.helicsFederateRegisterGlobalEndpoint)(
+                self.fed,
+                n.as_ptr(),
+                std::ptr::null(),
+                &mut e,
+            );
+            check(self.h, &mut e, &format!("registering endpoint '{name}'"))?;
+            ep
+        };
+        self.endpoints.push(ep);
+        self.names.push(n);
+        Ok(self.endpoints.len() - 1)
+    }
+
+    /// Enters executing mode: waits for every federate of the federation.
+    pub fn enter_executing(&mut self) -> Result<(), HelicsError> {
+        // SAFETY: a live federate.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            (self.h.helicsFederateEnterExecutingMode)(self.fed, &mut e);
+            check(self.h, &mut e, "entering executing mode")
+        }
+    }
+
+    /// Asks to advance to `t` seconds; returns the time granted (earlier
+    /// when a message arrives for an earlier time).
+    pub fn request_time(&mut self, t: Time) -> Result<Time, HelicsError> {
+        // SAFETY: a live federate.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            let g = (self.h.helicsFederateRequestTime)(self.fed, t, &mut e);
+            check(self.h, &mut e, "requesting time")?;
+            Ok(g)
+        }
+    }
+
+    /// Sends `data` from endpoint `ep` to the endpoint named `dst`, stamped
+    /// with time `at` (seconds).
+    pub fn send(&mut self, ep: usize, data: &[u8], dst: &str, at: Time) -> Result<(), HelicsError> {
+        let d = c(dst, "destination")?;
+        let len = c_int::try_from(data.len()).map_err(|_| HelicsError {
+            what: "sending".into(),
+            code: -1,
+            message: format!("{} bytes is too many for one message", data.len()),
+        })?;
+        // SAFETY: a live endpoint; `data` and `d` outlive the call.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            (self.h.helicsEndpointSendBytesToAt)(
+                self.endpoints[ep],
+                data.as_ptr() as *const c_void,
+                len,
+                d.as_ptr(),
+                at,
+                &mut e,
+            );
+            check(self.h, &mut e, &format!("sending to '{dst}'"))
+        }
+    }
+
+    /// The next message waiting at endpoint `ep`, if any.
+    pub fn receive(&mut self, ep: usize) -> Result<Option<Received>, HelicsError> {
+        // SAFETY: a live endpoint; the message is freed after its fields
+        // are copied.
+        unsafe {
+            let h = self.h;
+            let ep = self.endpoints[ep];
+            if (h.helicsEndpointHasMessage)(ep) == 0 {
+                return Ok(None);
+            }
+            let m = (h.helicsEndpointGetMessage)(ep);
+            let n = (h.helicsMessageGetByteCount)(m).max(0);
+            let mut data = vec![0u8; n as usize];
+            let mut actual: c_int = 0;
+            let mut e = (h.helicsErrorInitialize)();
+            (h.helicsMessageGetBytes)(m, data.as_mut_ptr() as *mut c_void, n, &mut actual, &mut e);
+            let time = (h.helicsMessageGetTime)(m);
+            let source = cstr((h.helicsMessageGetOriginalSource)(m));
+            (h.helicsMessageFree)(m);
+            check(h, &mut e, "reading a message")?;
+            data.truncate(actual.max(0) as usize);
+            Ok(Some(Received { data, time, source }))
+        }
+    }
+
+    /// Leaves the federation (also done when dropped).
+    pub fn disconnect(&mut self) -> Result<(), HelicsError> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        // SAFETY: a live federate.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            (self.h.helicsFederateDisconnect)(self.fed, &mut e);
+            check(self.h, &mut e, "disconnecting")
+        }
+    }
+}
+
+impl Drop for Federate<'_> {
+    fn drop(&mut self) {
+        let _ = self.disconnect();
+        // SAFETY: the federate is not used after this.
+        unsafe { (self.h.helicsFederateFree)(self.fed) };
+    }
+}
+
+/// Turns a set error into a [`HelicsError`] (and clears it).
+///
+/// # Safety
+/// `e` is a HELICS error struct filled by a call of `h`.
+unsafe fn check(h: &Helics, e: &mut RawError, what: &str) -> Result<(), HelicsError> {
+    if e.error_code == 0 {
+        return Ok(());
+    }
+    let err = HelicsError {
+        what: what.to_string(),
+        code: e.error_code,
+        // SAFETY: by the caller.
+        message: unsafe { cstr(e.message) },
+    };
+    // SAFETY: by the caller.
+    unsafe { (h.helicsErrorClear)(e) };
+    Err(err)
+}

@@ -1,0 +1,51 @@
+"""Two HELICS message federates for the co-simulation tests (and a model
+for users): a grid that sends a measurement every 100 ms to netloop's
+endpoint `pmu`, and a controller that answers each measurement it receives
+through netloop's endpoint `ctrl`. Each prints, as JSON on stdout, what it
+received and at which HELICS time.
+
+    python federates.py grid|controller BROKER_PORT [COUNT]
+"""
+
+import json
+import sys
+
+import helics as h
+
+role, port = sys.argv[1], sys.argv[2]
+count = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+end = 2.0
+
+fi = h.helicsCreateFederateInfo()
+h.helicsFederateInfoSetCoreTypeFromString(fi, "zmq")
+h.helicsFederateInfoSetCoreInitString(fi, f"--federates=1 --brokerport={port} --timeout=20000ms")
+fed = h.helicsCreateMessageFederate(role, fi)
+ep = h.helicsFederateRegisterGlobalEndpoint(fed, f"{role}/in", "")
+h.helicsFederateEnterExecutingMode(fed)
+got = []
+
+
+def drain():
+    while h.helicsEndpointHasMessage(ep):
+        m = h.helicsEndpointGetMessage(ep)
+        data = h.helicsMessageGetBytes(m)
+        got.append([data.decode(), round(h.helicsMessageGetTime(m), 9)])
+        if role == "controller":
+            h.helicsEndpointSendBytesTo(ep, b"re:" + data, "ctrl")
+
+
+if role == "grid":
+    for k in range(count):
+        h.helicsEndpointSendBytesTo(ep, f"m{k}".encode(), "pmu")
+        target = (k + 1) * 0.1
+        t = 0.0
+        while t < target - 1e-12:
+            t = h.helicsFederateRequestTime(fed, target)
+            drain()
+t = 0.0
+while t < end - 1e-12:
+    t = h.helicsFederateRequestTime(fed, end)
+    drain()
+print(json.dumps(got))
+h.helicsFederateDisconnect(fed)
+h.helicsCloseLibrary()
