@@ -15,6 +15,8 @@
 //! thread is told to stop and joined, so the run's namespaces and devices
 //! are removed.
 
+mod stepped;
+
 use netloop_core::{SimDuration, SimTime};
 use netloop_io::live::{remote, run_live, HostReport, LiveOptions, Reply, Request};
 use netloop_io::pcap::Capture;
@@ -590,5 +592,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clean, m)?)?;
     m.add_function(wrap_pyfunction!(privileges_missing, m)?)?;
     m.add_class::<LiveRun>()?;
+    m.add_class::<stepped::Stepped>()?;
     Ok(())
 }

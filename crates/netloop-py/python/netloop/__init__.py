@@ -15,18 +15,31 @@ self-report — or run it as fast as possible as a plain simulation.
 """
 
 from ._native import NetloopError, TopologyError, __version__
-from .network import CommandError, Host, Link, Network, Node, can_run_real_hosts, clean, simulate
+from .network import (
+    CommandError,
+    Host,
+    Link,
+    Message,
+    Network,
+    Node,
+    SteppedSimulation,
+    can_run_real_hosts,
+    clean,
+    simulate,
+)
 from .results import Results, Snapshot
 
 __all__ = [
     "CommandError",
     "Host",
     "Link",
+    "Message",
     "NetloopError",
     "Network",
     "Node",
     "Results",
     "Snapshot",
+    "SteppedSimulation",
     "TopologyError",
     "__version__",
     "can_run_real_hosts",

@@ -10,6 +10,7 @@ to ``netloop._native`` and turns what comes back into Python objects.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import shlex
@@ -219,6 +220,7 @@ class Network:
         self._routes: list[dict[str, Any]] = []
         self._traffic: list[dict[str, Any]] = []
         self._events: list[dict[str, Any]] = []
+        self._endpoints: list[dict[str, Any]] = []
         self._objects: dict[str, Node] = {}
         self._native: _native.LiveRun | None = None
         self._results: Results | None = None
@@ -329,6 +331,16 @@ class Network:
         self._editable()
         self._events.append({"at": at, "link": str(getattr(link, "name", link)), "direction": direction, "action": action, **params})
 
+    def add_endpoint(self, name: str, host: NodeRef, port: int, *, to: str | None = None,
+                     federate: str | None = None) -> None:
+        """A message endpoint: UDP port ``port`` of simulated host ``host``,
+        from which :meth:`SteppedSimulation.send` sends (to ``to``: another
+        endpoint's name or ``"address:port"``, unless the send names one) and
+        at which :meth:`SteppedSimulation.receive` reads what arrived.
+        ``federate`` is for HELICS federations (docs/cosimulation.md)."""
+        self._editable()
+        self._endpoints.append({"name": name, "host": str(host), "port": port, "to": to, "federate": federate})
+
     def _editable(self) -> None:
         if self._text is not None:
             raise NetloopError(f"{self.name} was loaded from a topology; edit the file instead")
@@ -347,7 +359,8 @@ class Network:
         if self._defaults:
             parts.append(_toml.table("[defaults.link]", self._defaults, "link_defaults"))
         for kind, items in (("node", self._nodes), ("link", self._links), ("route", self._routes),
-                            ("traffic", self._traffic), ("event", self._events)):
+                            ("traffic", self._traffic), ("event", self._events),
+                            ("endpoint", self._endpoints)):
             for i, item in enumerate(items):
                 parts.append(_toml.table(f"[[{kind}]]", item, f"{kind}[{i}]"))
         return "\n".join(parts)
@@ -424,6 +437,13 @@ class Network:
             if progress is True:
                 print(file=sys.stderr, flush=True)
         return Results(json.loads(raw))
+
+    def stepped(self, *, duration: str | None = None, seed: int | None = None) -> "SteppedSimulation":
+        """The network built at simulated time zero, for the caller to step:
+        advance its time (:meth:`SteppedSimulation.run_until`) and send and
+        receive messages at its endpoints (:meth:`add_endpoint`) in between.
+        How a Python co-simulation drives netloop without HELICS."""
+        return SteppedSimulation(_native.Stepped(self.to_toml(), self.name, duration=duration, seed=seed), self.name)
 
     # ----- in real time ---------------------------------------------------
 
@@ -595,3 +615,77 @@ def can_run_real_hosts() -> str | None:
         return "the `ip` command (iproute2) is not installed"
     return None
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """A message that reached an endpoint of a :class:`SteppedSimulation`."""
+
+    #: When its last bit (its last fragment) arrived, in simulated seconds.
+    at: float
+    #: The same, in simulated nanoseconds (exact).
+    at_ns: int
+    #: The sender's ``"address:port"``.
+    source: str
+    #: Its bytes.
+    data: bytes
+
+
+class SteppedSimulation:
+    """A simulated network whose time the caller advances
+    (:meth:`Network.stepped`). Times are seconds (numbers) or quantities
+    such as ``"250ms"``; simulated time never goes back.
+
+    >>> sim = net.stepped()
+    >>> sim.send("pmu", b"measurement")
+    >>> sim.run_until(0.1)
+    >>> [m.data for m in sim.receive("ctrl")]
+    """
+
+    def __init__(self, native: "_native.Stepped", name: str):
+        self._n = native
+        self.name = name
+
+    @property
+    def now(self) -> float:
+        """Simulated time now, in seconds."""
+        return self._n.now_ns() / 1e9
+
+    @property
+    def now_ns(self) -> int:
+        """Simulated time now, in nanoseconds."""
+        return self._n.now_ns()
+
+    def next_event(self) -> float | None:
+        """When the next event is due, in seconds (``None``: none is)."""
+        t = self._n.next_event_ns()
+        return None if t is None else t / 1e9
+
+    def run_until(self, until: float | str) -> int:
+        """Runs every event due up to and including ``until``; returns how
+        many ran."""
+        return self._n.run_until(until)
+
+    def run_for(self, duration: float | str) -> int:
+        """Runs ``duration`` (seconds or a quantity) past now."""
+        return self._n.run_for(duration)
+
+    def send(self, endpoint: str, data: bytes, to: str | None = None) -> None:
+        """Sends ``data`` from ``endpoint`` now, as one UDP datagram, to ``to``
+        (another endpoint or ``"address:port"``) or the endpoint's own ``to``.
+        Raises :class:`NetloopError` if the endpoint refuses (too large, no
+        route, no destination)."""
+        self._n.send(endpoint, bytes(data), to)
+
+    def receive(self, endpoint: str) -> list[Message]:
+        """Takes the messages that reached ``endpoint`` so far, oldest first."""
+        return [Message(at_ns / 1e9, at_ns, src, data) for at_ns, src, data in self._n.receive(endpoint)]
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        """Each endpoint's ``"address:port"``, by name."""
+        return {name: addr for name, _host, addr in self._n.endpoints()}
+
+    def results(self) -> Results:
+        """The results as of now (``meta.mode`` is ``"stepped"``)."""
+        return Results(json.loads(self._n.results()))
