@@ -4,7 +4,10 @@ endpoint `pmu`, and a controller that answers each measurement it receives
 through netloop's endpoint `ctrl`. Each prints, as JSON on stdout, what it
 received and at which HELICS time.
 
-    python federates.py grid|controller BROKER_PORT [COUNT]
+    python federates.py grid|controller BROKER_PORT [COUNT [START [END]]]
+
+The grid sends its first measurement at HELICS time START (seconds, 0 by
+default) and stops at END (2 by default).
 """
 
 import json
@@ -14,7 +17,8 @@ import helics as h
 
 role, port = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 10
-end = 2.0
+start = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+end = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
 
 fi = h.helicsCreateFederateInfo()
 h.helicsFederateInfoSetCoreTypeFromString(fi, "zmq")
@@ -35,9 +39,13 @@ def drain():
 
 
 if role == "grid":
+    t = 0.0
+    while t < start - 1e-12:
+        t = h.helicsFederateRequestTime(fed, start)
+        drain()
     for k in range(count):
         h.helicsEndpointSendBytesTo(ep, f"m{k}".encode(), "pmu")
-        target = (k + 1) * 0.1
+        target = start + (k + 1) * 0.1
         t = 0.0
         while t < target - 1e-12:
             t = h.helicsFederateRequestTime(fed, target)

@@ -3,10 +3,13 @@ federates of federates.py, and netloop as the federate that moves their
 messages across the simulated WAN of wan.toml. Prints, per measurement, when
 it was sent, when the controller got it and when the grid got the answer.
 
-    python examples/cosim/run.py [--outage] [--netloop PATH]
+    python examples/cosim/run.py [--outage] [--realtime] [--netloop PATH]
 
 --outage takes the WAN's second hop down from 450 to 650 ms: the
-measurements sent then never arrive. Needs the `helics` package in this
+measurements sent then never arrive. --realtime runs realtime.toml instead:
+netloop on the wall clock (HELICS real-time mode) and, instead of the
+controller federate, a real control program (controller.py, plain UDP)
+in a network namespace; it needs root. Needs the `helics` package in this
 Python (pip install "./crates/netloop-py[cosim]") and netloop on PATH (or
 --netloop, or $NETLOOP). The broker listens on a free port of 127.0.0.1, so
 the example runs beside other federations.
@@ -50,10 +53,14 @@ def broker_path() -> Path:
     return Path(helics.__file__).parent / "install" / "bin" / "helics_broker"
 
 
-def run_federation(topology_text: str, workdir: Path, netloop: str, count: int = 10) -> dict:
-    """Runs the broker, both federates and netloop on `topology_text` (its
-    [helics] pointed at a broker on a free port); returns what each federate
-    received (message, HELICS time) and netloop's results."""
+def run_federation(topology_text: str, workdir: Path, netloop: str, count: int = 10,
+                   roles: tuple[str, ...] = ("grid", "controller"), start: float = 0.0,
+                   end: float = 2.0) -> dict:
+    """Runs the broker, the federates `roles` and netloop on `topology_text`
+    (its [helics] pointed at a broker on a free port); returns what each
+    federate received (message, HELICS time) and netloop's results. netloop
+    runs in the repository (the real-time topology's command names
+    examples/cosim/controller.py from there)."""
     port = free_port()
     text = topology_text.replace('timeout = "20s"', f'timeout = "20s"\ninit = "--brokerport={port}"', 1)
     topo = workdir / "wan.toml"
@@ -61,14 +68,15 @@ def run_federation(topology_text: str, workdir: Path, netloop: str, count: int =
     procs = []
     try:
         broker = subprocess.Popen(
-            [str(broker_path()), "--federates=3", "--coretype=zmq", f"--port={port}", "--loglevel=warning"],
+            [str(broker_path()), f"--federates={len(roles) + 1}", "--coretype=zmq", f"--port={port}",
+             "--loglevel=warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         procs.append(broker)
         feds = {}
-        for role in ("grid", "controller"):
+        for role in roles:
             p = subprocess.Popen(
-                [sys.executable, str(HERE / "federates.py"), role, str(port), str(count)],
+                [sys.executable, str(HERE / "federates.py"), role, str(port), str(count), str(start), str(end)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )
             procs.append(p)
@@ -78,7 +86,7 @@ def run_federation(topology_text: str, workdir: Path, netloop: str, count: int =
         env = dict(os.environ, VIRTUAL_ENV=sys.prefix)
         nl = subprocess.run(
             [netloop, "run", str(topo), "--json", str(out), "-q"],
-            capture_output=True, text=True, timeout=TIMEOUT, env=env,
+            capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=HERE.parent.parent,
         )
         if nl.returncode != 0:
             raise RuntimeError(f"netloop failed ({nl.returncode}):\n{nl.stderr}")
@@ -101,18 +109,28 @@ def run_federation(topology_text: str, workdir: Path, netloop: str, count: int =
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--outage", action="store_true", help="take the WAN's second hop down from 450 to 650 ms")
+    ap.add_argument("--realtime", action="store_true",
+                    help="real time, with a real control program in a namespace (root)")
     ap.add_argument("--netloop", default=os.environ.get("NETLOOP", "netloop"), help="the netloop binary")
     args = ap.parse_args()
-    text = (HERE / "wan.toml").read_text() + (OUTAGE if args.outage else "")
+    outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms") if args.realtime else OUTAGE
+    text = (HERE / ("realtime.toml" if args.realtime else "wan.toml")).read_text() + (outage if args.outage else "")
+    # In real time the grid starts at 1 s, once the control program runs.
+    start = 1.0 if args.realtime else 0.0
     with tempfile.TemporaryDirectory(prefix="netloop-cosim-") as d:
-        r = run_federation(text, Path(d), args.netloop)
-    at_ctrl = {m: t for m, t in r["got"]["controller"]}
+        if args.realtime:
+            r = run_federation(text, Path(d), args.netloop, roles=("grid",), start=start, end=start + 2.0)
+        else:
+            r = run_federation(text, Path(d), args.netloop)
+    at_ctrl = {m: t for m, t in r["got"].get("controller", [])}
     at_grid = {m[3:]: t for m, t in r["got"]["grid"]}
     print(f"{'message':>8} {'sent s':>8} {'at controller s':>16} {'answer at grid s':>17} {'round trip ms':>14}")
     for k in range(10):
         m = f"m{k}"
-        sent = k * 0.1
-        c, g = at_ctrl.get(m), at_grid.get(m)
+        sent = start + k * 0.1
+        g = at_grid.get(m)
+        # A real controller has no HELICS clock: only the round trip shows.
+        c = at_ctrl.get(m) if not args.realtime else ("-" if g is not None else None)
         print(
             f"{m:>8} {sent:>8.3f} {c if c is not None else 'lost':>16} {g if g is not None else 'lost':>17} "
             f"{(g - sent) * 1e3 if g is not None else float('nan'):>14.4f}"
@@ -124,6 +142,13 @@ def main() -> int:
         f"dropped in the network: {res['conservation']['dropped'] or 'none'}; "
         f"unaccounted frames: {res['conservation']['unaccounted']}"
     )
+    if args.realtime:
+        rt = res["realtime"]
+        print(
+            f"real time: kept up {'yes' if rt['kept_up'] else 'NO'}; messages entered the network "
+            f"{c.get('intake_lag_p50_ns', 0) / 1e6:.3f} ms (median) after their HELICS time and waited "
+            f"{c.get('handoff_wait_p50_ns', 0) / 1e6:.3f} ms (median) to be handed back"
+        )
     return 0
 
 

@@ -108,3 +108,82 @@ def test_a_helics_library_that_cannot_load_is_named(tmp_path):
                        timeout=TIMEOUT, env=dict(os.environ, NETLOOP_HELICS_LIB=str(tmp_path / "libnothing.so")))
     assert r.returncode != 0
     assert "NETLOOP_HELICS_LIB" in r.stderr and "libnothing.so" in r.stderr, r.stderr
+
+
+REAL = (EXAMPLE / "realtime.toml").read_text()
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("NETLOOP_REQUIRE_REAL") == "1":
+            pytest.fail("real-time co-simulation needs root (it makes a network namespace)")
+        pytest.skip("real-time co-simulation needs root (it makes a network namespace)")
+
+
+def test_in_real_time_a_real_program_answers_a_federate_through_the_network(tmp_path):
+    """The grid federate's measurements reach a real UDP program in a
+    namespace across the simulated WAN, and its answers come back as HELICS
+    messages; netloop keeps the wall clock and the federation follows."""
+    need_root()
+    r = run_federation(REAL, tmp_path, NETLOOP, roles=("grid",), start=1.0, end=3.0)
+    grid = r["got"]["grid"]
+    assert [m for m, _ in grid] == [f"re:m{k}" for k in range(10)]
+    rtts = sorted(t - (1.0 + k * 0.1) for k, (_, t) in enumerate(grid))
+    # Never faster than the network: two hops each way, 50.27 ms.
+    assert rtts[0] >= 2 * HOPS_NS / 1e9 - 1e-6, rtts
+    # Late by HELICS's and the engine's wake-ups only (a loose bound: the
+    # machine may be busy with other runs).
+    assert rtts[len(rtts) // 2] < 0.150, rtts
+    res = r["results"]
+    assert res["meta"]["mode"] == "realtime"
+    assert res["conservation"]["unaccounted"] == 0
+    c = res["cosim"]
+    assert (c["from_federation"], c["to_federation"], c["refused"]) == (10, 10, 0)
+    assert c["offset_ns"] is not None and c["handoff_wait_max_ns"] < 200_000_000
+    (pmu,) = res["endpoints"]
+    assert (pmu["sent"], pmu["received"]) == (10, 10)
+
+
+def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
+    need_root()
+    outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms")
+    r = run_federation(REAL + outage, tmp_path, NETLOOP, roles=("grid",), start=1.0, end=3.0)
+    got = {m for m, _ in r["got"]["grid"]}
+    res = r["results"]
+    lost = res["conservation"]["dropped"].get("link_down", 0)
+    # What the outage took is what did not come back: every frame counted.
+    assert 1 <= lost <= 4 and len(got) == 10 - lost, (got, res["conservation"])
+    assert res["conservation"]["unaccounted"] == 0
+
+
+def test_ctrl_c_while_the_federation_never_forms_ends_the_run(tmp_path):
+    """A broker that waits for a federate that never comes: netloop blocks
+    in HELICS; Ctrl-C ends it (HELICS's wait is aborted) with 130."""
+    import signal
+    import time
+
+    from run import broker_path, free_port
+
+    port = free_port()
+    topo = tmp_path / "wan.toml"
+    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "20s"\ninit = "--brokerport={port}"', 1))
+    broker = subprocess.Popen(
+        [str(broker_path()), "--federates=2", "--coretype=zmq", f"--port={port}", "--loglevel=error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    nl = None
+    try:
+        nl = subprocess.Popen(
+            [NETLOOP, "run", str(topo), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, VIRTUAL_ENV=sys.prefix),
+        )
+        time.sleep(3)
+        assert nl.poll() is None, nl.communicate()
+        nl.send_signal(signal.SIGINT)
+        _, err = nl.communicate(timeout=20)
+        assert nl.returncode == 130, err
+    finally:
+        for p in (nl, broker):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()

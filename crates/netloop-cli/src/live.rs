@@ -54,6 +54,104 @@ pub fn execute_live(
     cut: Option<&netloop_model::partition::Cut>,
     taps: Vec<netloop_model::partition::PartitionTaps>,
 ) -> anyhow::Result<LiveOutcome> {
+    // A co-simulation: the federate runs on a thread of its own beside the
+    // engine, talking to it through the engine's request channel.
+    let helics_spec = sim.net.spec().helics.clone();
+    let (remote, federate) = match &helics_spec {
+        None => (None, None),
+        Some(h) => {
+            let helics =
+                netloop_helics::Helics::load().map_err(|e| anyhow!("{topology}: [helics]: {e}"))?;
+            if !quiet {
+                eprintln!(
+                    "joining the HELICS federation as '{}' in real time (core {}, HELICS {})",
+                    h.name,
+                    h.core,
+                    helics.version()
+                );
+            }
+            let (handle, remote) = netloop_io::live::remote().map_err(|e| anyhow!("{e}"))?;
+            (Some(remote), Some((helics, handle, h.clone())))
+        }
+    };
+    let endpoints = sim.endpoints.clone();
+    std::thread::scope(|scope| {
+        let thread = federate.as_ref().map(|(helics, handle, spec)| {
+            let endpoints = &endpoints;
+            scope.spawn(move || {
+                let stop = || interrupted().load(std::sync::atomic::Ordering::SeqCst);
+                let r = netloop_helics::run_realtime(helics, spec, endpoints, handle, &stop);
+                if r.is_err() {
+                    // The federation failed: the run ends with it.
+                    let _ = handle.call(
+                        netloop_io::live::Request::Stop,
+                        std::time::Duration::from_secs(5),
+                    );
+                }
+                r
+            })
+        });
+        let out = execute_live_inner(
+            sim,
+            topology,
+            log_dir,
+            late_threshold_ns,
+            priority,
+            steer,
+            quiet,
+            cut,
+            taps,
+            remote,
+        );
+        let cosim = thread.map(|t| {
+            // The run is over; a federate still waiting on the federation
+            // (for it to start, or for a grant) is told to give up.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !t.is_finished() {
+                if let Some((helics, _, _)) = &federate {
+                    helics.abort("netloop's real-time run ended");
+                }
+            }
+            t.join().expect("the federate's thread panicked")
+        });
+        let mut out = out?;
+        if let Some(c) = cosim {
+            let report = c.map_err(|e| anyhow!("{topology}: {e}"))?;
+            if !quiet {
+                println!(
+                    "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate",
+                    report.federate,
+                    report.grants,
+                    report.early_grants,
+                    report.from_federation,
+                    report.to_federation,
+                    report.without_federate
+                );
+            }
+            out.results.cosim = Some(serde_json::to_value(&report)?);
+        }
+        Ok(out)
+    })
+}
+
+/// [`execute_live`] once the co-simulation (if any) is set up: `remote`
+/// is the engine's request channel the federate uses.
+#[allow(clippy::too_many_arguments)]
+fn execute_live_inner(
+    sim: &mut Simulation,
+    topology: &str,
+    log_dir: Option<&Path>,
+    late_threshold_ns: u64,
+    priority: Option<i32>,
+    steer: bool,
+    quiet: bool,
+    cut: Option<&netloop_model::partition::Cut>,
+    taps: Vec<netloop_model::partition::PartitionTaps>,
+    remote: Option<netloop_io::live::Remote>,
+) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
     let duration = sim.net.spec().run.duration;
     let awaits = sim.real.iter().any(|r| match &r.kind {
@@ -102,7 +200,7 @@ pub fn execute_live(
             priority,
             steer,
             on_ready: &mut on_ready,
-            remote: None,
+            remote,
             cut,
             taps,
         },

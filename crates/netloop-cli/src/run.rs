@@ -437,10 +437,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             "--mpi runs simulations as fast as possible only (real time runs partitions on threads: --partitions N): drop --realtime or --mpi"
         ));
     }
-    if loaded.spec.helics.is_some() && (realtime || args.mpi || cut.is_some()) {
+    if loaded.spec.helics.is_some() && (args.mpi || cut.is_some()) {
         return Err(anyhow!(
-            "{}: a HELICS federate runs in simulated time, in one partition: real hosts, \
-             --realtime, --partitions and --mpi are not supported with [helics] yet",
+            "{}: a HELICS federate runs in one partition: --partitions and --mpi are not \
+             supported with [helics] yet",
             args.file.display()
         ));
     }
@@ -583,8 +583,33 @@ fn execute_cosim(
     }
     let interrupted = crate::live::interrupted();
     let start = Instant::now();
-    let report = netloop_helics::run(sim, &helics, spec, &|| interrupted.load(Ordering::SeqCst))
-        .map_err(|e| anyhow!("{topology}: {e}"))?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let report = std::thread::scope(|scope| {
+        // Ctrl-C while HELICS waits (for the federation, for a grant): the
+        // wait is aborted, as the loop only looks between grants.
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if interrupted.load(Ordering::SeqCst) {
+                    helics.abort("netloop was interrupted");
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let r = netloop_helics::run(sim, &helics, spec, &|| interrupted.load(Ordering::SeqCst));
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    if interrupted.load(Ordering::SeqCst) && report.is_err() {
+        let results = sim.results(
+            "cosim",
+            Some(start.elapsed().as_secs_f64()),
+            Some(topology.to_string()),
+        );
+        eprintln!("interrupted while waiting for the HELICS federation");
+        return Ok((results, true));
+    }
+    let report = report.map_err(|e| anyhow!("{topology}: {e}"))?;
     let wall = start.elapsed().as_secs_f64();
     let mut results = sim.results("cosim", Some(wall), Some(topology.to_string()));
     let interrupted = report.end == "interrupted";

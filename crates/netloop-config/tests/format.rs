@@ -890,6 +890,7 @@ broker = "127.0.0.1:24000"
             broker: Some("127.0.0.1:24000".into()),
             init: String::new(),
             timeout: SimDuration::from_secs(30),
+            step: SimDuration::from_millis(1),
         })
     );
     assert_eq!(ok(NODES).spec.helics, None);

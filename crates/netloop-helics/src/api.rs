@@ -130,6 +130,8 @@ api! {
     fn helicsFederateDisconnect(fed: Handle, err: *mut RawError);
     /// `void helicsFederateFree(fed)`.
     fn helicsFederateFree(fed: Handle);
+    /// `void helicsAbort(int errorCode, const char *errorString)`.
+    fn helicsAbort(code: c_int, message: *const c_char);
 }
 
 /// The environment variable naming `libhelics.so` explicitly.
@@ -172,6 +174,17 @@ impl Helics {
     /// Where the library was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Aborts every federate of this process: a call blocked in HELICS
+    /// (waiting for a grant, or for the federation to start) returns with an
+    /// error. For a run that must end while HELICS waits on others (Ctrl-C,
+    /// the real-time run over).
+    pub fn abort(&self, why: &str) {
+        let msg = std::ffi::CString::new(why.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: HELICS's C API is safe to call from any thread; the
+        // string outlives the call.
+        unsafe { (self.helicsAbort)(-1, msg.as_ptr()) }
     }
 
     /// HELICS's version string, e.g. `3.6.1 (2025-02-24)`.

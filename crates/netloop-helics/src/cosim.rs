@@ -49,8 +49,30 @@ pub struct CosimReport {
     /// Messages that reached an endpoint without a `federate`: read and
     /// discarded (counted, as there is nobody to hand them to).
     pub without_federate: u64,
-    /// Why the run ended: `"duration"` or `"interrupted"`.
+    /// Why the run ended: `"duration"`, `"interrupted"`, or in real time
+    /// `"run_ended"` (the run ended before the federation started).
     pub end: &'static str,
+    /// In real time: the engine's clock less HELICS's (both on the wall
+    /// clock, started at different moments: negative when the federation
+    /// started before the engine's clock), ns; absent in simulated time,
+    /// where they are the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_ns: Option<i64>,
+    /// In real time: how long messages that reached an endpoint waited for
+    /// the grant that handed them to the federation, median and largest, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoff_wait_p50_ns: Option<u64>,
+    /// See `handoff_wait_p50_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoff_wait_max_ns: Option<u64>,
+    /// In real time: how long after its HELICS time a message from the
+    /// federation entered the network (on the engine's clock), median and
+    /// largest, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intake_lag_p50_ns: Option<u64>,
+    /// See `intake_lag_p50_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intake_lag_max_ns: Option<u64>,
 }
 
 /// A failed co-simulation run.

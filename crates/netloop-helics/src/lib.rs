@@ -17,11 +17,15 @@
 //! - [`federate`]: a safe message federate on top of it.
 //! - [`cosim`]: the loop that runs a [`netloop_model::Simulation`] as a
 //!   federate, in simulated time.
+//! - [`realtime`]: the federate beside a real-time run (real hosts), the
+//!   federation kept to the wall clock.
 
 pub mod api;
 pub mod cosim;
 pub mod federate;
+pub mod realtime;
 
 pub use api::Helics;
-pub use cosim::{run, CosimReport};
+pub use cosim::{run, CosimError, CosimReport};
 pub use federate::{Federate, HelicsError};
+pub use realtime::run_realtime;

@@ -129,6 +129,13 @@ pub enum Request {
     Now,
     /// End the run now, as if its duration were over.
     Stop,
+    /// Send messages from message endpoints now (by index in the
+    /// simulation's endpoints), and take what reached every endpoint since
+    /// the last such request: the real-time side of a co-simulation.
+    Endpoints {
+        /// Messages to send: endpoint, bytes.
+        sends: Vec<(usize, Vec<u8>)>,
+    },
 }
 
 /// The answer to a [`Request`].
@@ -140,6 +147,15 @@ pub enum Reply {
     Snapshot(Box<Snapshot>),
     /// What [`Request::Now`] asked for.
     Now(SimTime),
+    /// What [`Request::Endpoints`] did.
+    Endpoints {
+        /// Simulated time when it was done.
+        now: SimTime,
+        /// Sends refused: endpoint, why.
+        refused: Vec<(usize, String)>,
+        /// Messages that reached an endpoint: endpoint, message.
+        arrived: Vec<(usize, netloop_model::apps::Message)>,
+    },
     /// It could not be done; why.
     Failed(String),
 }
@@ -540,13 +556,21 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     };
     let started_at = Instant::now();
     let flows = &sim.flows;
+    let endpoints = &sim.endpoints;
     let mut failure: Option<Error> = None;
     let logs_in = log_dir.clone().unwrap_or_default();
     let report = {
         let mut control = |ctl: &mut Control<'_>| -> Step {
             let now = ctl.now;
             if let Some(r) = &remote {
-                if serve(r, ctl, flows, started_at, cut.zip(exchange.as_ref())) {
+                if serve(
+                    r,
+                    ctl,
+                    flows,
+                    endpoints,
+                    started_at,
+                    cut.zip(exchange.as_ref()),
+                ) {
                     return Step::Stop;
                 }
             }
@@ -790,6 +814,7 @@ fn serve(
     r: &Remote,
     ctl: &mut Control<'_>,
     flows: &[netloop_model::build::FlowInfo],
+    endpoints: &[netloop_model::build::EndpointInfo],
     started: Instant,
     parts: Option<(&Cut, &crate::rtpart::Exchange)>,
 ) -> bool {
@@ -834,11 +859,58 @@ fn serve(
                 stop = true;
                 Reply::Done
             }
+            Request::Endpoints { sends } if parts.is_none() => {
+                endpoint_exchange(ctl, endpoints, sends)
+            }
+            Request::Endpoints { .. } => Reply::Failed(
+                "message endpoints are not supported in a run cut into partitions yet".into(),
+            ),
         };
         // The caller may have given up waiting; nothing to do then.
         let _ = reply.send(answer);
     }
     stop
+}
+
+/// Sends `sends` from their endpoints at the clock's now (or, when events
+/// due before it are still waiting, at the earliest of them: the model's
+/// time never goes back) and takes what reached every endpoint.
+fn endpoint_exchange(
+    ctl: &mut Control<'_>,
+    endpoints: &[netloop_model::build::EndpointInfo],
+    sends: Vec<(usize, Vec<u8>)>,
+) -> Reply {
+    let mut refused = Vec::new();
+    if !sends.is_empty() {
+        let q = &mut *ctl.queue;
+        let t = q
+            .peek_time()
+            .map_or(ctl.now, |next| next.min(ctl.now))
+            .max(q.now());
+        q.advance_to(t);
+    }
+    for (i, data) in sends {
+        let Some(e) = endpoints.get(i) else {
+            refused.push((i, format!("there is no endpoint #{i}")));
+            continue;
+        };
+        if let Err(why) = ctl.net.endpoint_send(ctl.queue, e.node, e.app, None, &data) {
+            refused.push((i, why.to_string()));
+        }
+    }
+    let mut arrived = Vec::new();
+    for (i, e) in endpoints.iter().enumerate() {
+        if let Some(ep) = ctl.net.endpoint_mut(e.node, e.app) {
+            while let Some(m) = ep.take() {
+                arrived.push((i, m));
+            }
+        }
+    }
+    Reply::Endpoints {
+        now: ctl.now,
+        refused,
+        arrived,
+    }
 }
 
 /// Whether `ev` would make cut link `link` (if it is cut) shorter than

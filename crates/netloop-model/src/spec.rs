@@ -135,6 +135,10 @@ pub struct HelicsSpec {
     /// How long to wait for the broker and for other federates before
     /// giving up, so a federation that never forms ends with an error.
     pub timeout: SimDuration,
+    /// In real time: the step of the federate's time requests, i.e. how
+    /// often (at most) netloop hands arrivals to the federation and takes
+    /// its messages when nothing else wakes it.
+    pub step: SimDuration,
 }
 
 /// How long to run and with which seed.

@@ -20,7 +20,7 @@ use crate::value::{self, quote};
 const KEYS: &[&str] = &["name", "host", "port", "to", "federate"];
 
 /// The keys of `[helics]`.
-const HELICS_KEYS: &[&str] = &["name", "core", "broker", "init", "timeout"];
+const HELICS_KEYS: &[&str] = &["name", "core", "broker", "init", "timeout", "step"];
 
 /// HELICS's core types (`helicsFederateInfoSetCoreTypeFromString`).
 const CORES: &[&str] = &[
@@ -175,6 +175,17 @@ pub(crate) fn read_helics(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Ran
     let timeout = t
         .opt(l.d, "timeout", value::positive_duration)
         .unwrap_or(SimDuration::from_secs(30));
+    let step = t
+        .opt(l.d, "step", |v| {
+            let d = value::positive_duration(v)?;
+            if d < SimDuration::from_micros(100) || d > SimDuration::from_secs(1) {
+                return Err(format!(
+                    "{d} is not a real-time step here: expected 100us to 1s (default 1ms)"
+                ));
+            }
+            Ok(d)
+        })
+        .unwrap_or(SimDuration::from_millis(1));
     if !t.failed {
         l.spec.helics = Some(HelicsSpec {
             name,
@@ -182,6 +193,7 @@ pub(crate) fn read_helics(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Ran
             broker,
             init,
             timeout,
+            step,
         });
     }
 }

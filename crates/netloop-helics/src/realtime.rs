@@ -1,0 +1,170 @@
+//! netloop as a HELICS federate in real time: the network runs on the wall
+//! clock (the real-time engine, with real hosts), and the federation
+//! follows it.
+//!
+//! The federate sets HELICS's real-time flag, so HELICS grants it time `t`
+//! only when `t` seconds have passed on the wall clock since the federation
+//! started executing; as every other federate may receive messages from
+//! netloop, none is granted a time past netloop's, and the whole federation
+//! keeps to the wall clock. This loop runs on a thread of its own, beside
+//! the real-time engine, and asks for time in steps (`[helics] step`, 1 ms
+//! by default). At each grant it hands the engine the federation's
+//! messages (they leave their endpoint's host at the engine's now) and
+//! takes what reached the endpoints, through the engine's request channel
+//! ([`netloop_io::live::Request::Endpoints`]), and sends that to each
+//! endpoint's federate.
+//!
+//! Times: both clocks follow the wall clock, from different moments (the
+//! federation starts executing before or after the engine's clock starts,
+//! which waits for the real hosts); their offset is read once both run
+//! (`offset_ns` in the report: the engine's time less HELICS's). The
+//! federate asks each time for the next step boundary after the wall
+//! clock's now, so that HELICS's time never drifts behind the wall clock.
+//! A message that reached an endpoint is handed over at the next grant `g`
+//! and stamped `g`: HELICS takes no message for a time before the
+//! federate's own, and `g` is when the federation could first see it. It
+//! waited for that grant up to one step (plus HELICS's own wake-up); the
+//! report says how long (`handoff_wait_*`). The network's own timing is
+//! exact as in any real-time run: it is the real programs that see it.
+
+use std::time::{Duration, Instant};
+
+use netloop_io::live::{RemoteHandle, Reply, Request};
+use netloop_model::build::EndpointInfo;
+use netloop_model::spec::HelicsSpec;
+
+use crate::api::Helics;
+use crate::cosim::{settings, CosimError, CosimReport};
+use crate::federate::Federate;
+
+/// How far behind the wall clock HELICS may grant netloop's time when the
+/// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
+const RT_LAG: Duration = Duration::from_millis(100);
+
+/// Runs the federate beside a real-time run reached through `remote`,
+/// until the run ends (its requests fail) or `stop` says so.
+pub fn run_realtime(
+    helics: &Helics,
+    spec: &HelicsSpec,
+    endpoints: &[EndpointInfo],
+    remote: &RemoteHandle,
+    stop: &dyn Fn() -> bool,
+) -> Result<CosimReport, CosimError> {
+    if endpoints.is_empty() {
+        return Err(CosimError::Topology(
+            "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
+        ));
+    }
+    let mut s = settings(spec);
+    s.realtime = Some((RT_LAG, Duration::ZERO));
+    let mut fed = Federate::new(helics, &s)?;
+    for e in endpoints {
+        fed.register_endpoint(&e.name)?;
+    }
+    fed.enter_executing()?;
+    // HELICS's real-time clock starts as the federation starts executing.
+    let helics_zero = Instant::now();
+    let helics_now = || helics_zero.elapsed().as_nanos() as i64;
+    let mut report = CosimReport {
+        federate: spec.name.clone(),
+        helics: format!("{} ({})", helics.version(), helics.path().display()),
+        end: "duration",
+        ..CosimReport::default()
+    };
+    // The engine may still be setting up the real hosts: it answers once
+    // its clock runs.
+    let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
+    let offset = loop {
+        match remote.call(Request::Now, Duration::from_millis(500)) {
+            // The engine's clock less HELICS's, both read now.
+            Ok(Reply::Now(t)) => break t.as_nanos() as i64 - helics_now(),
+            _ if Instant::now() < deadline && !stop() => continue,
+            _ => {
+                report.end = "run_ended";
+                fed.disconnect()?;
+                return Ok(report);
+            }
+        }
+    };
+    report.offset_ns = Some(offset);
+    let step_ns = spec.step.as_nanos() as i64;
+    let mut granted = 0.0;
+    let mut waits: Vec<u64> = Vec::new();
+    let mut lags: Vec<u64> = Vec::new();
+    loop {
+        if stop() {
+            report.end = "interrupted";
+            break;
+        }
+        // The next step's boundary after the wall clock's now: asking for
+        // the granted time plus a step would let HELICS's time fall ever
+        // further behind the wall clock whenever a step costs more than a
+        // step (up to its real-time lag, where it forces grants).
+        let next = ((helics_now() / step_ns) + 1) * step_ns;
+        let want = (next as f64 / 1e9).max(granted + 1e-9);
+        let t0 = Instant::now();
+        let g = fed.request_time(want)?;
+        report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
+        report.grants += 1;
+        if g < want - 1e-10 {
+            report.early_grants += 1;
+        }
+        granted = g;
+        let mut sends = Vec::new();
+        let mut times = Vec::new();
+        for i in 0..endpoints.len() {
+            while let Some(m) = fed.receive(i)? {
+                report.from_federation += 1;
+                times.push(m.time);
+                sends.push((i, m.data));
+            }
+        }
+        let reply = match remote.call(Request::Endpoints { sends }, Duration::from_secs(10)) {
+            Ok(r) => r,
+            // The run is over (its duration, Ctrl-C, an error it reports).
+            Err(_) => break,
+        };
+        let Reply::Endpoints {
+            now,
+            refused,
+            arrived,
+        } = reply
+        else {
+            if let Reply::Failed(why) = reply {
+                return Err(CosimError::Topology(why));
+            }
+            break;
+        };
+        report.refused += refused.len() as u64;
+        // How long after its HELICS time each message entered the network.
+        let entered = now.as_nanos() as i64 - offset;
+        lags.extend(
+            times
+                .iter()
+                .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
+        );
+        for (i, m) in arrived {
+            match &endpoints[i].federate {
+                Some(dst) => {
+                    fed.send(i, &m.data, dst, granted)?;
+                    report.to_federation += 1;
+                    let waited = (now - m.at).as_nanos();
+                    waits.push(waited);
+                }
+                None => report.without_federate += 1,
+            }
+        }
+    }
+    fed.disconnect()?;
+    if !lags.is_empty() {
+        lags.sort_unstable();
+        report.intake_lag_p50_ns = Some(lags[lags.len() / 2]);
+        report.intake_lag_max_ns = lags.last().copied();
+    }
+    if !waits.is_empty() {
+        waits.sort_unstable();
+        report.handoff_wait_p50_ns = Some(waits[waits.len() / 2]);
+        report.handoff_wait_max_ns = waits.last().copied();
+    }
+    Ok(report)
+}
