@@ -187,3 +187,27 @@ def test_ctrl_c_while_the_federation_never_forms_ends_the_run(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_the_grid_study_shows_what_the_wan_does_to_frequency_control():
+    """examples/cosim/grid_study.py: a grid's AGC across a WAN shared with
+    40 simulated flows; more delay, loss and an outage each make the
+    frequency dip deeper or stay off longer, and the outage and the loss
+    take the setpoints that crossed them."""
+    from grid_study import study
+
+    s = study(NETLOOP)
+    base, delay, loss, outage = (s[k] for k in ("as is", "+250 ms delay", "30 % loss", "outage 1-4 s"))
+    for name, g in s.items():
+        assert g["unaccounted"] == 0, name
+    # Every measurement answered when nothing is wrong (the last may still
+    # be on its way at the end).
+    assert base["setpoints"] >= 99, base["setpoints"]
+    assert -0.8 < base["nadir_hz"] < -0.5, base["nadir_hz"]
+    assert delay["nadir_hz"] < base["nadir_hz"] and delay["iae_hz_s"] > base["iae_hz_s"]
+    assert loss["setpoints"] < 90 and loss["iae_hz_s"] > base["iae_hz_s"]
+    assert loss["dropped"].get("random_loss", 0) > 0
+    # 30 measurements or setpoints meet the dead link.
+    assert outage["setpoints"] <= base["setpoints"] - 29, outage["setpoints"]
+    assert outage["nadir_hz"] < base["nadir_hz"] - 0.3, outage["nadir_hz"]
+    assert outage["dropped"].get("link_down", 0) >= 29

@@ -308,6 +308,13 @@ def check_cosim_example(cmd: str, tmp: Path) -> None:
     assert ("lost" in r.stdout) == ("--outage" in args), r.stdout
 
 
+def check_grid_study_help(cmd: str, tmp: Path) -> None:
+    """The study's script runs and describes itself."""
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "cosim" / "grid_study.py"), "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert "usage: grid_study.py" in ok(r, cmd), r.stdout
+
+
 def check_mpi_build(cmd: str, tmp: Path) -> None:
     """Builds with MPI where Open MPI (or MPICH) is installed, as CI has it;
     elsewhere says why it can't."""
@@ -386,6 +393,9 @@ HOW: dict[str, How] = {
     ),
     "python examples/cosim/run.py": How(check_cosim_example),
     "python examples/cosim/run.py --outage": How(check_cosim_example),
+    "python examples/cosim/grid_study.py": How(
+        check_grid_study_help, "tests/cosim/test_helics.py runs the study (a minute) and checks its figures"
+    ),
     'sudo env "PATH=$PATH" python examples/cosim/run.py --realtime': How(check_cosim_example),
     # docs/realtime.md
     "sudo netloop run examples/real-hosts.toml --json out/results.json --log-dir out/logs": How(

@@ -1,8 +1,10 @@
 //! Runs a simulation as a HELICS federate, in simulated time.
 //!
-//! The loop follows helics-ns3's: netloop asks HELICS for the time of its
-//! next event (or the end of the run when it has none) and runs its events
-//! up to the time granted, never past it. A grant comes earlier than asked
+//! The loop follows helics-ns3's: netloop asks HELICS for a time and runs
+//! its events up to the time granted, never past it. The time it asks for is
+//! as far as no message can reach an endpoint before it ([`Horizon`]): its
+//! next event's time plus the least delay into an endpoint's host, or a
+//! known arrival on such a link if sooner (or the end of the run). A grant comes earlier than asked
 //! when another federate sends a message for an earlier time; that message
 //! then enters the simulated network at the granted time, from the endpoint
 //! it was sent to. What reaches an endpoint is handed to its `federate` with
@@ -36,6 +38,10 @@ pub struct CosimReport {
     pub helics: String,
     /// Times granted by HELICS.
     pub grants: u64,
+    /// In simulated time: the least delay of the links into the endpoints'
+    /// hosts, how far past its next event netloop may ask to advance
+    /// (see `docs/cosimulation.md`), ns.
+    pub lookahead_ns: u64,
     /// Grants earlier than asked for (a message came for an earlier time).
     pub early_grants: u64,
     /// Wall-clock time spent waiting for grants (not deterministic).
@@ -142,6 +148,8 @@ pub fn run(
     };
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let mut now = SimTime::ZERO;
+    let horizon = Horizon::of(sim);
+    report.lookahead_ns = horizon.lookahead.as_nanos();
     loop {
         // The events due by the granted time first: the queue's clock then
         // stands at it, where the federation's messages enter.
@@ -156,7 +164,7 @@ pub fn run(
             report.end = "interrupted";
             break;
         }
-        let next = sim.queue.peek_time().unwrap_or(end).min(end);
+        let next = horizon.next(sim, now, end);
         let t0 = Instant::now();
         let granted = fed.request_time(seconds(next))?;
         report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
@@ -169,6 +177,72 @@ pub fn run(
     }
     fed.disconnect()?;
     Ok(report)
+}
+
+/// How far netloop may ask HELICS to advance: as far as no message can
+/// reach an endpoint before the time asked for. Asking for the next event's
+/// time every time would be exact too, but costs a round trip through the
+/// broker per event (5 000 a simulated second beside 40 small UDP flows);
+/// only an arrival at an endpoint's host must fall on a granted time.
+///
+/// Such an arrival is either on a wire into an endpoint's host already
+/// (its time known: the wire's head), or is not on it yet, and then comes
+/// after the next event by at least the least delay of those wires (the
+/// lookahead). The federation's messages enter at granted times. A
+/// scheduled link change may shorten a delay, so none is passed over.
+struct Horizon {
+    /// Link directions into hosts with endpoints.
+    into: Vec<(usize, usize)>,
+    /// Their least delay.
+    lookahead: netloop_core::SimDuration,
+    /// Times of the topology's scheduled link changes, ascending.
+    changes: Vec<SimTime>,
+}
+
+impl Horizon {
+    fn of(sim: &Simulation) -> Horizon {
+        let hosts: Vec<usize> = sim.endpoints.iter().map(|e| e.node).collect();
+        let mut into = Vec::new();
+        let mut lookahead = None::<netloop_core::SimDuration>;
+        for (li, l) in sim.net.links().iter().enumerate() {
+            for side in 0..2 {
+                let d = &l.dirs[side];
+                if hosts.contains(&d.to.0) {
+                    into.push((li, side));
+                    let least = d.channel.spec.least_delay();
+                    lookahead = Some(lookahead.map_or(least, |x| x.min(least)));
+                }
+            }
+        }
+        let mut changes: Vec<SimTime> = sim
+            .net
+            .spec()
+            .events
+            .iter()
+            .map(|e| SimTime::ZERO + e.at)
+            .collect();
+        changes.sort_unstable();
+        Horizon {
+            into,
+            lookahead: lookahead.unwrap_or_default(),
+            changes,
+        }
+    }
+
+    /// The time to ask HELICS for, at `now`.
+    fn next(&self, sim: &Simulation, now: SimTime, end: SimTime) -> SimTime {
+        let next = sim.queue.peek_time().unwrap_or(end).min(end);
+        let mut t = end.min(next + self.lookahead);
+        for &(li, side) in &self.into {
+            if let Some(a) = sim.net.links()[li].dirs[side].wire.head_at() {
+                t = t.min(a);
+            }
+        }
+        if let Some(&c) = self.changes.iter().find(|&&c| c > now) {
+            t = t.min(c);
+        }
+        t.max(next.min(end))
+    }
 }
 
 /// Sends every message waiting at netloop's HELICS endpoints into the

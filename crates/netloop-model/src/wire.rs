@@ -87,6 +87,11 @@ impl Wire {
         (head, next.and_then(|t| self.wake(t)))
     }
 
+    /// When the first frame on the wire reaches the far end, if any.
+    pub fn head_at(&self) -> Option<SimTime> {
+        self.frames.front().map(|f| f.at)
+    }
+
     /// Segments on the wire.
     pub fn segs(&self) -> u64 {
         self.segs

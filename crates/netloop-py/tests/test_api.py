@@ -192,7 +192,7 @@ def test_ctrl_c_stops_a_simulation_cut_into_partitions() -> None:
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            bulk("1Gbps", "120s").simulate(partitions=2)
+            bulk("1Gbps", "3600s").simulate(partitions=2)
     finally:
         timer.cancel()
     assert time.monotonic() - start < 20
