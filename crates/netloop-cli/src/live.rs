@@ -60,16 +60,7 @@ pub fn execute_live(
     let (remote, federate) = match &helics_spec {
         None => (None, None),
         Some(h) => {
-            let helics =
-                netloop_helics::Helics::load().map_err(|e| anyhow!("{topology}: [helics]: {e}"))?;
-            if !quiet {
-                eprintln!(
-                    "joining the HELICS federation as '{}' in real time (core {}, HELICS {})",
-                    h.name,
-                    h.core,
-                    helics.version()
-                );
-            }
+            let helics = crate::run::load_helics(h, topology, quiet, " in real time")?;
             let (handle, remote) = netloop_io::live::remote().map_err(|e| anyhow!("{e}"))?;
             (Some(remote), Some((helics, handle, h.clone())))
         }
@@ -121,15 +112,7 @@ pub fn execute_live(
         if let Some(c) = cosim {
             let report = c.map_err(|e| anyhow!("{topology}: {e}"))?;
             if !quiet {
-                println!(
-                    "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate",
-                    report.federate,
-                    report.grants,
-                    report.early_grants,
-                    report.from_federation,
-                    report.to_federation,
-                    report.without_federate
-                );
+                crate::run::print_federate(&report);
             }
             out.results.cosim = Some(serde_json::to_value(&report)?);
         }

@@ -571,16 +571,7 @@ fn execute_cosim(
     topology: &str,
     quiet: bool,
 ) -> anyhow::Result<(Results, bool)> {
-    let helics =
-        netloop_helics::Helics::load().map_err(|e| anyhow!("{topology}: [helics]: {e}"))?;
-    if !quiet {
-        eprintln!(
-            "joining the HELICS federation as '{}' (core {}, HELICS {})",
-            spec.name,
-            spec.core,
-            helics.version()
-        );
-    }
+    let helics = load_helics(spec, topology, quiet, "")?;
     let interrupted = crate::live::interrupted();
     let start = Instant::now();
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -614,19 +605,45 @@ fn execute_cosim(
     let mut results = sim.results("cosim", Some(wall), Some(topology.to_string()));
     let interrupted = report.end == "interrupted";
     if !quiet {
-        println!(
-            "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate, waited {:.3} s for grants",
-            report.federate,
-            report.grants,
-            report.early_grants,
-            report.from_federation,
-            report.to_federation,
-            report.without_federate,
-            report.wait_wall_ns as f64 / 1e9
-        );
+        print_federate(&report);
     }
     results.cosim = Some(serde_json::to_value(&report)?);
     Ok((results, interrupted))
+}
+
+/// Loads HELICS for `spec`'s federation and says so (`how`: e.g. " in real
+/// time").
+pub(crate) fn load_helics(
+    spec: &netloop_model::spec::HelicsSpec,
+    topology: &str,
+    quiet: bool,
+    how: &str,
+) -> anyhow::Result<netloop_helics::Helics> {
+    let helics =
+        netloop_helics::Helics::load().map_err(|e| anyhow!("{topology}: [helics]: {e}"))?;
+    if !quiet {
+        eprintln!(
+            "joining the HELICS federation as '{}'{how} (core {}, HELICS {})",
+            spec.name,
+            spec.core,
+            helics.version()
+        );
+    }
+    Ok(helics)
+}
+
+/// One line of what the federate did.
+pub(crate) fn print_federate(r: &netloop_helics::CosimReport) {
+    println!(
+        "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate, waited {:.3} s for grants",
+        r.federate,
+        r.grants,
+        r.early_grants,
+        r.from_federation,
+        r.to_federation,
+        r.without_federate,
+        r.wait_wall_ns as f64 / 1e9
+    );
 }
 
 pub(crate) fn table() -> Table {

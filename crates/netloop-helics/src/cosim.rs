@@ -22,12 +22,14 @@
 use std::time::{Duration, Instant};
 
 use netloop_core::SimTime;
+use netloop_model::apps::Message;
+use netloop_model::build::EndpointInfo;
 use netloop_model::spec::HelicsSpec;
 use netloop_model::Simulation;
 use serde::Serialize;
 
 use crate::api::{Helics, TIME_MAXTIME};
-use crate::federate::{Federate, HelicsError, Settings};
+use crate::federate::{Federate, HelicsError, Received, Settings};
 
 /// What the federate did, for the results (`cosim`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -130,22 +132,7 @@ pub fn run(
     spec: &HelicsSpec,
     stop: &dyn Fn() -> bool,
 ) -> Result<CosimReport, CosimError> {
-    if sim.endpoints.is_empty() {
-        return Err(CosimError::Topology(
-            "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
-        ));
-    }
-    let mut fed = Federate::new(helics, &settings(spec))?;
-    for e in &sim.endpoints {
-        fed.register_endpoint(&e.name)?;
-    }
-    fed.enter_executing()?;
-    let mut report = CosimReport {
-        federate: spec.name.clone(),
-        helics: format!("{} ({})", helics.version(), helics.path().display()),
-        end: "duration",
-        ..CosimReport::default()
-    };
+    let (mut fed, mut report) = join(helics, &settings(spec), spec, &sim.endpoints)?;
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let mut now = SimTime::ZERO;
     let horizon = Horizon::of(sim);
@@ -154,9 +141,25 @@ pub fn run(
         // The events due by the granted time first: the queue's clock then
         // stands at it, where the federation's messages enter.
         sim.run_until(now, u64::MAX, |_, _| true);
-        take_from_federation(sim, &mut fed, &mut report)?;
+        for (i, m) in intake(&mut fed, sim.endpoints.len(), &mut report)? {
+            let e = &sim.endpoints[i];
+            if sim
+                .net
+                .endpoint_send(&mut sim.queue, e.node, e.app, None, &m.data)
+                .is_err()
+            {
+                report.refused += 1;
+            }
+        }
         sim.run_until(now, u64::MAX, |_, _| true);
-        hand_to_federation(sim, &mut fed, &mut report)?;
+        let arrived = sim.net.take_messages(&sim.endpoints);
+        hand_over(
+            &mut fed,
+            &sim.endpoints,
+            arrived,
+            |m| seconds(m.at),
+            &mut report,
+        )?;
         if now >= end {
             break;
         }
@@ -245,47 +248,66 @@ impl Horizon {
     }
 }
 
-/// Sends every message waiting at netloop's HELICS endpoints into the
-/// network, now, from the endpoint it was sent to.
-fn take_from_federation(
-    sim: &mut Simulation,
-    fed: &mut Federate<'_>,
-    report: &mut CosimReport,
-) -> Result<(), HelicsError> {
-    for (i, e) in sim.endpoints.iter().enumerate() {
-        while let Some(m) = fed.receive(i)? {
-            report.from_federation += 1;
-            if sim
-                .net
-                .endpoint_send(&mut sim.queue, e.node, e.app, None, &m.data)
-                .is_err()
-            {
-                report.refused += 1;
-            }
-        }
+/// Joins the federation with `settings`: one HELICS endpoint per topology
+/// endpoint, of the same name; returns once every federate is ready.
+pub(crate) fn join<'h>(
+    helics: &'h Helics,
+    settings: &Settings,
+    spec: &HelicsSpec,
+    endpoints: &[EndpointInfo],
+) -> Result<(Federate<'h>, CosimReport), CosimError> {
+    if endpoints.is_empty() {
+        return Err(CosimError::Topology(
+            "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
+        ));
     }
-    Ok(())
+    let mut fed = Federate::new(helics, settings)?;
+    for e in endpoints {
+        fed.register_endpoint(&e.name)?;
+    }
+    fed.enter_executing()?;
+    let report = CosimReport {
+        federate: spec.name.clone(),
+        helics: format!("{} ({})", helics.version(), helics.path().display()),
+        end: "duration",
+        ..CosimReport::default()
+    };
+    Ok((fed, report))
 }
 
-/// Hands what reached each endpoint to its federate, stamped with the
-/// simulated time it arrived.
-fn hand_to_federation(
-    sim: &mut Simulation,
+/// The messages the federation sent to netloop's `n` endpoints since the
+/// last grant: (endpoint, message), endpoint by endpoint.
+pub(crate) fn intake(
     fed: &mut Federate<'_>,
+    n: usize,
+    report: &mut CosimReport,
+) -> Result<Vec<(usize, Received)>, HelicsError> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        while let Some(m) = fed.receive(i)? {
+            out.push((i, m));
+        }
+    }
+    report.from_federation += out.len() as u64;
+    Ok(out)
+}
+
+/// Hands what reached the endpoints to each one's federate, stamped
+/// `stamp(message)`; counts those without a federate.
+pub(crate) fn hand_over(
+    fed: &mut Federate<'_>,
+    endpoints: &[EndpointInfo],
+    arrived: Vec<(usize, Message)>,
+    stamp: impl Fn(&Message) -> f64,
     report: &mut CosimReport,
 ) -> Result<(), HelicsError> {
-    for (i, e) in sim.endpoints.iter().enumerate() {
-        let Some(ep) = sim.net.endpoint_mut(e.node, e.app) else {
-            continue;
-        };
-        while let Some(m) = ep.take() {
-            match &e.federate {
-                Some(dst) => {
-                    fed.send(i, &m.data, dst, seconds(m.at))?;
-                    report.to_federation += 1;
-                }
-                None => report.without_federate += 1,
+    for (i, m) in arrived {
+        match &endpoints[i].federate {
+            Some(dst) => {
+                fed.send(i, &m.data, dst, stamp(&m))?;
+                report.to_federation += 1;
             }
+            None => report.without_federate += 1,
         }
     }
     Ok(())

@@ -34,8 +34,7 @@ use netloop_model::build::EndpointInfo;
 use netloop_model::spec::HelicsSpec;
 
 use crate::api::Helics;
-use crate::cosim::{settings, CosimError, CosimReport};
-use crate::federate::Federate;
+use crate::cosim::{hand_over, intake, join, settings, CosimError, CosimReport};
 
 /// How far behind the wall clock HELICS may grant netloop's time when the
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
@@ -50,27 +49,12 @@ pub fn run_realtime(
     remote: &RemoteHandle,
     stop: &dyn Fn() -> bool,
 ) -> Result<CosimReport, CosimError> {
-    if endpoints.is_empty() {
-        return Err(CosimError::Topology(
-            "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
-        ));
-    }
     let mut s = settings(spec);
     s.realtime = Some((RT_LAG, Duration::ZERO));
-    let mut fed = Federate::new(helics, &s)?;
-    for e in endpoints {
-        fed.register_endpoint(&e.name)?;
-    }
-    fed.enter_executing()?;
+    let (mut fed, mut report) = join(helics, &s, spec, endpoints)?;
     // HELICS's real-time clock starts as the federation starts executing.
     let helics_zero = Instant::now();
     let helics_now = || helics_zero.elapsed().as_nanos() as i64;
-    let mut report = CosimReport {
-        federate: spec.name.clone(),
-        helics: format!("{} ({})", helics.version(), helics.path().display()),
-        end: "duration",
-        ..CosimReport::default()
-    };
     // The engine may still be setting up the real hosts: it answers once
     // its clock runs.
     let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
@@ -110,15 +94,11 @@ pub fn run_realtime(
             report.early_grants += 1;
         }
         granted = g;
-        let mut sends = Vec::new();
-        let mut times = Vec::new();
-        for i in 0..endpoints.len() {
-            while let Some(m) = fed.receive(i)? {
-                report.from_federation += 1;
-                times.push(m.time);
-                sends.push((i, m.data));
-            }
-        }
+        let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
+            intake(&mut fed, endpoints.len(), &mut report)?
+                .into_iter()
+                .map(|(i, m)| (m.time, (i, m.data)))
+                .unzip();
         let reply = match remote.call(Request::Endpoints { sends }, Duration::from_secs(10)) {
             Ok(r) => r,
             // The run is over (its duration, Ctrl-C, an error it reports).
@@ -143,17 +123,13 @@ pub fn run_realtime(
                 .iter()
                 .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
         );
-        for (i, m) in arrived {
-            match &endpoints[i].federate {
-                Some(dst) => {
-                    fed.send(i, &m.data, dst, granted)?;
-                    report.to_federation += 1;
-                    let waited = (now - m.at).as_nanos();
-                    waits.push(waited);
-                }
-                None => report.without_federate += 1,
-            }
-        }
+        waits.extend(
+            arrived
+                .iter()
+                .filter(|(i, _)| endpoints[*i].federate.is_some())
+                .map(|(_, m)| (now - m.at).as_nanos()),
+        );
+        hand_over(&mut fed, endpoints, arrived, |_| granted, &mut report)?;
     }
     fed.disconnect()?;
     if !lags.is_empty() {

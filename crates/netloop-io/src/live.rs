@@ -898,18 +898,10 @@ fn endpoint_exchange(
             refused.push((i, why.to_string()));
         }
     }
-    let mut arrived = Vec::new();
-    for (i, e) in endpoints.iter().enumerate() {
-        if let Some(ep) = ctl.net.endpoint_mut(e.node, e.app) {
-            while let Some(m) = ep.take() {
-                arrived.push((i, m));
-            }
-        }
-    }
     Reply::Endpoints {
         now: ctl.now,
         refused,
-        arrived,
+        arrived: ctl.net.take_messages(endpoints),
     }
 }
 

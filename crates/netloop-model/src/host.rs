@@ -358,10 +358,19 @@ impl Host {
         data: &[u8],
         ctx: &mut NodeCtx,
     ) -> Result<(), apps::SendRefused> {
-        let Some(App::Endpoint(e)) = self.apps.get_mut(idx) else {
-            return Err(apps::SendRefused::NotAnEndpoint);
+        // The route first: it borrows the whole host.
+        let route = |to: std::net::SocketAddrV4| self.route(*to.ip()).is_some();
+        let (dst, routed) = match self.apps.get(idx) {
+            Some(App::Endpoint(e)) => {
+                let dst = to.or(e.to);
+                (dst, dst.is_some_and(route))
+            }
+            _ => return Err(apps::SendRefused::NotAnEndpoint),
         };
-        let Some(to) = to.or(e.to) else {
+        let Some(App::Endpoint(e)) = self.apps.get_mut(idx) else {
+            unreachable!("looked up above")
+        };
+        let Some(to) = dst else {
             e.stats.refused_no_destination += 1;
             return Err(apps::SendRefused::NoDestination);
         };
@@ -369,17 +378,13 @@ impl Host {
             e.stats.refused_too_large += 1;
             return Err(apps::SendRefused::TooLarge(data.len()));
         }
-        let sport = e.port;
-        if self.route(*to.ip()).is_none() {
-            if let Some(App::Endpoint(e)) = self.apps.get_mut(idx) {
-                e.stats.refused_no_route += 1;
-            }
+        if !routed {
+            e.stats.refused_no_route += 1;
             return Err(apps::SendRefused::NoRoute(*to.ip()));
         }
-        if let Some(App::Endpoint(e)) = self.apps.get_mut(idx) {
-            e.stats.sent += 1;
-            e.stats.sent_bytes += data.len() as u64;
-        }
+        e.stats.sent += 1;
+        e.stats.sent_bytes += data.len() as u64;
+        let sport = e.port;
         let udp_to = UdpTo {
             sport,
             dst: *to.ip(),

@@ -514,6 +514,22 @@ impl Network {
         result
     }
 
+    /// Takes what reached `endpoints` (the simulation's, in order) so far:
+    /// (index in `endpoints`, message), endpoint by endpoint, each oldest
+    /// first.
+    pub fn take_messages(
+        &mut self,
+        endpoints: &[crate::build::EndpointInfo],
+    ) -> Vec<(usize, crate::apps::Message)> {
+        let mut out = Vec::new();
+        for (i, e) in endpoints.iter().enumerate() {
+            if let Some(ep) = self.endpoint_mut(e.node, e.app) {
+                out.extend(std::iter::from_fn(|| ep.take()).map(|m| (i, m)));
+            }
+        }
+        out
+    }
+
     /// Message endpoint `app` of host `node`, if it is one: its inbox is
     /// read through it.
     pub fn endpoint_mut(&mut self, node: NodeId, app: usize) -> Option<&mut MessageEndpoint> {

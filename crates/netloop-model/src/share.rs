@@ -266,7 +266,12 @@ impl Share {
             })
             .collect();
         let mut endpoints = vec![None; net.spec().endpoints.len()];
-        for n in (0..net.node_names().len()).filter(|&n| owns(n)) {
+        let hosts = if endpoints.is_empty() {
+            0
+        } else {
+            net.node_names().len()
+        };
+        for n in (0..hosts).filter(|&n| owns(n)) {
             if let Node::Host(h) = net.node(n) {
                 for a in h.apps() {
                     if let App::Endpoint(e) = a {
