@@ -24,6 +24,10 @@ Experiments (each can be run alone with --only):
            flow's rate against N (the curve and the knee at 95 %).
   speed    simulation speed without real hosts: `netloop bench speed`
            (dumbbell, 1 to 10 000 flows) against ns-3 on the same scenario.
+  rti      HLA RTI benchmarks (seed 003): HELICS sender and returnee federates
+           alone, with a relay, and through netloop (ideal, LAN, WAN; simulated
+           and real time): round trip, rate and one-way throughput against
+           payload and endpoints (bench/rti.py).
   partitions  scale out: `netloop bench speed --scenario wan` (64 sites in a
            ring with chords) on one partition, on 2 (and 4) threads and MPI
            ranks, and on ns-3; speed-up and efficiency against one partition,
@@ -61,7 +65,7 @@ NS3_EMU = os.path.join(ROOT, "bench", "ns3", "build", "emu")
 NS3_DUMBBELL = os.path.join(ROOT, "bench", "ns3", "build", "dumbbell")
 GIGABIT_TCP = 1e9 * 1448 / 1538  # TCP payload per wire byte with timestamps
 TAG = f"nlr{os.getpid() % 100000}"
-EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "opcua", "speed", "partitions"]
+EXPERIMENTS = ["sitl", "capture", "delay", "table", "mixed", "opcua", "speed", "partitions", "rti"]
 
 # The profiles: `quick` finishes in about 15 minutes on a 2-core machine.
 PROFILES = {
@@ -70,14 +74,14 @@ PROFILES = {
               "udp_rates": [125, 1000, 10_000, 30_000, 60_000, 100_000, 200_000],
               "mixed_pairs": [0, 150, 1000, 3000], "mixed_partitions": [2],
               "speed_flows": "1,100,10000", "speed_duration": 2,
-              "part_flows": "1000", "part_duration": 1, "part_counts": "2"},
+              "part_flows": "1000", "part_duration": 1, "part_counts": "2", "rti": "quick"},
     "full": {"repeats": 3, "opcua_s": 8, "tcp_s": 6, "udp_s": 4, "probes": 1000, "pings": 300,
              "table_probes": 150, "mixed_s": 10,
              "udp_rates": [125, 1000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000,
                            100_000, 150_000, 200_000],
              "mixed_pairs": [0, 50, 150, 300, 600, 1000, 1500, 2000, 3000], "mixed_partitions": [2],
              "speed_flows": "1,10,100,1000,10000", "speed_duration": 10,
-             "part_flows": "1000,10000", "part_duration": 2, "part_counts": "2,4"},
+             "part_flows": "1000,10000", "part_duration": 2, "part_counts": "2,4", "rti": "full"},
 }
 
 # nse's delay accuracy table (seed 004): delay ms -> size -> (RTT, sd, %err, adj RTT, adj %err).
@@ -810,6 +814,20 @@ def exp_partitions(p, reps, outdir):
     return out
 
 
+def exp_rti(p, outdir):
+    """The RTI benchmark (bench/rti.py): HELICS federates alone, with a relay
+    and through netloop; its plots go beside the report."""
+    from pathlib import Path
+
+    import rti
+    try:
+        rti.helics_dir()
+    except SystemExit as e:
+        return {"error": str(e)}
+    os.environ.setdefault("NETLOOP", NETLOOP)
+    return rti.run_all(rti.PROFILES[p["rti"]], Path(outdir))
+
+
 # --------------------------------------------------------------------------
 # Report
 
@@ -898,6 +916,8 @@ def main():
                 res["experiments"][e] = exp_speed(p, reps, a.out)
             elif e == "partitions":
                 res["experiments"][e] = exp_partitions(p, reps, a.out)
+            elif e == "rti":
+                res["experiments"][e] = exp_rti(p, a.out)
             else:
                 res["experiments"][e] = globals()[f"exp_{e}"](p, reps)
             res["experiments"][e]["wall_s"] = time.monotonic() - t

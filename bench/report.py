@@ -941,6 +941,50 @@ class Report:
                         ", ".join(f"{f:,} flows {x:.2f}×" for f, x in got) if got else "not run",
                         None if not got else min(x for _, x in got) >= want)
 
+    def rti(self, e):
+        self.p("## 9. RTI benchmark: HELICS federates through netloop (seed 003)\n")
+        if "systems" not in e:
+            self.p(f"failed: {e.get('error', '?')}\n")
+            return
+        import rti
+        self.p("A sender and a returnee federate (`netloop bench rti-federate`, Rust on HELICS's C API) exchange "
+               "messages: round trips with the seed's congestion avoidance (no message before the last one's "
+               "echo), unlimited and at 100 Hz, and one-way throughput. Systems: HELICS 3.6 alone on its "
+               "in-process, tcp and zmq cores; a *relay* federate in the middle that only passes messages on "
+               "(what any federate between the two costs HELICS); netloop between them with an ideal network "
+               "(no delay, unlimited rate), a LAN (1 Gbit/s, 50 µs) and a WAN (100 Mbit/s, 20 ms, 1 % loss), "
+               "in simulated time and in real time (rt). Each simulated round trip is checked against the "
+               "model's to the nanosecond. Details and commands: `bench/rti.py`.\n")
+        for title, header, rows in rti.tables(e):
+            self.p(f"**{title}**\n")
+            self.p("| " + " | ".join(header) + " |")
+            self.p("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+            for r in rows:
+                self.p("| " + " | ".join(r) + " |")
+            self.p()
+        for png, alt in (("rti_systems.png", "round trip by system"), ("rti_payload.png", "round trip against payload"),
+                         ("rti_endpoints.png", "round trip against endpoints"),
+                         ("rti_throughput.png", "throughput against payload")):
+            if os.path.exists(os.path.join(self.outdir, png)):
+                self.p(f"![{alt}]({png})\n")
+        t = e.get("targets") or rti.targets(e)
+        for core in ("inproc", "tcp", "zmq"):
+            k = t.get(f"rtt_ratio_{core}")
+            if k:
+                self.target(f"RTI: round trip through netloop's ideal network ≤ 1.2× HELICS alone ({core})",
+                            f"{k['value']:.2f}×", k["met"])
+        if "rtt_best_ms" in t:
+            b = t["rtt_best_ms"]
+            self.target("RTI: round trip through netloop ≤ 0.42 ms (the seed's best, FDK) on HELICS's fastest core",
+                        f"{b['value']:.3f} ms ({b['system']})", b["met"])
+        if "throughput_ratio_tcp_min" in t:
+            k = t["throughput_ratio_tcp_min"]
+            self.target("RTI: one-way throughput through netloop ≥ 0.8× HELICS alone (tcp)",
+                        f"{k['value']:.2f}× (least over payloads; median {k['median']:.2f}×)", k["met"])
+        self.target("RTI: no message lost or duplicated outside the model",
+                    f"{t.get('outside_model', '?')} lost or bad, {t.get('unaccounted', '?')} frames unaccounted",
+                    t.get("outside_model") == 0 and t.get("unaccounted") == 0)
+
     # ---- output
 
     def save(self, fig, name, alt):
@@ -955,7 +999,7 @@ class Report:
         exps = res["experiments"]
         order = [("sitl", self.sitl), ("delay", self.delay), ("table", self.table), ("capture", self.capture),
                  ("mixed", self.mixed), ("opcua", self.opcua), ("speed", self.speed),
-                 ("partitions", self.partitions)]
+                 ("partitions", self.partitions), ("rti", self.rti)]
         for name, fn in order:
             if name in exps:
                 fn(exps[name])

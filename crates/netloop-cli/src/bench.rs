@@ -90,6 +90,10 @@ pub enum BenchCommand {
         #[arg(long, default_value = "bench/out/wakeup.json")]
         json: PathBuf,
     },
+    /// One federate of the RTI benchmark (`bench/run --only rti` starts
+    /// them): a sender, a returnee or receiver, or all of them (and netloop)
+    /// in this process on HELICS's inproc core.
+    RtiFederate(crate::rti::RtiArgs),
     /// One MPI rank of `bench speed --mpi-ranks` (started by mpirun).
     #[command(hide = true)]
     SpeedRank {
@@ -442,6 +446,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                     &json,
                 )
             }
+            BenchCommand::RtiFederate(a) => return crate::rti::rti_federate(&a),
             BenchCommand::SpeedRank {
                 scenario,
                 sites,

@@ -16,6 +16,7 @@ mod live;
 #[cfg(feature = "mpi")]
 mod mpi_run;
 mod probe;
+mod rti;
 mod run;
 mod scenarios;
 

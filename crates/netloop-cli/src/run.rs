@@ -106,7 +106,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<SimDuration, String> {
 }
 
 /// Loads a topology file, printing every error; `None` if it has any.
-fn load(file: &Path, overrides: &netloop_config::Overrides) -> Option<Loaded> {
+pub(crate) fn load(file: &Path, overrides: &netloop_config::Overrides) -> Option<Loaded> {
     match netloop_config::load_with(file, overrides) {
         Ok(l) => Some(l),
         Err(errors) => {
@@ -122,7 +122,7 @@ fn load(file: &Path, overrides: &netloop_config::Overrides) -> Option<Loaded> {
     }
 }
 
-fn build(loaded: &Loaded) -> Option<Simulation> {
+pub(crate) fn build(loaded: &Loaded) -> Option<Simulation> {
     match Simulation::build(&loaded.spec) {
         Ok(s) => Some(s),
         Err(e) => {

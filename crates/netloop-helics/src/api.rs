@@ -130,6 +130,12 @@ api! {
     fn helicsFederateDisconnect(fed: Handle, err: *mut RawError);
     /// `void helicsFederateFree(fed)`.
     fn helicsFederateFree(fed: Handle);
+    /// `HelicsBroker helicsCreateBroker(const char *type, const char *name, const char *init, err)`.
+    fn helicsCreateBroker(ty: *const c_char, name: *const c_char, init: *const c_char, err: *mut RawError) -> Handle;
+    /// `void helicsBrokerDisconnect(broker, err)`.
+    fn helicsBrokerDisconnect(broker: Handle, err: *mut RawError);
+    /// `void helicsBrokerFree(broker)`.
+    fn helicsBrokerFree(broker: Handle);
     /// `void helicsAbort(int errorCode, const char *errorString)`.
     fn helicsAbort(code: c_int, message: *const c_char);
 }

@@ -238,6 +238,50 @@ impl Drop for Federate<'_> {
     }
 }
 
+/// A broker in this process (HELICS's `inproc` core needs one: its
+/// federates are threads of one process). Disconnected when dropped.
+pub struct Broker<'h> {
+    h: &'h Helics,
+    broker: Handle,
+}
+
+impl<'h> Broker<'h> {
+    /// Starts a broker of core type `core` named `name`, with `init` (e.g.
+    /// `--federates=3`).
+    pub fn new(
+        h: &'h Helics,
+        core: &str,
+        name: &str,
+        init: &str,
+    ) -> Result<Broker<'h>, HelicsError> {
+        let (core, name, init) = (
+            c(core, "core type")?,
+            c(name, "broker name")?,
+            c(init, "broker init string")?,
+        );
+        // SAFETY: the strings outlive the call; `e` is HELICS's error struct.
+        unsafe {
+            let mut e = (h.helicsErrorInitialize)();
+            let broker =
+                (h.helicsCreateBroker)(core.as_ptr(), name.as_ptr(), init.as_ptr(), &mut e);
+            check(h, &mut e, "creating a broker")?;
+            Ok(Broker { h, broker })
+        }
+    }
+}
+
+impl Drop for Broker<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the broker is not used after this.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            (self.h.helicsBrokerDisconnect)(self.broker, &mut e);
+            (self.h.helicsErrorClear)(&mut e);
+            (self.h.helicsBrokerFree)(self.broker);
+        }
+    }
+}
+
 /// Turns a set error into a [`HelicsError`] (and clears it).
 ///
 /// # Safety

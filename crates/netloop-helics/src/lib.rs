@@ -17,6 +17,7 @@
 //! - [`federate`]: a safe message federate on top of it.
 //! - [`cosim`]: the loop that runs a [`netloop_model::Simulation`] as a
 //!   federate, in simulated time.
+//! - [`rti`]: the sender and returnee federates of the RTI benchmark.
 //! - [`realtime`]: the federate beside a real-time run (real hosts), the
 //!   federation kept to the wall clock.
 
@@ -24,8 +25,9 @@ pub mod api;
 pub mod cosim;
 pub mod federate;
 pub mod realtime;
+pub mod rti;
 
 pub use api::Helics;
 pub use cosim::{run, CosimError, CosimReport};
-pub use federate::{Federate, HelicsError};
+pub use federate::{Broker, Federate, HelicsError};
 pub use realtime::run_realtime;

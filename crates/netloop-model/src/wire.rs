@@ -92,6 +92,11 @@ impl Wire {
         self.frames.front().map(|f| f.at)
     }
 
+    /// The frames on the wire, in the order they arrive.
+    pub fn frames(&self) -> impl Iterator<Item = &InAir> {
+        self.frames.iter()
+    }
+
     /// Segments on the wire.
     pub fn segs(&self) -> u64 {
         self.segs

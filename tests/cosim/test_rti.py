@@ -1,0 +1,88 @@
+"""The RTI benchmark's federates and harness (bench/rti.py, `netloop bench
+rti-federate`, issue 18), small: what the benchmark reports must be true.
+
+Checked: a round trip through netloop takes exactly the model's delay in
+simulated time (LAN, a message of three fragments); on a lossy WAN the only
+messages lost are lost in the network, and every frame is accounted for;
+HELICS alone and with a relay return every message; the throughput test's
+receiver counts every message; bad arguments are named.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import helics  # noqa: F401
+except ImportError:  # pragma: no cover - CI installs it
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("the `helics` package is not installed (pip install 'helics>=3.6,<4')", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import rti  # noqa: E402  (bench/rti.py)
+
+NETLOOP = os.environ.get("NETLOOP", "netloop")
+
+
+@pytest.fixture(autouse=True)
+def _netloop(monkeypatch):
+    monkeypatch.setenv("NETLOOP", NETLOOP)
+
+
+def test_a_round_trip_through_netloop_takes_the_models_delay_exactly():
+    p = rti.measure(rti.S("tcp", "lan"), payload=3000, count=30, timeout=120)
+    assert (p["returned"], p["lost"], p["bad"]) == (30, 0, 0), p
+    # 3 008 bytes of UDP: fragments of 1 480 + 1 480 + 48 bytes, each
+    # serialized at 1 Gbit/s, then 50 us, each way.
+    assert p["sim_rtt_model_ns"] == 2 * (50_000 + 12_256 + 12_256 + 944), p
+    assert p["sim_rtt_exact"], p["sim_rtt_extra_ns"]
+    n = p["netloop"]
+    assert n["unaccounted"] == 0 and not n["dropped"], n
+    # Warm-up and measured rounds, each message in and out once per way.
+    assert n["from_federation"] == n["to_federation"] == 2 * 32, n
+
+
+def test_a_lossy_wan_loses_messages_in_the_network_only():
+    p = rti.measure(rti.S("inproc", "wan"), count=300, timeout=120)
+    assert p["lost"] > 0, "1 % loss each way over 300 round trips lost nothing"
+    assert p["returned"] + p["lost"] == p["sent"] == 300 and p["bad"] == 0 and p["late"] == 0, p
+    n = p["netloop"]
+    assert n["unaccounted"] == 0, n
+    # Every lost message is a frame the WAN dropped (the warm-up's too).
+    assert n["dropped"].get("random_loss", 0) >= p["lost"], n
+    assert p["sim_rtt_exact"], p["sim_rtt_extra_ns"]
+
+
+@pytest.mark.parametrize("system", [rti.S("tcp"), rti.S("tcp", "relay")], ids=["alone", "relay"])
+def test_helics_alone_and_through_a_relay_return_every_message(system):
+    p = rti.measure(system, count=50, endpoints=3, timeout=120)
+    assert (p["returned"], p["lost"], p["bad"]) == (150, 0, 0), p
+    # HELICS's time epsilon: 1 ns a round trip alone, 2 with a federate in
+    # between (as through netloop's ideal network).
+    assert p["sim_rtt_p50_ns"] == (1 if system["net"] is None else 2), p
+
+
+def test_the_throughput_receiver_counts_every_message():
+    p = rti.measure(rti.S("tcp", "ideal"), test="throughput", payload=1024, count=400, timeout=120)
+    assert p["sent"] == p["received"] == 400, p
+    assert p["receiver_rate"] > 0 and p["sender_rate"] > 0
+    assert p["netloop"]["unaccounted"] == 0
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--payload", "4"], "--payload"),
+    (["--rate-hz=-5"], "--rate-hz"),
+    (["--topology", "x.toml"], "--topology"),
+])
+def test_bad_arguments_are_named(args, named):
+    r = subprocess.run([NETLOOP, "bench", "rti-federate", "sender", *args], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0
+    assert named in r.stderr, r.stderr
