@@ -876,9 +876,11 @@ def main():
         sys.exit(f"--only: unknown experiment {bad[0]!r} (known: {', '.join(EXPERIMENTS)})")
     if os.geteuid() != 0:
         sys.exit("bench/reference.py needs root (it creates network namespaces): sudo bench/run")
-    missing = [f"{tool} (apt-get install {pkg})" for tool, pkg in
-               (("iperf3", "iperf3"), ("ping", "iputils-ping"), ("ethtool", "ethtool"), ("ip", "iproute2"),
-                ("tc", "iproute2"))
+    # The tools of the experiments with real hosts (speed, partitions and
+    # rti have none).
+    tools = (("iperf3", "iperf3"), ("ping", "iputils-ping"), ("ethtool", "ethtool"), ("ip", "iproute2"),
+             ("tc", "iproute2")) if set(only) - {"speed", "partitions", "rti"} else ()
+    missing = [f"{tool} (apt-get install {pkg})" for tool, pkg in tools
                if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode]
     if not os.access(NETLOOP, os.X_OK):
         missing.append(f"{NETLOOP} (cargo build --release)")
@@ -949,7 +951,8 @@ def machine():
     ns3 = "3.37 (Debian)" if os.access(NS3_EMU, os.X_OK) else "missing"
     return {"cpus": os.cpu_count(), "cpu": cpu, "mem_mib": mem, "kernel": os.uname().release,
             "netloop_commit": commit, "ns3": ns3,
-            "iperf3": subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]}
+            "iperf3": (subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+                       if shutil.which("iperf3") else "missing")}
 
 
 def save(res, outdir):

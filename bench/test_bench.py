@@ -164,6 +164,64 @@ class Partitions(unittest.TestCase):
         self.assertEqual(t, {})
 
 
+class Rti(unittest.TestCase):
+    @staticmethod
+    def rtt(system, ms, hz=None, **extra):
+        return {"system": system, "test": "round-trip", "payload": 8, "endpoints": 1, "rtt_p50_ms": ms,
+                "rate_hz": 1000 / ms, "rate_limit_hz": hz, "lost": 0, "bad": 0, "sent": 100, "returned": 100,
+                **extra}
+
+    @staticmethod
+    def tput(system, rate, payload=64):
+        return {"system": system, "test": "throughput", "payload": payload, "endpoints": 1, "sent": 100,
+                "received": 100, "sender_rate": 10 * rate, "receiver_rate": rate, "lost": 0, "bad": 0}
+
+    def test_targets_come_from_the_measurements(self):
+        import rti
+        e = {"systems": [self.rtt("helics tcp", 1.0), self.rtt("netloop ideal tcp", 1.1, netloop={"unaccounted": 0}),
+                         self.rtt("helics inproc", 0.2), self.rtt("netloop ideal inproc", 0.5),
+                         self.rtt("netloop wan tcp", 4.0, lost=3)],
+             "payload": [], "endpoints": [],
+             "throughput": [self.tput("helics tcp", 1000), self.tput("netloop ideal tcp", 900),
+                            self.tput("helics tcp", 1000, 512), self.tput("netloop ideal tcp", 700, 512)]}
+        t = rti.targets(e)
+        self.assertTrue(t["rtt_ratio_tcp"]["met"])
+        self.assertFalse(t["rtt_ratio_inproc"]["met"])
+        self.assertAlmostEqual(t["rtt_ratio_inproc"]["value"], 2.5)
+        self.assertEqual(t["rtt_best_ms"]["system"], "netloop ideal inproc")
+        self.assertFalse(t["rtt_best_ms"]["met"])
+        self.assertAlmostEqual(t["throughput_ratio_tcp_min"]["value"], 0.7)
+        self.assertFalse(t["throughput_ratio_tcp_min"]["met"])
+        # The WAN's losses are the model's; nothing else lost.
+        self.assertEqual(t["outside_model"], 0)
+        e["systems"].append(self.rtt("netloop lan tcp", 2.0, lost=1))
+        self.assertEqual(rti.targets(e)["outside_model"], 1)
+        targets, text = section("rti", e)
+        self.assertEqual(targets["RTI: round trip through netloop's ideal network ≤ 1.2× HELICS alone (tcp)"],
+                         ("1.10×", "**met**"))
+        self.assertEqual(targets["RTI: no message lost or duplicated outside the model"][1], "**not met**")
+        self.assertIn("| helics tcp | 1.000 | 1000 | failed |", text)
+
+    def test_the_models_delay_counts_every_fragment(self):
+        import rti
+        # 8 bytes: one minimum frame (60 + 24 bytes) at 1 Gbit/s, and 50 us.
+        self.assertEqual(rti.one_way_ns("lan", 8), 50_000 + 672)
+        # 3 008 bytes of UDP: 1 480 + 1 480 + 48 bytes of IP payload.
+        self.assertEqual(rti.one_way_ns("lan", 3000), 50_000 + 2 * 12_256 + 944)
+        self.assertEqual(rti.one_way_ns("ideal", 65000), 0)
+
+    def test_the_topology_names_every_endpoint_pair(self):
+        import rti
+        t = rti.topology("wan", 3, "tcp", 4242, "10s", " --maxsize=262144")
+        self.assertEqual(t.count("[[endpoint]]"), 6)
+        self.assertIn('to = "nb2"', t)
+        self.assertIn('federate = "ret2"', t)
+        self.assertIn("loss = 0.01", t)
+        self.assertIn('init = "--brokerport=4242 --maxsize=262144"', t)
+        r = check(t)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
 class Capacity(unittest.TestCase):
     def test_capacity_stops_at_the_first_lossy_rate(self):
         # 3 lost in 1000 at the third rate breaks the ladder; a clean

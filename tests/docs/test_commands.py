@@ -397,6 +397,15 @@ HOW: dict[str, How] = {
         check_grid_study_help, "tests/cosim/test_helics.py runs the study (a minute) and checks its figures"
     ),
     'sudo env "PATH=$PATH" python examples/cosim/run.py --realtime': How(check_cosim_example),
+    "sudo bench/run --only rti": How(
+        lambda c, t: ok(sh("python3 bench/reference.py --help", ROOT, 120), "bench/reference.py --help"),
+        "about 10 minutes and installs packages; tests/cosim/test_rti.py runs its measurements small, and "
+        "here its options parse",
+    ),
+    "python bench/rti.py --out bench/out/rti": How(
+        lambda c, t: ok(sh(f"{sys.executable} bench/rti.py --help", ROOT, 120), "bench/rti.py --help"),
+        "about 10 minutes; tests/cosim/test_rti.py runs its measurements small, and here its options parse",
+    ),
     # docs/realtime.md
     "sudo netloop run examples/real-hosts.toml --json out/results.json --log-dir out/logs": How(
         run_in_scratch("out/results.json", "out/logs/h1.0.log")
