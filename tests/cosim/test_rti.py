@@ -5,14 +5,19 @@ Checked: a round trip through netloop takes exactly the model's delay in
 simulated time (LAN, a message of three fragments); on a lossy WAN the only
 messages lost are lost in the network, and every frame is accounted for;
 HELICS alone and with a relay return every message; the throughput test's
-receiver counts every message; bad arguments are named.
+receiver counts every message; bad arguments are named. And what the
+issue asks of a federation that breaks: a federate that leaves mid-run
+ends netloop's run with a clear message and its results kept, and one
+killed mid-run fails it (exit 1) with HELICS's words and the results kept.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +91,67 @@ def test_bad_arguments_are_named(args, named):
                        timeout=60)
     assert r.returncode != 0
     assert named in r.stderr, r.stderr
+
+
+def start_federation(tmp_path, rounds: int):
+    """A broker, the returnee, netloop (a LAN with 1 Mbit/s of background
+    UDP, to last 100 000 s) and a sender of `rounds` round trips through
+    it; returns (processes by name, results path)."""
+    port = rti.free_port()
+    topo = tmp_path / "net.toml"
+    topo.write_text(rti.topology("lan", 1, "zmq", port, "100000s")
+                    + '\n[[traffic]]\nname = "bg"\nkind = "udp-cbr"\nfrom = "a"\nto = "b"\nrate = "1Mbps"\n')
+    init = f"--init=--brokerport={port}"
+    out = tmp_path / "results.json"
+    procs = {"broker": subprocess.Popen([str(rti.helics_dir() / "install" / "bin" / "helics_broker"),
+                                         "--coretype=zmq", "--federates=3", f"--port={port}", "--globaltime",
+                                         "--loglevel=warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)}
+    fed = [NETLOOP, "bench", "rti-federate"]
+    procs["returnee"] = subprocess.Popen([*fed, "returnee", "--core", "zmq", init, "--json", str(tmp_path / "r.json")],
+                                         stderr=subprocess.DEVNULL)
+    procs["netloop"] = subprocess.Popen([NETLOOP, "run", str(topo), "-q", "--json", str(out)], stderr=subprocess.PIPE,
+                                        text=True)
+    procs["sender"] = subprocess.Popen([*fed, "sender", "--core", "zmq", init, "--to", "na", "--count", str(rounds),
+                                        "--json", str(tmp_path / "s.json")], stderr=subprocess.DEVNULL)
+    return procs, out
+
+
+def end_all(procs):
+    for p in procs.values():  # only what the test started, by its handle
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_federate_that_leaves_ends_netloops_run_with_its_results(tmp_path):
+    procs, out = start_federation(tmp_path, 20)
+    try:
+        _, err = procs["netloop"].communicate(timeout=90)
+    finally:
+        end_all(procs)
+    # Not the 100 000 s of background traffic: the run ends when the sender
+    # has left, says so, and keeps its results.
+    assert procs["netloop"].returncode == 0, err
+    assert "federate 'rti_sender' left it" in err, err
+    r = json.loads(out.read_text())
+    assert r["cosim"]["end"] == "federate_left" and "rti_sender" in r["cosim"]["departed"], r["cosim"]
+    assert r["meta"]["sim_time_reached_ns"] < 100_000 * 10**9
+    assert r["conservation"]["unaccounted"] == 0
+    assert r["cosim"]["to_federation"] >= 2 * 22
+
+
+def test_a_federate_killed_mid_run_fails_the_run_with_its_results_kept(tmp_path):
+    procs, out = start_federation(tmp_path, 100_000)
+    try:
+        time.sleep(3)
+        procs["returnee"].kill()
+        _, err = procs["netloop"].communicate(timeout=120)
+    finally:
+        end_all(procs)
+    # HELICS notices the lost connection (about 20 s with zmq), and netloop
+    # ends the run with HELICS's words and its results so far.
+    assert procs["netloop"].returncode == 1, err
+    assert "the HELICS federation failed at" in err and "the results up to then are kept" in err, err
+    r = json.loads(out.read_text())
+    assert r["cosim"]["end"] == "failed" and r["cosim"]["failure"], r["cosim"]
+    assert r["conservation"]["unaccounted"] == 0

@@ -549,6 +549,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         );
         failed = true;
     }
+    if results.cosim.as_ref().is_some_and(|c| c["end"] == "failed") {
+        failed = true;
+    }
     if interrupted {
         eprintln!(
             "interrupted at {} of {}",
@@ -606,6 +609,25 @@ fn execute_cosim(
     let interrupted = report.end == "interrupted";
     if !quiet {
         print_federate(&report);
+    }
+    let reached = SimTime::from_nanos(results.meta.sim_time_reached_ns);
+    match report.end {
+        "federate_left" => eprintln!(
+            "the federation ended at {reached} of {}: {} left it; netloop's run ends there, its results kept",
+            sim.net.spec().run.duration,
+            report
+                .departed
+                .iter()
+                .map(|n| format!("federate '{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "failed" => eprintln!(
+            "error: the HELICS federation failed at {reached} of {}: {}; the results up to then are kept",
+            sim.net.spec().run.duration,
+            report.failure.as_deref().unwrap_or("?")
+        ),
+        _ => {}
     }
     results.cosim = Some(serde_json::to_value(&report)?);
     Ok((results, interrupted))

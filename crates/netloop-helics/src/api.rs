@@ -130,6 +130,12 @@ api! {
     fn helicsFederateDisconnect(fed: Handle, err: *mut RawError);
     /// `void helicsFederateFree(fed)`.
     fn helicsFederateFree(fed: Handle);
+    /// `HelicsQuery helicsCreateQuery(const char *target, const char *query)`.
+    fn helicsCreateQuery(target: *const c_char, query: *const c_char) -> Handle;
+    /// `const char *helicsQueryExecute(query, fed, err)`.
+    fn helicsQueryExecute(query: Handle, fed: Handle, err: *mut RawError) -> *const c_char;
+    /// `void helicsQueryFree(query)`.
+    fn helicsQueryFree(query: Handle);
     /// `HelicsBroker helicsCreateBroker(const char *type, const char *name, const char *init, err)`.
     fn helicsCreateBroker(ty: *const c_char, name: *const c_char, init: *const c_char, err: *mut RawError) -> Handle;
     /// `void helicsBrokerDisconnect(broker, err)`.

@@ -57,9 +57,19 @@ pub struct CosimReport {
     /// Messages that reached an endpoint without a `federate`: read and
     /// discarded (counted, as there is nobody to hand them to).
     pub without_federate: u64,
-    /// Why the run ended: `"duration"`, `"interrupted"`, or in real time
-    /// `"run_ended"` (the run ended before the federation started).
+    /// Why the run ended: `"duration"`, `"interrupted"`, `"federate_left"`
+    /// (another federate left the federation before netloop's duration:
+    /// `departed` names it), `"failed"` (HELICS failed mid-run: `failure`
+    /// says how), or in real time `"run_ended"` (the run ended before the
+    /// federation started).
     pub end: &'static str,
+    /// The federates that had left the federation when netloop ended its
+    /// run for it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub departed: Vec<String>,
+    /// What HELICS said when it failed mid-run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// In real time: the engine's clock less HELICS's (both on the wall
     /// clock, started at different moments: negative when the federation
     /// started before the engine's clock), ns; absent in simulated time,
@@ -133,15 +143,40 @@ pub fn run(
     stop: &dyn Fn() -> bool,
 ) -> Result<CosimReport, CosimError> {
     let (mut fed, mut report) = join(helics, &settings(spec), spec, &sim.endpoints)?;
-    let end = SimTime::ZERO + sim.net.spec().run.duration;
-    let mut now = SimTime::ZERO;
     let horizon = Horizon::of(sim);
     report.lookahead_ns = horizon.lookahead.as_nanos();
+    // From here on a failure of HELICS ends the run where it stands, its
+    // results kept (a federate killed mid-run, a broker gone).
+    if let Err(e) = advance(sim, &mut fed, &horizon, &mut report, stop) {
+        report.end = if stop() { "interrupted" } else { "failed" };
+        report.failure = Some(e.to_string());
+        let _ = fed.disconnect();
+        return Ok(report);
+    }
+    fed.disconnect()?;
+    Ok(report)
+}
+
+/// How often (wall clock) netloop asks the broker whether a federate left.
+const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
+
+/// The loop of [`run`]: grants, intake, events, hand-over, until the end of
+/// the run, Ctrl-C, or another federate leaving.
+fn advance(
+    sim: &mut Simulation,
+    fed: &mut Federate<'_>,
+    horizon: &Horizon,
+    report: &mut CosimReport,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), HelicsError> {
+    let end = SimTime::ZERO + sim.net.spec().run.duration;
+    let mut now = SimTime::ZERO;
+    let mut checked = Instant::now();
     loop {
         // The events due by the granted time first: the queue's clock then
         // stands at it, where the federation's messages enter.
         sim.run_until(now, u64::MAX, |_, _| true);
-        for (i, m) in intake(&mut fed, sim.endpoints.len(), &mut report)? {
+        for (i, m) in intake(fed, sim.endpoints.len(), report)? {
             let e = &sim.endpoints[i];
             if sim
                 .net
@@ -153,19 +188,22 @@ pub fn run(
         }
         sim.run_until(now, u64::MAX, |_, _| true);
         let arrived = sim.net.take_messages(&sim.endpoints);
-        hand_over(
-            &mut fed,
-            &sim.endpoints,
-            arrived,
-            |m| seconds(m.at),
-            &mut report,
-        )?;
+        hand_over(fed, &sim.endpoints, arrived, |m| seconds(m.at), report)?;
         if now >= end {
             break;
         }
         if stop() {
             report.end = "interrupted";
             break;
+        }
+        if checked.elapsed() >= DEPARTURES_EVERY {
+            checked = Instant::now();
+            let gone = departed(fed, &report.federate)?;
+            if !gone.is_empty() {
+                report.end = "federate_left";
+                report.departed = gone;
+                break;
+            }
         }
         let next = horizon.next(sim, now, end);
         let t0 = Instant::now();
@@ -178,8 +216,31 @@ pub fn run(
         }
         now = g;
     }
-    fed.disconnect()?;
-    Ok(report)
+    Ok(())
+}
+
+/// The federates other than `me` that have left the federation (or failed),
+/// by the broker's `current_state`.
+///
+/// Why ask: a federate that leaves releases netloop's time (HELICS then
+/// grants whatever netloop asks), so nothing else tells netloop that the
+/// federation it moves messages for is gone; it would run on to its
+/// duration, handing messages to nobody.
+fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
+    let answer = fed.query("root", "current_state")?;
+    let Ok(state) = serde_json::from_str::<serde_json::Value>(&answer) else {
+        return Ok(Vec::new());
+    };
+    let gone = state["federates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| matches!(f["state"].as_str(), Some("disconnected" | "error")))
+        .filter_map(|f| f["attributes"]["name"].as_str())
+        .filter(|n| *n != me)
+        .map(str::to_string)
+        .collect();
+    Ok(gone)
 }
 
 /// How far netloop may ask HELICS to advance: as far as no message can

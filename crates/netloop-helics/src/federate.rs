@@ -215,6 +215,24 @@ impl<'h> Federate<'h> {
         }
     }
 
+    /// Asks `target` (a federate, a core, `root`: the broker at the top)
+    /// HELICS's `query` (e.g. `current_state`); returns its answer, JSON
+    /// for most queries.
+    pub fn query(&mut self, target: &str, query: &str) -> Result<String, HelicsError> {
+        let (t, q) = (c(target, "query target")?, c(query, "query")?);
+        // SAFETY: a live federate; the strings outlive the calls; the answer
+        // is copied before the query is freed.
+        unsafe {
+            let h = self.h;
+            let qh = (h.helicsCreateQuery)(t.as_ptr(), q.as_ptr());
+            let mut e = (h.helicsErrorInitialize)();
+            let answer = cstr((h.helicsQueryExecute)(qh, self.fed, &mut e));
+            (h.helicsQueryFree)(qh);
+            check(h, &mut e, &format!("query '{query}' of '{target}'"))?;
+            Ok(answer)
+        }
+    }
+
     /// Leaves the federation (also done when dropped).
     pub fn disconnect(&mut self) -> Result<(), HelicsError> {
         if self.done {
