@@ -144,6 +144,24 @@ def test_in_real_time_a_real_program_answers_a_federate_through_the_network(tmp_
     assert (pmu["sent"], pmu["received"]) == (10, 10)
 
 
+def test_a_broker_that_is_not_there_is_an_error_before_anything_runs(tmp_path):
+    """In real time netloop joins the federation before it creates the
+    real hosts: with no broker, the run fails with HELICS's words and the
+    real host's program never ran."""
+    need_root()
+    from run import free_port
+
+    marker = tmp_path / "ran"
+    topo = tmp_path / "rt.toml"
+    topo.write_text(REAL.replace("python3 -u examples/cosim/controller.py 5000", f"touch {marker}")
+                    .replace('timeout = "20s"', f'timeout = "3s"\ninit = "--brokerport={free_port()}"', 1))
+    r = subprocess.run([NETLOOP, "run", str(topo), "-q"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, VIRTUAL_ENV=sys.prefix))
+    assert r.returncode != 0
+    assert "could not join the HELICS federation" in r.stderr, r.stderr
+    assert not marker.exists(), "the real host's program ran although the federation was never joined"
+
+
 def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
     need_root()
     outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms")

@@ -67,12 +67,18 @@ pub fn execute_live(
     };
     let endpoints = sim.endpoints.clone();
     std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
         let thread = federate.as_ref().map(|(helics, handle, spec)| {
             let endpoints = &endpoints;
             scope.spawn(move || {
                 let stop = || interrupted().load(std::sync::atomic::Ordering::SeqCst);
-                let r = netloop_helics::run_realtime(helics, spec, endpoints, handle, &stop);
-                if r.is_err() {
+                let joined = std::cell::Cell::new(false);
+                let r =
+                    netloop_helics::run_realtime(helics, spec, endpoints, handle, &stop, || {
+                        joined.set(true);
+                        let _ = tx.send(());
+                    });
+                if r.is_err() && joined.get() {
                     // The federation failed: the run ends with it.
                     let _ = handle.call(
                         netloop_io::live::Request::Stop,
@@ -82,6 +88,34 @@ pub fn execute_live(
                 r
             })
         });
+        // The broker first: one that is not there is an error before any
+        // namespace or program exists (the thread drops the channel unsent).
+        let mut joined = thread.is_none();
+        while !joined {
+            match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(()) => joined = true,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if interrupted().load(std::sync::atomic::Ordering::SeqCst) {
+                        // Ctrl-C while HELICS retries the broker.
+                        if let Some((helics, _, _)) = &federate {
+                            helics.abort("netloop was interrupted");
+                        }
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        if !joined {
+            if let Some(t) = thread {
+                let e = match t.join().expect("the federate's thread panicked") {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "it left before joining".to_string(),
+                };
+                return Err(anyhow!(
+                    "{topology}: could not join the HELICS federation: {e}"
+                ));
+            }
+        }
         let out = execute_live_inner(
             sim,
             topology,

@@ -142,7 +142,7 @@ pub fn run(
     spec: &HelicsSpec,
     stop: &dyn Fn() -> bool,
 ) -> Result<CosimReport, CosimError> {
-    let (mut fed, mut report) = join(helics, &settings(spec), spec, &sim.endpoints)?;
+    let (mut fed, mut report) = join(helics, &settings(spec), spec, &sim.endpoints, || {})?;
     let horizon = Horizon::of(sim);
     report.lookahead_ns = horizon.lookahead.as_nanos();
     // From here on a failure of HELICS ends the run where it stands, its
@@ -370,12 +370,15 @@ fn fragment_of(frame: &[u8]) -> Option<(([u8; 4], [u8; 4], u16, u8), u16)> {
 }
 
 /// Joins the federation with `settings`: one HELICS endpoint per topology
-/// endpoint, of the same name; returns once every federate is ready.
+/// endpoint, of the same name; calls `connected` once the broker has taken
+/// the federate and its endpoints, and returns once every federate is
+/// ready.
 pub(crate) fn join<'h>(
     helics: &'h Helics,
     settings: &Settings,
     spec: &HelicsSpec,
     endpoints: &[EndpointInfo],
+    connected: impl FnOnce(),
 ) -> Result<(Federate<'h>, CosimReport), CosimError> {
     if endpoints.is_empty() {
         return Err(CosimError::Topology(
@@ -386,6 +389,7 @@ pub(crate) fn join<'h>(
     for e in endpoints {
         fed.register_endpoint(&e.name)?;
     }
+    connected();
     fed.enter_executing()?;
     let report = CosimReport {
         federate: spec.name.clone(),

@@ -41,27 +41,33 @@ use crate::cosim::{hand_over, intake, join, settings, CosimError, CosimReport};
 const RT_LAG: Duration = Duration::from_millis(100);
 
 /// Runs the federate beside a real-time run reached through `remote`,
-/// until the run ends (its requests fail) or `stop` says so.
+/// until the run ends (its requests fail) or `stop` says so. `connected`
+/// is called once the broker has taken the federate: the caller starts the
+/// run (its namespaces, its programs) only then, so that a broker that is
+/// not there is an error before anything is created.
 pub fn run_realtime(
     helics: &Helics,
     spec: &HelicsSpec,
     endpoints: &[EndpointInfo],
     remote: &RemoteHandle,
     stop: &dyn Fn() -> bool,
+    connected: impl FnOnce(),
 ) -> Result<CosimReport, CosimError> {
     let mut s = settings(spec);
     s.realtime = Some((RT_LAG, Duration::ZERO));
-    let (mut fed, mut report) = join(helics, &s, spec, endpoints)?;
+    let (mut fed, mut report) = join(helics, &s, spec, endpoints, connected)?;
     // HELICS's real-time clock starts as the federation starts executing.
-    let helics_zero = Instant::now();
-    let helics_now = || helics_zero.elapsed().as_nanos() as i64;
+    // (Refined at each grant below: enterExecutingMode may return well after
+    // HELICS started the clock, on a machine busy setting up the run.)
+    let mut helics_zero = Instant::now();
+    let helics_now = |zero: Instant| zero.elapsed().as_nanos() as i64;
     // The engine may still be setting up the real hosts: it answers once
     // its clock runs.
     let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
-    let offset = loop {
+    let mut offset = loop {
         match remote.call(Request::Now, Duration::from_millis(500)) {
             // The engine's clock less HELICS's, both read now.
-            Ok(Reply::Now(t)) => break t.as_nanos() as i64 - helics_now(),
+            Ok(Reply::Now(t)) => break t.as_nanos() as i64 - helics_now(helics_zero),
             _ if Instant::now() < deadline && !stop() => continue,
             _ => {
                 report.end = "run_ended";
@@ -70,7 +76,6 @@ pub fn run_realtime(
             }
         }
     };
-    report.offset_ns = Some(offset);
     let step_ns = spec.step.as_nanos() as i64;
     let mut granted = 0.0;
     let mut waits: Vec<u64> = Vec::new();
@@ -84,7 +89,7 @@ pub fn run_realtime(
         // the granted time plus a step would let HELICS's time fall ever
         // further behind the wall clock whenever a step costs more than a
         // step (up to its real-time lag, where it forces grants).
-        let next = ((helics_now() / step_ns) + 1) * step_ns;
+        let next = ((helics_now(helics_zero) / step_ns) + 1) * step_ns;
         let want = (next as f64 / 1e9).max(granted + 1e-9);
         let t0 = Instant::now();
         let g = fed.request_time(want)?;
@@ -94,6 +99,16 @@ pub fn run_realtime(
             report.early_grants += 1;
         }
         granted = g;
+        // HELICS grants g once its clock has reached g: its clock started
+        // no later than g before now. Where that is earlier than thought,
+        // HELICS's clock is ahead of ours: move ours (and the offset) so
+        // that no arrival is stamped with a time before its own.
+        if let Some(start) = Instant::now().checked_sub(Duration::from_secs_f64(g.max(0.0))) {
+            if start < helics_zero {
+                offset -= (helics_zero - start).as_nanos() as i64;
+                helics_zero = start;
+            }
+        }
         let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
             intake(&mut fed, endpoints.len(), &mut report)?
                 .into_iter()
@@ -129,8 +144,20 @@ pub fn run_realtime(
                 .filter(|(i, _)| endpoints[*i].federate.is_some())
                 .map(|(_, m)| (now - m.at).as_nanos()),
         );
-        hand_over(&mut fed, endpoints, arrived, |_| granted, &mut report)?;
+        // Stamped with the grant, or with its arrival on HELICS's clock if that
+        // is later (the engine answers at its now, which may be past the
+        // grant): never earlier than it arrived. HELICS takes sends stamped
+        // at or after the federate's time.
+        let off = offset;
+        hand_over(
+            &mut fed,
+            endpoints,
+            arrived,
+            |m| granted.max((m.at.as_nanos() as i64 - off) as f64 / 1e9),
+            &mut report,
+        )?;
     }
+    report.offset_ns = Some(offset);
     fed.disconnect()?;
     if !lags.is_empty() {
         lags.sort_unstable();
