@@ -83,6 +83,19 @@ def helics_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def federate_env() -> dict:
+    """The environment of netloop and the federates: HELICS's library named
+    explicitly (the one of the `helics` package this Python imports), so
+    that they use it whatever Python or virtual environment is active."""
+    env = dict(os.environ)
+    if "NETLOOP_HELICS_LIB" not in env:
+        for lib in ("install/lib64/libhelics.so.3", "install/lib/libhelics.so.3"):
+            if (helics_dir() / lib).exists():
+                env["NETLOOP_HELICS_LIB"] = str(helics_dir() / lib)
+                break
+    return env
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,7 +151,8 @@ class Run:
 
     def spawn(self, args, **kw) -> subprocess.Popen:
         p = subprocess.Popen(args, stdout=kw.pop("stdout", subprocess.DEVNULL),
-                             stderr=kw.pop("stderr", subprocess.DEVNULL), start_new_session=True, **kw)
+                             stderr=kw.pop("stderr", subprocess.DEVNULL), start_new_session=True,
+                             env=kw.pop("env", federate_env()), **kw)
         self.procs.append(p)
         return p
 

@@ -88,7 +88,7 @@ def test_the_throughput_receiver_counts_every_message():
 ])
 def test_bad_arguments_are_named(args, named):
     r = subprocess.run([NETLOOP, "bench", "rti-federate", "sender", *args], capture_output=True, text=True,
-                       timeout=60)
+                       timeout=60, env=rti.federate_env())
     assert r.returncode != 0
     assert named in r.stderr, r.stderr
 
@@ -106,13 +106,14 @@ def start_federation(tmp_path, rounds: int):
     procs = {"broker": subprocess.Popen([str(rti.helics_dir() / "install" / "bin" / "helics_broker"),
                                          "--coretype=zmq", "--federates=3", f"--port={port}", "--globaltime",
                                          "--loglevel=warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)}
+    env = rti.federate_env()
     fed = [NETLOOP, "bench", "rti-federate"]
     procs["returnee"] = subprocess.Popen([*fed, "returnee", "--core", "zmq", init, "--json", str(tmp_path / "r.json")],
-                                         stderr=subprocess.DEVNULL)
+                                         stderr=subprocess.DEVNULL, env=env)
     procs["netloop"] = subprocess.Popen([NETLOOP, "run", str(topo), "-q", "--json", str(out)], stderr=subprocess.PIPE,
-                                        text=True)
+                                        text=True, env=env)
     procs["sender"] = subprocess.Popen([*fed, "sender", "--core", "zmq", init, "--to", "na", "--count", str(rounds),
-                                        "--json", str(tmp_path / "s.json")], stderr=subprocess.DEVNULL)
+                                        "--json", str(tmp_path / "s.json")], stderr=subprocess.DEVNULL, env=env)
     return procs, out
 
 
