@@ -176,7 +176,19 @@ def federate_args(test: str, payload: int, count: int, endpoints: int, rate_hz: 
     return a
 
 
-def measure(system: dict, test: str = "round-trip", payload: int = 8, count: int = 500, endpoints: int = 1,
+def measure(system: dict, **kw) -> dict:
+    """One measurement of `system` (see measure_once), run again (up to
+    three times) when a HELICS core found its port taken."""
+    for attempt in range(3):
+        try:
+            return {**measure_once(system, **kw), "port_retries": attempt}
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count: int = 500, endpoints: int = 1,
             rate_hz: float | None = None, spacing: float = 0.0, timeout: float = 300.0) -> dict:
     """One measurement of `system` ({core, net (None: HELICS alone), rt})."""
     core, net, rt = system["core"], system.get("net"), system.get("rt", False)
@@ -223,24 +235,36 @@ def measure(system: dict, test: str = "round-trip", payload: int = 8, count: int
         init = [f"--init=--brokerport={port}{size}"]
         role = "returnee" if test == "round-trip" else "receiver"
         ret_json = run.dir / "ret.json"
+        log = lambda who: {"stdout": open(run.dir / f"{who}.err", "w"), "stderr": subprocess.STDOUT}  # noqa: E731
         ret = run.spawn([nl, "bench", "rti-federate", role, "--core", core, *init, *common,
-                         "--json", str(ret_json)], stderr=open(run.dir / "ret.err", "w"))
+                         "--json", str(ret_json)], **log("returnee"))
         netp = None
+        others = {"returnee": ret}
         if net == "relay":
-            run.spawn([nl, "bench", "rti-federate", "relay", "--core", core, *init, "--endpoints", str(endpoints),
-                       "--json", str(run.dir / "relay.json")])
+            others["relay"] = run.spawn([nl, "bench", "rti-federate", "relay", "--core", core, *init, "--endpoints",
+                                         str(endpoints), "--json", str(run.dir / "relay.json")], **log("relay"))
         elif net:
             topo = run.dir / "net.toml"
             # In real time the run lasts its duration on the wall clock: it
             # is interrupted once the sender is done.
             topo.write_text(topology(net, endpoints, core, port, "3600s" if rt else "100000s", size))
             netp = run.spawn([nl, "run", str(topo), "--quiet", "--json", str(run.dir / "netloop.json"),
-                              *(["--realtime"] if rt else [])], stderr=open(run.dir / "netloop.err", "w"))
+                              *(["--realtime"] if rt else [])], **log("netloop"))
+            others["netloop"] = netp
         snd = run.spawn([nl, "bench", "rti-federate", "sender", "--core", core, *init, *common, *to,
-                         "--json", str(out)], stderr=open(run.dir / "snd.err", "w"))
-        snd.wait(timeout=timeout)
+                         "--json", str(out)], **log("sender"))
+        # A federate that fails leaves the others waiting for the federation:
+        # the attempt ends at once.
+        deadline = time.monotonic() + timeout
+        while snd.poll() is None:
+            for who, p in others.items():
+                if p.poll() not in (None, 0):
+                    failed(who, p.returncode, run.dir)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sender did not finish within {timeout:g} s")
+            time.sleep(0.05)
         if snd.returncode != 0:
-            raise RuntimeError(f"sender: exit {snd.returncode}: {(run.dir / 'snd.err').read_text()[-800:]}")
+            failed("sender", snd.returncode, run.dir)
         if netp is not None and rt:
             netp.send_signal(signal.SIGINT)
         ret.wait(timeout=60)
@@ -255,6 +279,18 @@ def measure(system: dict, test: str = "round-trip", payload: int = 8, count: int
         return finish(d, system, test, payload, endpoints, count)
     finally:
         run.close()
+
+
+class PortTaken(RuntimeError):
+    """A HELICS core could not bind the port its broker gave it (another
+    program had it): the measurement is run again on another port."""
+
+
+def failed(who: str, code: int, d: Path):
+    text = (d / f"{who}.err").read_text()
+    if "Unable to bind" in text:
+        raise PortTaken(f"{who}: {text[-300:]}")
+    raise RuntimeError(f"{who}: exit {code}: {text[-800:]}")
 
 
 def slim_rt(rt):
