@@ -53,9 +53,21 @@ def broker_path() -> Path:
     return Path(helics.__file__).parent / "install" / "bin" / "helics_broker"
 
 
-def run_federation(topology_text: str, workdir: Path, netloop: str, count: int = 10,
-                   roles: tuple[str, ...] = ("grid", "controller"), start: float = 0.0,
-                   end: float = 2.0, script: Path | None = None, args: list[str] | None = None) -> dict:
+def run_federation(*a, **kw) -> dict:
+    """run_federation_once, started again on another port (up to three
+    times) when the broker could not be reached or a core could not bind
+    the port the broker gave it: another program on the machine had it."""
+    for attempt in range(3):
+        try:
+            return run_federation_once(*a, **kw)
+        except RuntimeError as e:
+            if attempt == 2 or not any(s in str(e) for s in ("Unable to connect to broker", "Unable to bind")):
+                raise
+
+
+def run_federation_once(topology_text: str, workdir: Path, netloop: str, count: int = 10,
+                        roles: tuple[str, ...] = ("grid", "controller"), start: float = 0.0,
+                        end: float = 2.0, script: Path | None = None, args: list[str] | None = None) -> dict:
     """Runs the broker, the federates `roles` and netloop on `topology_text`
     (its [helics] pointed at a broker on a free port); returns what each
     federate received (message, HELICS time) and netloop's results. netloop
