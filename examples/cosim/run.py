@@ -3,10 +3,12 @@ federates of federates.py, and netloop as the federate that moves their
 messages across the simulated WAN of wan.toml. Prints, per measurement, when
 it was sent, when the controller got it and when the grid got the answer.
 
-    python examples/cosim/run.py [--outage] [--realtime] [--netloop PATH]
+    python examples/cosim/run.py [--outage] [--realtime] [--tcp] [--netloop PATH]
 
 --outage takes the WAN's second hop down from 450 to 650 ms: the
-measurements sent then never arrive. --realtime runs realtime.toml instead:
+measurements sent then never arrive (over UDP) or arrive late (--tcp: the
+endpoints, and the real control program, use TCP, which sends again what
+the outage took). --realtime runs realtime.toml instead:
 netloop on the wall clock (HELICS real-time mode) and, instead of the
 controller federate, a real control program (controller.py, plain UDP)
 in a network namespace; it needs root. Needs the `helics` package in this
@@ -39,6 +41,15 @@ at = "650ms"
 link = "r1-control"
 action = "up"
 """
+
+
+def over_tcp(topology: str, realtime: bool = False) -> str:
+    """`topology` with its endpoints on TCP (and, in real time, the control
+    program too)."""
+    text = topology.replace("[[endpoint]]\n", '[[endpoint]]\nprotocol = "tcp"\n')
+    if realtime:
+        text = text.replace("controller.py 5000", "controller.py 5000 --tcp")
+    return text
 
 
 def free_port() -> int:
@@ -131,17 +142,25 @@ def main() -> int:
     ap.add_argument("--outage", action="store_true", help="take the WAN's second hop down from 450 to 650 ms")
     ap.add_argument("--realtime", action="store_true",
                     help="real time, with a real control program in a namespace (root)")
+    ap.add_argument("--tcp", action="store_true", help="TCP endpoints (reliable) instead of UDP")
     ap.add_argument("--netloop", default=os.environ.get("NETLOOP", "netloop"), help="the netloop binary")
     args = ap.parse_args()
     outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms") if args.realtime else OUTAGE
     text = (HERE / ("realtime.toml" if args.realtime else "wan.toml")).read_text() + (outage if args.outage else "")
+    end = 2.0
+    if args.tcp:
+        # Time for what an outage took to be sent again.
+        text = over_tcp(text, args.realtime)
+        text = (text.replace('duration = "4s"', 'duration = "6s"') if args.realtime
+                else text.replace('duration = "2s"', 'duration = "4s"'))
+        end = 4.0
     # In real time the grid starts at 1 s, once the control program runs.
     start = 1.0 if args.realtime else 0.0
     with tempfile.TemporaryDirectory(prefix="netloop-cosim-") as d:
         if args.realtime:
-            r = run_federation(text, Path(d), args.netloop, roles=("grid",), start=start, end=start + 2.0)
+            r = run_federation(text, Path(d), args.netloop, roles=("grid",), start=start, end=start + end)
         else:
-            r = run_federation(text, Path(d), args.netloop)
+            r = run_federation(text, Path(d), args.netloop, end=end)
     at_ctrl = {m: t for m, t in r["got"].get("controller", [])}
     at_grid = {m[3:]: t for m, t in r["got"]["grid"]}
     print(f"{'message':>8} {'sent s':>8} {'at controller s':>16} {'answer at grid s':>17} {'round trip ms':>14}")

@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - CI installs it
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cosim"
 sys.path.insert(0, str(EXAMPLE))
-from run import OUTAGE, run_federation  # noqa: E402  (examples/cosim/run.py)
+from run import OUTAGE, over_tcp, run_federation  # noqa: E402  (examples/cosim/run.py)
 
 NETLOOP = os.environ.get("NETLOOP", "netloop")
 TIMEOUT = 90
@@ -229,3 +229,43 @@ def test_the_grid_study_shows_what_the_wan_does_to_frequency_control():
     assert outage["setpoints"] <= base["setpoints"] - 29, outage["setpoints"]
     assert outage["nadir_hz"] < base["nadir_hz"] - 0.3, outage["nadir_hz"]
     assert outage["dropped"].get("link_down", 0) >= 29
+
+
+
+def test_over_tcp_an_outage_delays_messages_and_loses_none(tmp_path):
+    """TCP endpoints: what the outage took is sent again once the WAN is
+    back (a fast retransmit on the later messages' duplicate ACKs, or the
+    retransmission timeout), so every message and every answer arrives, in
+    order; the two sent into the outage arrive after it."""
+    r = run_federation(over_tcp(WAN + OUTAGE).replace('duration = "2s"', 'duration = "4s"'), tmp_path, NETLOOP,
+                       end=4.0)
+    ctrl, grid = r["got"]["controller"], r["got"]["grid"]
+    assert [m for m, _ in ctrl] == [f"m{k}" for k in range(10)]
+    assert [m for m, _ in grid] == [f"re:m{k}" for k in range(10)]
+    assert [t for _, t in ctrl] == sorted(t for _, t in ctrl), "in order"
+    assert ctrl[5][1] > 0.65 and ctrl[6][1] > 0.65, ctrl
+    res = r["results"]
+    assert res["conservation"]["unaccounted"] == 0
+    assert res["conservation"]["dropped"].get("link_down", 0) >= 2, "the outage dropped frames"
+    eps = {e["name"]: e for e in res["endpoints"]}
+    assert eps["pmu"]["protocol"] == "tcp"
+    assert (eps["pmu"]["sent"], eps["ctrl"]["received"], eps["pmu"]["received"]) == (10, 10, 10)
+    assert (eps["pmu"]["connections_opened"], eps["ctrl"]["connections_accepted"]) == (1, 1)
+    assert eps["pmu"]["lost_connection"] == eps["ctrl"]["lost_connection"] == 0
+
+
+def test_in_real_time_a_real_tcp_program_answers_every_message_across_an_outage(tmp_path):
+    """A real TCP server in a namespace speaking the endpoints' framing
+    (controller.py --tcp): across an outage of the WAN, every answer comes
+    back, in order; TCP on both sides sent again what the outage took."""
+    need_root()
+    outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms")
+    text = over_tcp(REAL + outage, realtime=True).replace('duration = "4s"', 'duration = "6s"')
+    r = run_federation(text, tmp_path, NETLOOP, roles=("grid",), start=1.0, end=5.0)
+    grid = r["got"]["grid"]
+    assert [m for m, _ in grid] == [f"re:m{k}" for k in range(10)]
+    res = r["results"]
+    assert res["conservation"]["unaccounted"] == 0
+    assert res["conservation"]["dropped"].get("link_down", 0) >= 1, res["conservation"]
+    (pmu,) = res["endpoints"]
+    assert (pmu["sent"], pmu["received"], pmu["lost_connection"]) == (10, 10, 0)

@@ -848,7 +848,7 @@ fn nodes_may_name_their_partition_all_or_none() {
 
 #[test]
 fn endpoints_and_helics_settings() {
-    use netloop_model::spec::{EndpointTarget, HelicsSpec, MessageEndpointSpec};
+    use netloop_model::spec::{EndpointTarget, HelicsSpec, MessageEndpointSpec, Transport};
     let text = format!(
         r#"{NODES}
 [[endpoint]]
@@ -862,6 +862,11 @@ name = "ctrl"
 host = "h2"
 port = 5000
 to = "198.18.9.9:6000"
+[[endpoint]]
+name = "rel"
+host = "h1"
+port = 4000
+protocol = "tcp"
 [helics]
 core = "tcp"
 broker = "127.0.0.1:24000"
@@ -874,10 +879,13 @@ broker = "127.0.0.1:24000"
             name: "pmu".into(),
             node: "h1".into(),
             port: 4000,
+            protocol: Transport::Udp,
             to: Some(EndpointTarget::Endpoint("ctrl".into())),
             federate: Some("grid/pmu".into()),
         }
     );
+    // TCP port 4000 of h1 is not its UDP port 4000.
+    assert_eq!(l.spec.endpoints[2].protocol, Transport::Tcp);
     assert_eq!(
         l.spec.endpoints[1].to,
         Some(EndpointTarget::Address("198.18.9.9:6000".parse().unwrap()))
@@ -916,6 +924,10 @@ fn bad_endpoints_name_the_line_and_field() {
             "is not an IPv4 address and port",
         ),
         ("host = \"h9\"\nport = 1", "'h9' is not a node"),
+        (
+            "host = \"h1\"\nport = 1\nprotocol = \"sctp\"",
+            "t.toml:16:12: endpoint 'e', field 'protocol': 'sctp' is not a known endpoint protocol: expected one of udp, tcp",
+        ),
     ];
     for (fields, want) in cases {
         let text = format!("{NODES}\n[[endpoint]]\nname = \"e\"\n{fields}\n");
@@ -928,6 +940,14 @@ fn bad_endpoints_name_the_line_and_field() {
     let e = one_error(&twice);
     assert!(
         e.contains("'h1' already has endpoint 'e' (line 12) on UDP port 7"),
+        "{e}"
+    );
+    let mixed = format!(
+        "{NODES}\n[[endpoint]]\nname = \"e\"\nhost = \"h1\"\nport = 7\nto = \"f\"\n[[endpoint]]\nname = \"f\"\nhost = \"h2\"\nport = 7\nprotocol = \"tcp\"\n"
+    );
+    let e = one_error(&mixed);
+    assert!(
+        e.contains("field 'to': 'f' (line 17) is a TCP endpoint and this one is UDP"),
         "{e}"
     );
     let e = one_error(&format!("{NODES}\n[helics]\ncore = \"smoke\"\n"));

@@ -517,15 +517,18 @@ pub const ENDPOINT_INBOX: usize = 65_536;
 /// IPv4 datagram (65 535 − 20 − 8).
 pub const MAX_MESSAGE: usize = 65_507;
 
-/// A message endpoint: a UDP socket on a simulated host that the world
-/// outside the model (a HELICS federation, a Python script) sends from and
-/// reads from. One message is one datagram; the host fragments one that is
-/// larger than the path MTU.
+/// A message endpoint: a socket on a simulated host that the world outside
+/// the model (a HELICS federation, a Python script) sends from and reads
+/// from. Over UDP one message is one datagram, which the host fragments if
+/// it is larger than the path MTU; over TCP, a length-prefixed record on a
+/// connection ([`crate::msgtcp`]).
 pub struct MessageEndpoint {
     /// Index in the spec's endpoints.
     pub index: usize,
-    /// Its UDP port.
+    /// Its port (UDP, or the TCP port it listens on).
     pub port: u16,
+    /// Its connections if it is a TCP endpoint; `None` for UDP.
+    pub tcp: Option<Box<crate::msgtcp::TcpTransport>>,
     /// Where a message goes unless its send names a destination.
     pub to: Option<std::net::SocketAddrV4>,
     /// Messages that arrived and were not read yet, oldest first.
@@ -569,7 +572,8 @@ pub struct EndpointStats {
     pub received_bytes: u64,
     /// Messages read from the inbox by its reader.
     pub read: u64,
-    /// Sends refused: larger than [`MAX_MESSAGE`].
+    /// Sends refused: larger than [`MAX_MESSAGE`] (UDP) or
+    /// [`crate::msgtcp::MAX_TCP_MESSAGE`] (TCP).
     pub refused_too_large: u64,
     /// Sends refused: the host has no route to the destination.
     pub refused_no_route: u64,
@@ -579,16 +583,50 @@ pub struct EndpointStats {
     /// (corrupted on a link).
     pub bad_checksum: u64,
     /// Datagrams dropped at arrival: the inbox held [`ENDPOINT_INBOX`]
-    /// messages.
+    /// messages. (A TCP endpoint stops reading instead.)
     pub inbox_full: u64,
+    /// TCP: connections it opened to send.
+    #[serde(default)]
+    pub connections_opened: u64,
+    /// TCP: connections its listening port accepted.
+    #[serde(default)]
+    pub connections_accepted: u64,
+    /// TCP: messages sent that the peer's TCP had not acknowledged when
+    /// their connection ended (refused, reset, or given up after
+    /// [`crate::msgtcp::GIVE_UP`]).
+    #[serde(default)]
+    pub lost_connection: u64,
+    /// TCP: connections that ended in the middle of a message (its start
+    /// was received, its end never came).
+    #[serde(default)]
+    pub truncated: u64,
+    /// TCP: connections reset because what came on them was not
+    /// length-prefixed messages (a length past the largest).
+    #[serde(default)]
+    pub bad_stream: u64,
+    /// TCP: sends refused because the connection already held
+    /// [`crate::msgtcp::MAX_PENDING`] bytes not yet taken by its socket.
+    #[serde(default)]
+    pub refused_backlog: u64,
 }
 
 /// Why an endpoint refused to send a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SendRefused {
-    /// Larger than a UDP datagram can carry.
-    #[error("{0} bytes is more than a UDP datagram carries (at most 65507)")]
-    TooLarge(usize),
+    /// Larger than the endpoint's transport carries in one message.
+    #[error(
+        "{size} bytes is more than {} (at most {max})",
+        if *max == MAX_MESSAGE { "a UDP datagram carries" } else { "a TCP endpoint's message" }
+    )]
+    TooLarge {
+        /// The message's size.
+        size: usize,
+        /// The largest the endpoint sends.
+        max: usize,
+    },
+    /// A TCP connection already holds this many bytes waiting to be sent.
+    #[error("the connection already holds {0} bytes not yet sent (the peer is not reading, or the path is slower than the sends)")]
+    Backlog(usize),
     /// No route from the host to the destination.
     #[error("the host has no route to {0}")]
     NoRoute(std::net::Ipv4Addr),

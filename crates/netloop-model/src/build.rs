@@ -38,7 +38,7 @@ use crate::router::Router;
 use crate::routing::{Route, RoutingTable};
 use crate::spec::{
     DirectionSpec, EndpointSpec, EndpointTarget, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec,
-    NodeKind, TrafficKind,
+    NodeKind, TrafficKind, Transport,
 };
 use crate::switch::Switch;
 use crate::{LinkId, NodeId, PortId};
@@ -1296,7 +1296,7 @@ impl<'a> Builder<'a> {
         let spec = self.spec;
         let mut out: Vec<EndpointInfo> = Vec::with_capacity(spec.endpoints.len());
         let mut by_name: HashMap<&str, usize> = HashMap::new();
-        let mut ports: HashMap<(NodeId, u16), usize> = HashMap::new();
+        let mut ports: HashMap<(NodeId, Transport, u16), usize> = HashMap::new();
         for (i, e) in spec.endpoints.iter().enumerate() {
             let item = ItemRef::Endpoint(i);
             if let Some(&first) = by_name.get(e.name.as_str()) {
@@ -1327,17 +1327,20 @@ impl<'a> Builder<'a> {
             if e.port == 0 {
                 return Err(self.err(item, Some("port"), "port 0 is not a port to bind".into()));
             }
-            if let Some(&other) = ports.get(&(node, e.port)) {
+            if let Some(&other) = ports.get(&(node, e.protocol, e.port)) {
                 return Err(self.err(
                     item,
                     Some("port"),
                     format!(
-                        "'{}' already has endpoint '{}' on UDP port {}",
-                        e.node, spec.endpoints[other].name, e.port
+                        "'{}' already has endpoint '{}' on {} port {}",
+                        e.node,
+                        spec.endpoints[other].name,
+                        e.protocol.name().to_uppercase(),
+                        e.port
                     ),
                 ));
             }
-            ports.insert((node, e.port), i);
+            ports.insert((node, e.protocol, e.port), i);
             let Some(ip) = self.ports[node].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
                 return Err(self.err(
                     item,
@@ -1359,6 +1362,19 @@ impl<'a> Builder<'a> {
                 None => None,
                 Some(EndpointTarget::Address(a)) => Some(*a),
                 Some(EndpointTarget::Endpoint(name)) => match by_name.get(name.as_str()) {
+                    Some(&j) if spec.endpoints[j].protocol != e.protocol => {
+                        return Err(self.err(
+                            ItemRef::Endpoint(i),
+                            Some("to"),
+                            format!(
+                                "'{name}' is a {} endpoint and '{}' is {}: both ends of a \
+                                 message must use the same protocol",
+                                spec.endpoints[j].protocol.name().to_uppercase(),
+                                e.name,
+                                e.protocol.name().to_uppercase()
+                            ),
+                        ));
+                    }
                     Some(&j) => Some(out[j].addr),
                     None => {
                         let names: Vec<&str> =
@@ -1383,6 +1399,10 @@ impl<'a> Builder<'a> {
                 App::Endpoint(apps::MessageEndpoint {
                     index: i,
                     port: e.port,
+                    tcp: match e.protocol {
+                        Transport::Udp => None,
+                        Transport::Tcp => Some(Box::new(crate::msgtcp::TcpTransport::new(e.port))),
+                    },
                     to,
                     inbox: Default::default(),
                     stats: Default::default(),

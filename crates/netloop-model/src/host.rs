@@ -317,8 +317,13 @@ impl Host {
         match &mut app {
             App::UdpSink(_) | App::UdpSource(_) => {}
             App::Endpoint(e) => {
-                self.udp_apps.insert(e.port, idx);
-                self.udp_cache.set(None);
+                if let Some(t) = &mut e.tcp {
+                    t.start(&mut self.sockets, tcp_buffer);
+                    self.tcp_apps.push(idx);
+                } else {
+                    self.udp_apps.insert(e.port, idx);
+                    self.udp_cache.set(None);
+                }
             }
             App::Traceroute(t) => {
                 self.udp_apps.insert(t.src_port, idx);
@@ -374,13 +379,29 @@ impl Host {
             e.stats.refused_no_destination += 1;
             return Err(apps::SendRefused::NoDestination);
         };
-        if data.len() > apps::MAX_MESSAGE {
-            e.stats.refused_too_large += 1;
-            return Err(apps::SendRefused::TooLarge(data.len()));
-        }
         if !routed {
             e.stats.refused_no_route += 1;
             return Err(apps::SendRefused::NoRoute(*to.ip()));
+        }
+        if let Some(t) = &mut e.tcp {
+            let sent = t.send(
+                &mut self.sockets,
+                self.iface.context(),
+                to,
+                data,
+                &mut e.stats,
+            );
+            if sent.is_ok() {
+                self.poll(ctx);
+            }
+            return sent;
+        }
+        if data.len() > apps::MAX_MESSAGE {
+            e.stats.refused_too_large += 1;
+            return Err(apps::SendRefused::TooLarge {
+                size: data.len(),
+                max: apps::MAX_MESSAGE,
+            });
         }
         e.stats.sent += 1;
         e.stats.sent_bytes += data.len() as u64;
@@ -722,12 +743,16 @@ impl Host {
     /// handshake sets the segment size from the peer's MSS option, which
     /// knows nothing of the path.
     fn sync_path_mss(&mut self, only: Option<Ipv4Addr>, now: SimTime) {
-        for &idx in &self.tcp_apps {
-            let handle = match &self.apps[idx] {
-                App::TcpClient(c) => c.handle,
-                App::TcpServer(s) => s.handle,
-                _ => continue,
+        let handles = self.tcp_apps.iter().flat_map(|&idx| {
+            let (one, many) = match &self.apps[idx] {
+                App::TcpClient(c) => (Some(c.handle), None),
+                App::TcpServer(s) => (Some(s.handle), None),
+                App::Endpoint(e) => (None, e.tcp.as_ref().map(|t| t.handles())),
+                _ => (None, None),
             };
+            one.into_iter().chain(many.into_iter().flatten())
+        });
+        for handle in handles {
             let s = self.sockets.get_mut::<tcp::Socket>(handle);
             let Some(peer) = s.remote_endpoint() else {
                 continue;
@@ -1251,6 +1276,11 @@ impl Host {
                         progressed = true;
                     }
                 }
+                App::Endpoint(e) => {
+                    if let Some(t) = &mut e.tcp {
+                        progressed |= t.drive(&mut self.sockets, now, &mut e.inbox, &mut e.stats);
+                    }
+                }
                 _ => {}
             }
         }
@@ -1267,8 +1297,9 @@ impl Host {
 ///   timer the connection would stall 10 ms before it starts. Linux avoids
 ///   this with quick-ACK mode at connection start; ACKing every segment is the
 ///   closest smoltcp can do.
-/// - Nagle off for request/response flows, as latency tools do.
-fn new_tcp_socket(buffer: usize, request_response: bool) -> tcp::Socket<'static> {
+/// - Nagle off for request/response flows and message endpoints, as latency
+///   tools do.
+pub(crate) fn new_tcp_socket(buffer: usize, request_response: bool) -> tcp::Socket<'static> {
     let mut s = tcp::Socket::new(
         tcp::SocketBuffer::new(vec![0; buffer]),
         tcp::SocketBuffer::new(vec![0; buffer]),

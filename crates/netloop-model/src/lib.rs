@@ -31,6 +31,7 @@ pub mod gso;
 pub mod host;
 pub mod ipv4;
 pub mod link;
+pub mod msgtcp;
 pub mod network;
 pub mod node;
 pub mod partition;

@@ -475,6 +475,7 @@ impl SimView<'_> {
                     name: e.name.clone(),
                     host: e.node.clone(),
                     port: e.port,
+                    protocol: e.protocol,
                     stats: share
                         .endpoints
                         .get(i)
@@ -497,8 +498,11 @@ pub struct EndpointResult {
     pub name: String,
     /// Its host.
     pub host: String,
-    /// Its UDP port.
+    /// Its port (UDP, or the TCP port it listens on).
     pub port: u16,
+    /// `udp` or `tcp`.
+    #[serde(default)]
+    pub protocol: crate::spec::Transport,
     /// What it sent and received.
     #[serde(flatten)]
     pub stats: crate::apps::EndpointStats,

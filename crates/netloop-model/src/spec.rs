@@ -89,23 +89,51 @@ pub struct NetworkSpec {
     pub helics: Option<HelicsSpec>,
 }
 
-/// A message endpoint: a UDP socket on a simulated host. Messages handed to
-/// it leave the host as datagrams (fragmented if larger than the path MTU)
-/// and cross the simulated network; datagrams that reach its port are kept
-/// as messages with the simulated time they arrived.
+/// A message endpoint: a socket on a simulated host. Messages handed to it
+/// leave the host as UDP datagrams (fragmented if larger than the path MTU)
+/// or, with [`Transport::Tcp`], as length-prefixed messages on TCP
+/// connections from the host's stack; they cross the simulated network, and
+/// what reaches its port is kept as messages with the simulated time they
+/// arrived.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MessageEndpointSpec {
     /// Unique name (also its HELICS endpoint name in a federation).
     pub name: String,
     /// The simulated host it lives on.
     pub node: String,
-    /// Its UDP port on that host.
+    /// Its port on that host (UDP, or the TCP port it listens on).
     pub port: u16,
+    /// UDP datagrams or TCP streams.
+    #[serde(default)]
+    pub protocol: Transport,
     /// Where its messages go unless a send names another destination.
     pub to: Option<EndpointTarget>,
     /// In a HELICS federation: the federate's endpoint that messages
     /// arriving here are handed to.
     pub federate: Option<String>,
+}
+
+/// How a message endpoint carries its messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// One message, one UDP datagram: best effort, as the network makes it.
+    #[default]
+    Udp,
+    /// Each message a 4-byte big-endian length and its bytes on a TCP
+    /// connection: reliable and in order per connection (see
+    /// `netloop_model::msgtcp`).
+    Tcp,
+}
+
+impl Transport {
+    /// Its name in topology files and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+        }
+    }
 }
 
 /// Where a message endpoint sends.

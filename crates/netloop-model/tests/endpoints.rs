@@ -43,6 +43,7 @@ fn endpoint(name: &str, node: &str, port: u16, to: Option<EndpointTarget>) -> Me
         name: name.into(),
         node: node.into(),
         port,
+        protocol: Transport::Udp,
         to,
         federate: None,
     }
@@ -139,7 +140,10 @@ fn refusals_are_named_and_counted() {
     let too_big = vec![0u8; 65_508];
     assert_eq!(
         send_at(&mut sim, SimTime::ZERO, 0, None, &too_big),
-        Err(SendRefused::TooLarge(65_508))
+        Err(SendRefused::TooLarge {
+            size: 65_508,
+            max: 65_507
+        })
     );
     // b has no default destination.
     assert_eq!(

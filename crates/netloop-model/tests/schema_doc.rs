@@ -317,6 +317,7 @@ fn network() -> NetworkSpec {
         name: "pmu".into(),
         node: "h1".into(),
         port: 4000,
+        protocol: Transport::Tcp,
         to: None,
         federate: None,
     });

@@ -14,15 +14,16 @@ import netloop
 HOP_NS = 67_200 + 5_000_000
 
 
-def wan(seed: int | None = None, **second_hop) -> netloop.Network:
+def wan(seed: int | None = None, protocol: str | None = None, **second_hop) -> netloop.Network:
     """h1 - r1 - h2 at 10 Mbit/s and 5 ms per hop (the second with
-    `second_hop`'s parameters too); endpoint `a` on h1 sends to `b` on h2."""
+    `second_hop`'s parameters too); endpoint `a` on h1 sends to `b` on h2
+    (over `protocol`)."""
     net = netloop.Network("stepped", duration="10s", seed=seed)
     h1, r1, h2 = net.add_host("h1"), net.add_router("r1"), net.add_host("h2")
     net.add_link(h1, r1, rate="10Mbps", delay="5ms")
     net.add_link(r1, h2, rate="10Mbps", delay="5ms", **second_hop)
-    net.add_endpoint("a", h1, 4000, to="b")
-    net.add_endpoint("b", h2, 5000)
+    net.add_endpoint("a", h1, 4000, to="b", protocol=protocol)
+    net.add_endpoint("b", h2, 5000, protocol=protocol)
     return net
 
 
@@ -77,6 +78,29 @@ def test_a_link_outage_loses_what_was_sent_during_it():
     # m3 and m4 reach r1 while r1-h2 is down; m2 is across by 0.21 s.
     assert got == ["m0", "m1", "m2", "m5", "m6", "m7", "m8", "m9"]
     assert sim.results().raw["conservation"]["dropped"]["link_down"] == 2
+
+
+def test_over_tcp_an_outage_delays_what_it_would_have_lost():
+    """The same outage with TCP endpoints: nothing is lost, everything in
+    order; m3 and m4 come once TCP sent them again, after the link is back
+    (here a fast retransmit: the later messages' duplicate ACKs)."""
+    net = wan(protocol="tcp")
+    net.add_event("300ms", "r1-h2", "down")
+    net.add_event("500ms", "r1-h2", "up")
+    sim = net.stepped()
+    for k in range(10):
+        sim.run_until(k * 0.1)
+        sim.send("a", f"m{k}".encode())
+    sim.run_until(4)
+    got = sim.receive("b")
+    assert [m.data.decode() for m in got] == [f"m{k}" for k in range(10)]
+    assert all(m.at_ns > 500_000_000 for m in got[3:]), [m.at_ns for m in got]
+    assert [m.at_ns for m in got] == sorted(m.at_ns for m in got)
+    r = sim.results().raw
+    assert r["conservation"]["dropped"]["link_down"] >= 2
+    eps = {e["name"]: e for e in r["endpoints"]}
+    assert eps["a"]["protocol"] == "tcp"
+    assert (eps["a"]["sent"], eps["b"]["received"], eps["a"]["lost_connection"]) == (10, 10, 0)
 
 
 def test_the_same_steps_give_the_same_results():

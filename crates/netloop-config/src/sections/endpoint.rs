@@ -1,23 +1,23 @@
-//! `[[endpoint]]`: message endpoints, UDP sockets on simulated hosts through
-//! which a co-simulation or a Python script sends and receives messages;
-//! and `[helics]`: netloop as a federate of a HELICS co-simulation.
+//! `[[endpoint]]`: message endpoints, UDP or TCP sockets on simulated hosts
+//! through which a co-simulation or a Python script sends and receives
+//! messages; and `[helics]`: netloop as a federate of a HELICS co-simulation.
 //!
-//! Whether a `to` that is not an address names an endpoint, and whether two
-//! endpoints share a host's port, are checked here; whether the host has an
+//! Whether a `to` that is not an address names an endpoint of the same
+//! protocol, and whether two endpoints share a host's port, are checked here; whether the host has an
 //! address is the model's check (`netloop_model::Simulation::build`).
 
 use std::collections::HashMap;
 use std::ops::Range;
 
 use netloop_core::SimDuration;
-use netloop_model::spec::{EndpointTarget, HelicsSpec, MessageEndpointSpec};
+use netloop_model::spec::{EndpointTarget, HelicsSpec, MessageEndpointSpec, Transport};
 use toml::de::DeTable;
 
 use super::{check_name, peek_str, Kind, Loader};
 use crate::reader::{record_locations, Table};
 use crate::value::{self, quote};
 
-const KEYS: &[&str] = &["name", "host", "port", "to", "federate"];
+const KEYS: &[&str] = &["name", "host", "port", "protocol", "to", "federate"];
 
 /// The keys of `[helics]`.
 const HELICS_KEYS: &[&str] = &["name", "core", "broker", "init", "timeout", "step"];
@@ -39,10 +39,11 @@ const CORES: &[&str] = &[
 
 /// Reads every `[[endpoint]]`, then checks the `to` that name endpoints.
 pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<usize>)]) {
-    // Endpoint name → (spec index or none if it had errors, line).
-    let mut names: HashMap<String, usize> = HashMap::new();
-    let mut ports: HashMap<(String, u16), (String, usize)> = HashMap::new();
-    let mut pending_to: Vec<(String, Range<usize>, String)> = Vec::new();
+    // Endpoint name → (line, protocol if it was read).
+    let mut names: HashMap<String, (usize, Option<Transport>)> = HashMap::new();
+    let mut ports: HashMap<(String, Transport, u16), (String, usize)> = HashMap::new();
+    // (target, span of `to`, endpoint, its protocol)
+    let mut pending_to: Vec<(String, Range<usize>, String, Option<Transport>)> = Vec::new();
     for (index, (table, span)) in tables.iter().enumerate() {
         l.map.endpoints.push(record_locations(l.d, span, table));
         let what = match peek_str(table, "name") {
@@ -57,15 +58,23 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
             check_name(&s)?;
             Ok(s)
         });
+        let protocol = t.opt(l.d, "protocol", |v| {
+            match value::choice(v, &["udp", "tcp"], "endpoint protocol")? {
+                "tcp" => Ok(Transport::Tcp),
+                _ => Ok(Transport::Udp),
+            }
+        });
+        let failed_protocol = t.get("protocol").is_some() && protocol.is_none();
+        let protocol = protocol.unwrap_or_default();
         if let Some(n) = &name {
-            if let Some(first) = names.get(n) {
+            if let Some((first, _)) = names.get(n) {
                 t.error(
                     l.d,
                     "name",
                     format!("endpoint '{n}' is declared twice (first at line {first})"),
                 );
             } else {
-                names.insert(n.clone(), line);
+                names.insert(n.clone(), (line, (!failed_protocol).then_some(protocol)));
             }
         }
         let host = t.req(l.d, "host", "the simulated host it lives on", value::string);
@@ -92,19 +101,20 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
                 }
             }
         }
-        let port = t.req(l.d, "port", "its UDP port, 1 to 65535", |v| {
-            value::integer_in(v, 1, 65_535, "a UDP port").map(|p| p as u16)
+        let port = t.req(l.d, "port", "its port, 1 to 65535", |v| {
+            value::integer_in(v, 1, 65_535, "a port").map(|p| p as u16)
         });
         if let (Some(h), Some(p), Some(n)) = (&host, port, &name) {
-            match ports.get(&(h.clone(), p)) {
+            match ports.get(&(h.clone(), protocol, p)) {
                 Some((other, other_line)) => {
                     let message = format!(
-                        "'{h}' already has endpoint '{other}' (line {other_line}) on UDP port {p}"
+                        "'{h}' already has endpoint '{other}' (line {other_line}) on {} port {p}",
+                        protocol.name().to_uppercase()
                     );
                     t.error(l.d, "port", message);
                 }
                 None => {
-                    ports.insert((h.clone(), p), (n.clone(), line));
+                    ports.insert((h.clone(), protocol, p), (n.clone(), line));
                 }
             }
         }
@@ -123,7 +133,8 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
         });
         if let Some(EndpointTarget::Endpoint(target)) = &to {
             if let Some(v) = t.get("to") {
-                pending_to.push((target.clone(), v.span(), t.what.clone()));
+                let known = (!failed_protocol).then_some(protocol);
+                pending_to.push((target.clone(), v.span(), t.what.clone(), known));
             }
         }
         let federate = t.opt(l.d, "federate", value::string);
@@ -132,12 +143,25 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
                 name,
                 node,
                 port,
+                protocol,
                 to,
                 federate,
             });
         }
     }
-    for (target, span, what) in pending_to {
+    for (target, span, what, protocol) in pending_to {
+        if let Some((line, Some(theirs))) = names.get(&target) {
+            if let Some(ours) = protocol.filter(|p| p != theirs) {
+                let message = format!(
+                    "'{}' (line {line}) is a {} endpoint and this one is {}: both ends of a \
+                     message must use the same protocol",
+                    quote(&target),
+                    theirs.name().to_uppercase(),
+                    ours.name().to_uppercase()
+                );
+                l.d.error(&span, &what, Some("to"), message);
+            }
+        }
         if !names.contains_key(&target) {
             let mut list: Vec<&str> = names.keys().map(String::as_str).collect();
             list.sort_unstable();

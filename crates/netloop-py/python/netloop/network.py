@@ -332,14 +332,18 @@ class Network:
         self._events.append({"at": at, "link": str(getattr(link, "name", link)), "direction": direction, "action": action, **params})
 
     def add_endpoint(self, name: str, host: NodeRef, port: int, *, to: str | None = None,
-                     federate: str | None = None) -> None:
-        """A message endpoint: UDP port ``port`` of simulated host ``host``,
+                     federate: str | None = None, protocol: str | None = None) -> None:
+        """A message endpoint: port ``port`` of simulated host ``host``,
         from which :meth:`SteppedSimulation.send` sends (to ``to``: another
         endpoint's name or ``"address:port"``, unless the send names one) and
         at which :meth:`SteppedSimulation.receive` reads what arrived.
-        ``federate`` is for HELICS federations (docs/cosimulation.md)."""
+        ``protocol`` is ``"udp"`` (the default: one message, one datagram)
+        or ``"tcp"`` (length-prefixed messages on TCP connections: reliable,
+        in order). ``federate`` is for HELICS federations
+        (docs/cosimulation.md)."""
         self._editable()
-        self._endpoints.append({"name": name, "host": str(host), "port": port, "to": to, "federate": federate})
+        self._endpoints.append({"name": name, "host": str(host), "port": port, "protocol": protocol, "to": to,
+                                "federate": federate})
 
     def _editable(self) -> None:
         if self._text is not None:
