@@ -24,10 +24,14 @@ Systems:
   networks `ideal` (no delay, unlimited rate: what netloop itself adds),
   `lan` (1 Gbit/s, 50 us) and `wan` (100 Mbit/s, 20 ms, 1 % loss);
 - `netloop <net> <core> rt`: the same in real time (`netloop run --realtime`:
-  HELICS's real-time mode, the federation on the wall clock).
+  HELICS's real-time mode, the federation on the wall clock);
+- `netloop <net> <core> reliable`: netloop's endpoints on TCP (the
+  messages length-prefixed on connections of the simulated hosts' TCP)
+  instead of UDP datagrams: reliable against best-effort.
 
-Every simulated round trip through netloop is checked against the model's
-(the links' delay and serialization of each fragment), to the nanosecond.
+Every simulated round trip through netloop's UDP endpoints is checked
+against the model's (the links' delay and serialization of each fragment),
+to the nanosecond; over TCP, that none is shorter than the model's.
 Writes rti.json and rti_*.png into --out and prints the tables.
 """
 
@@ -63,8 +67,8 @@ NETWORKS = {
 
 PROFILES = {
     "quick": {"count": 500, "rt_count": 200, "payloads": [8, 64, 512, 1024, 8192, 65000],
-              "endpoints": [1, 16, 128, 1000], "tput_count": 2000, "repeats": 1},
-    "full": {"count": 3000, "rt_count": 1000,
+              "endpoints": [1, 16, 128, 1000], "tput_count": 2000, "reliable_count": 300, "repeats": 1},
+    "full": {"count": 3000, "rt_count": 1000, "reliable_count": 1000,
              "payloads": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65000],
              "endpoints": [1, 2, 8, 32, 128, 512, 1000], "tput_count": 20000, "repeats": 3},
 }
@@ -102,10 +106,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def topology(net: str, endpoints: int, core: str, port: int | None, duration: str, init: str = "") -> str:
+def topology(net: str, endpoints: int, core: str, port: int | None, duration: str, init: str = "",
+             proto: str = "udp") -> str:
     """Two simulated hosts joined by one link of `net`; endpoint pair i is
     na{i} on a (to nb{i}) and nb{i} on b (to na{i}), handing over to the
-    sender's snd{i} and the returnee's ret{i}."""
+    sender's snd{i} and the returnee's ret{i}; over `proto`."""
     rate, delay, loss = NETWORKS[net]
     lines = [f'[run]\nduration = "{duration}"\nseed = 1\n',
              '[[node]]\nname = "a"\nkind = "host"\n[[node]]\nname = "b"\nkind = "host"\n',
@@ -115,11 +120,27 @@ def topology(net: str, endpoints: int, core: str, port: int | None, duration: st
     if loss:
         lines.append(f"loss = {loss}")
     for i in range(endpoints):
-        lines.append(f'\n[[endpoint]]\nname = "na{i}"\nhost = "a"\nport = {10000 + i}\nto = "nb{i}"\nfederate = "snd{i}"')
-        lines.append(f'[[endpoint]]\nname = "nb{i}"\nhost = "b"\nport = {20000 + i}\nto = "na{i}"\nfederate = "ret{i}"')
+        lines.append(f'\n[[endpoint]]\nname = "na{i}"\nhost = "a"\nport = {10000 + i}\nto = "nb{i}"\nfederate = "snd{i}"'
+                     f'\nprotocol = "{proto}"')
+        lines.append(f'[[endpoint]]\nname = "nb{i}"\nhost = "b"\nport = {20000 + i}\nto = "na{i}"\nfederate = "ret{i}"'
+                     f'\nprotocol = "{proto}"')
     init = f'init = "--brokerport={port}{init}"\n' if port else ""
     lines.append(f'\n[helics]\ncore = "{core}"\ntimeout = "60s"\n{init}')
     return "\n".join(lines) + "\n"
+
+
+def one_way_tcp_ns(net: str, payload: int) -> int | None:
+    """The model's delay of a TCP endpoint's message of `payload` bytes
+    from a to b on an open connection, if it fits one segment (its 4-byte
+    length and bytes behind TCP and IP headers without options): a floor,
+    as an ACK on the wire before it can hold it back."""
+    rate, delay, _ = NETWORKS[net]
+    seg = payload + 4
+    if seg > 1460:
+        return None
+    frame = max(60, 14 + 20 + 20 + seg) + 24
+    ser = 0 if rate is None else -(-frame * 8 * 10**9 // int(rate))
+    return round(delay * 1e9) + ser
 
 
 def one_way_ns(net: str, payload: int) -> int:
@@ -168,9 +189,9 @@ class Run:
 
 
 def federate_args(test: str, payload: int, count: int, endpoints: int, rate_hz: float | None,
-                  spacing: float, warmup: int) -> list[str]:
+                  spacing: float, warmup: int, echo_timeout: float = 1.0) -> list[str]:
     a = ["--test", test, "--payload", str(payload), "--count", str(count), "--endpoints", str(endpoints),
-         "--spacing", repr(spacing), "--warmup", str(warmup)]
+         "--spacing", repr(spacing), "--warmup", str(warmup), "--timeout", repr(echo_timeout)]
     if rate_hz:
         a += ["--rate-hz", str(rate_hz)]
     return a
@@ -190,12 +211,18 @@ def measure(system: dict, **kw) -> dict:
 
 def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count: int = 500, endpoints: int = 1,
             rate_hz: float | None = None, spacing: float = 0.0, timeout: float = 300.0) -> dict:
-    """One measurement of `system` ({core, net (None: HELICS alone), rt})."""
+    """One measurement of `system` ({core, net (None: HELICS alone), rt,
+    proto})."""
     core, net, rt = system["core"], system.get("net"), system.get("rt", False)
+    proto = system.get("proto", "udp")
     nl = netloop_bin()
     run = Run()
     try:
-        common = federate_args(test, payload, count, endpoints, rate_hz, spacing, 2)
+        # TCP sends again what the network lost, a retransmission timeout
+        # (1 s at least) later: an echo has 30 s of simulated time before
+        # it counts lost.
+        common = federate_args(test, payload, count, endpoints, rate_hz, spacing, 2,
+                               30.0 if proto == "tcp" else 1.0)
         to = ["--to", "na" if net else "ret"]
         out = run.dir / "out.json"
         if core == "inproc":
@@ -204,7 +231,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
                 args += ["--relay"]
             elif net:
                 topo = run.dir / "net.toml"
-                topo.write_text(topology(net, endpoints, "inproc", None, "100000s"))
+                topo.write_text(topology(net, endpoints, "inproc", None, "100000s", proto=proto))
                 args += ["--topology", str(topo)]
             # HELICS 3.6's inproc federation, three federates started at once
             # on threads, now and then never leaves enterExecutingMode (about
@@ -247,7 +274,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
             topo = run.dir / "net.toml"
             # In real time the run lasts its duration on the wall clock: it
             # is interrupted once the sender is done.
-            topo.write_text(topology(net, endpoints, core, port, "3600s" if rt else "100000s", size))
+            topo.write_text(topology(net, endpoints, core, port, "3600s" if rt else "100000s", size, proto))
             netp = run.spawn([nl, "run", str(topo), "--quiet", "--json", str(run.dir / "netloop.json"),
                               *(["--realtime"] if rt else [])], **log("netloop"))
             others["netloop"] = netp
@@ -310,13 +337,24 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
     """The point's figures from the federates' reports."""
     s, r = d["sender"], d["returnee"]
     net = system.get("net")
-    p = {"system": name(system), "test": test, "payload": payload, "endpoints": endpoints, "count": count,
+    proto = system.get("proto", "udp") if net in NETWORKS else None
+    p = {"system": name(system), "net": net, "protocol": proto, "realtime": bool(system.get("rt")), "test": test,
+         "payload": payload, "endpoints": endpoints, "count": count,
          "sent": s["sent"], "returned": s["returned"], "lost": s["lost"], "late": s["late"], "bad": s["bad"]}
     if test == "round-trip":
         rtt = s["rtt_ns"]
         p.update(rtt_p50_ms=st.median(rtt) / 1e6 if rtt else None, rtt_p99_ms=(pct(rtt, 0.99) or 0) / 1e6,
                  rate_hz=s["returned"] / endpoints / (s["elapsed_ns"] / 1e9) if s["elapsed_ns"] else None)
-        if net in NETWORKS and not system.get("rt"):
+        if proto == "tcp" and not system.get("rt"):
+            # Over TCP an ACK on the wire may hold a message back, and a
+            # retransmission adds its timeout: the model's delay is a floor.
+            sim = s["sim_rtt_ns"]
+            one = one_way_tcp_ns(net, payload)
+            if one is not None:
+                p.update(sim_rtt_model_ns=2 * one, sim_rtt_at_least_model=all(x >= 2 * one for x in sim))
+            if sim:
+                p.update(sim_rtt_p50_ns=st.median(sim), sim_rtt_max_ns=max(sim))
+        elif net in NETWORKS and not system.get("rt"):
             # Every message's simulated round trip against the model's: two
             # one-way delays and HELICS's 1 ns step at each federate that
             # answers or hands over (measured on HELICS alone: 1 ns).
@@ -359,7 +397,8 @@ def name(system: dict) -> str:
         return f"helics {system['core']}"
     if system["net"] == "relay":
         return f"helics+relay {system['core']}"
-    return f"netloop {system['net']} {system['core']}" + (" rt" if system.get("rt") else "")
+    return (f"netloop {system['net']} {system['core']}" + (" rt" if system.get("rt") else "")
+            + (" reliable" if system.get("proto") == "tcp" else ""))
 
 
 def attempt(fn, *a, **kw):
@@ -369,16 +408,19 @@ def attempt(fn, *a, **kw):
         return {"error": str(e)[-600:]}
 
 
-def S(core, net=None, rt=False):
-    return {"core": core, "net": net, "rt": rt}
+def S(core, net=None, rt=False, proto="udp"):
+    return {"core": core, "net": net, "rt": rt, "proto": proto}
 
 
 # The comparisons: HELICS alone on each core; a relay federate in the middle
 # (the floor for any federate between the two); netloop's ideal network on
-# the same cores; the LAN and the WAN; the LAN in real time.
+# the same cores; the LAN and the WAN, over UDP and TCP; both in real time.
 SYSTEMS = [S("inproc"), S("tcp"), S("zmq"), S("inproc", "relay"), S("tcp", "relay"), S("zmq", "relay"),
            S("inproc", "ideal"), S("tcp", "ideal"), S("zmq", "ideal"), S("tcp", "lan"), S("tcp", "wan"),
+           S("tcp", "lan", proto="tcp"), S("tcp", "wan", proto="tcp"),
            S("tcp", "lan", True), S("tcp", "wan", True)]
+# Reliable (TCP endpoints) against best-effort (UDP), against payload.
+RELIABLE = [S("tcp", "lan"), S("tcp", "lan", proto="tcp"), S("tcp", "wan"), S("tcp", "wan", proto="tcp")]
 # Swept against payload, endpoints and in throughput: HELICS alone, netloop
 # ideal and LAN, on the core that is fastest between processes here (tcp).
 SWEEP = [S("tcp"), S("tcp", "relay"), S("tcp", "ideal"), S("tcp", "lan")]
@@ -388,7 +430,7 @@ def run_all(prof: dict, out: Path) -> dict:
     count, rt_count = prof["count"], prof["rt_count"]
     res = {"seed_rtt_ms": SEED_RTT_MS, "networks": {k: {"rate_bps": r, "delay_s": d, "loss": l}
                                                     for k, (r, d, l) in NETWORKS.items()},
-           "systems": [], "payload": [], "endpoints": [], "throughput": []}
+           "systems": [], "payload": [], "endpoints": [], "throughput": [], "reliable": []}
 
     def point(system, **kw):
         pts = [attempt(measure, system, **kw) for _ in range(prof["repeats"])]
@@ -416,6 +458,11 @@ def run_all(prof: dict, out: Path) -> dict:
         for system in SWEEP:
             p = point(system, payload=payload, count=count)
             res["payload"].append(p)
+            print_point(p)
+    for payload in prof["payloads"]:
+        for system in RELIABLE:
+            p = point(system, payload=payload, count=prof["reliable_count"])
+            res["reliable"].append(p)
             print_point(p)
     for n in prof["endpoints"]:
         for system in SWEEP[:3]:
@@ -486,11 +533,15 @@ def targets(res) -> dict:
     if ratios:
         t["throughput_ratio_tcp_min"] = {"value": min(ratios), "median": st.median(ratios), "target": 0.8,
                                          "met": min(ratios) >= 0.8}
-    every = [r for k in ("systems", "payload", "endpoints", "throughput") for r in res[k] if "error" not in r]
+    every = [r for k in ("systems", "payload", "endpoints", "throughput", "reliable") for r in res.get(k, [])
+             if "error" not in r]
     t["unaccounted"] = sum((r.get("netloop") or {}).get("unaccounted") or 0 for r in every)
+    # Only the WAN's datagrams may be lost (its 1 % loss): anything else
+    # lost, and anything over TCP, was lost outside the model.
     t["outside_model"] = sum(r.get("bad", 0) for r in every) + sum(
-        r["lost"] for r in every if r["test"] == "round-trip" and r["system"].split()[1:2] not in (["wan"],))
-    t["sim_exact"] = all(r.get("sim_rtt_exact", True) for r in every)
+        r["lost"] for r in every if r["test"] == "round-trip"
+        and not (r.get("net", r["system"].split()[1]) == "wan" and r.get("protocol", "udp") == "udp"))
+    t["sim_exact"] = all(r.get("sim_rtt_exact", True) and r.get("sim_rtt_at_least_model", True) for r in every)
     return t
 
 
@@ -503,7 +554,10 @@ def tables(res) -> list[tuple[str, list[str], list[list[str]]]]:
         n = name(system)
         u, h = find(res["systems"], n, rate_limit_hz=None), find(res["systems"], n, rate_limit_hz=100.0)
         sim = ""
-        if u and "sim_rtt_model_ns" in u:
+        if u and "sim_rtt_at_least_model" in u:
+            sim = (f"{u['sim_rtt_p50_ns'] / 1e6:.6f} ms (median; model "
+                   f"{'≥' if u['sim_rtt_at_least_model'] else 'NOT ≥'} {u['sim_rtt_model_ns'] / 1e6:.6f})")
+        elif u and "sim_rtt_model_ns" in u:
             sim = f"{u['sim_rtt_model_ns'] / 1e6:.6f} ms" + (" exact" if u.get("sim_rtt_exact") else " NOT exact")
         elif u and system["rt"]:
             sim = f"{u.get('sim_rtt_p50_ns', 0) / 1e6:.3f} ms (median)"
@@ -529,6 +583,19 @@ def tables(res) -> list[tuple[str, list[str], list[list[str]]]]:
                 cells.append(f"{r['rtt_p50_ms']:.3f} ({r['rate_hz'] * r['endpoints']:.0f}/s)" if r else "failed")
             rows.append(cells)
         out.append((f"Round trip against {title}: median ms (messages returned per second)", [title, *names], rows))
+    names = [name(x) for x in RELIABLE]
+    rows = []
+    for v in sorted({r["payload"] for r in res.get("reliable", []) if "payload" in r}):
+        cells = [str(v)]
+        for n in names:
+            r = find(res["reliable"], n, payload=v)
+            cells.append(f"{r['rtt_p50_ms']:.3f} / {r['rtt_p99_ms']:.3f}, lost {r['lost']}"
+                         + (f", simulated {r['sim_rtt_p50_ns'] / 1e6:.3f}" if r.get("sim_rtt_p50_ns") else "")
+                         if r else "failed")
+        rows.append(cells)
+    if rows:
+        out.append(("Reliable (TCP endpoints) against best-effort (UDP): round trip median / p99 ms wall clock, "
+                    "messages lost, simulated round trip median ms", ["payload", *names], rows))
     names = [name(x) for x in SWEEP]
     rows = []
     for v in sorted({r["payload"] for r in res["throughput"] if "payload" in r}):
@@ -600,6 +667,27 @@ def plots(res, out: Path):
     fig.tight_layout()
     fig.savefig(out / "rti_systems.png", dpi=110)
     plt.close(fig)
+    if res.get("reliable"):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for s in RELIABLE:
+            n = name(s)
+            pts = sorted((r["payload"], r) for r in res["reliable"] if r.get("system") == n and "error" not in r)
+            if pts:
+                style = "-" if s["proto"] == "tcp" else "--"
+                ax1.plot([x for x, _ in pts], [r["rtt_p50_ms"] for _, r in pts], marker="o", ls=style, label=n)
+                sim = [(x, r.get("sim_rtt_p50_ns") or 2 * one_way_ns(s["net"], x)) for x, r in pts]
+                ax2.plot([x for x, _ in sim], [v / 1e6 for _, v in sim], marker="o", ls=style, label=n)
+        for ax, yl in ((ax1, "wall-clock round trip, median (ms)"), (ax2, "simulated round trip, median (ms)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("payload (bytes)")
+            ax.set_ylabel(yl)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle("RTI benchmark: reliable (TCP endpoints) against best-effort (UDP)")
+        fig.tight_layout()
+        fig.savefig(out / "rti_reliable.png", dpi=110)
+        plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
     for s in SWEEP:
         pts = sorted((r["payload"], r) for r in res["throughput"] if r.get("system") == name(s) and "error" not in r)

@@ -48,6 +48,12 @@ pub struct CosimReport {
     pub early_grants: u64,
     /// Wall-clock time spent waiting for grants (not deterministic).
     pub wait_wall_ns: u64,
+    /// Times netloop asked the broker whether a federate left (at most
+    /// every 100 ms of wall clock), and the wall-clock time the answers
+    /// took, ns (not deterministic).
+    pub departure_checks: u64,
+    /// See `departure_checks`.
+    pub departure_check_wall_ns: u64,
     /// Messages other federates sent to netloop's endpoints.
     pub from_federation: u64,
     /// Of those, sends the endpoint refused (its counters say why).
@@ -187,7 +193,7 @@ fn advance(
             }
         }
         sim.run_until(now, u64::MAX, |_, _| true);
-        let arrived = sim.net.take_messages(&sim.endpoints);
+        let arrived = sim.net.take_messages(&mut sim.queue, &sim.endpoints);
         hand_over(fed, &sim.endpoints, arrived, |m| seconds(m.at), report)?;
         if now >= end {
             break;
@@ -197,8 +203,12 @@ fn advance(
             break;
         }
         if checked.elapsed() >= DEPARTURES_EVERY {
-            checked = Instant::now();
+            let t0 = Instant::now();
             let gone = departed(fed, &report.federate)?;
+            report.departure_checks += 1;
+            report.departure_check_wall_ns += t0.elapsed().as_nanos() as u64;
+            // From the answer: a slow broker is not asked more often.
+            checked = Instant::now();
             if !gone.is_empty() {
                 report.end = "federate_left";
                 report.departed = gone;

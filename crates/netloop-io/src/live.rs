@@ -901,7 +901,7 @@ fn endpoint_exchange(
     Reply::Endpoints {
         now: ctl.now,
         refused,
-        arrived: ctl.net.take_messages(endpoints),
+        arrived: ctl.net.take_messages(ctl.queue, endpoints),
     }
 }
 

@@ -416,6 +416,12 @@ impl Host {
         Ok(())
     }
 
+    /// Lets the TCP endpoints read what they held back while their inboxes
+    /// were full (see [`crate::network::Network::take_endpoint`]).
+    pub fn resume(&mut self, ctx: &mut NodeCtx) {
+        self.poll(ctx);
+    }
+
     /// Message endpoint `idx`, if it is one.
     pub fn endpoint_mut(&mut self, idx: usize) -> Option<&mut apps::MessageEndpoint> {
         match self.apps.get_mut(idx) {

@@ -19,9 +19,14 @@
 //!   on the connection it came on, and two endpoints that write to each
 //!   other's listening ports use one connection each way.
 //! - Nothing closes a connection but its peer (or TCP giving up): a
-//!   co-simulation's endpoints talk for the whole run. A connection whose
-//!   peer stops answering is given up after [`GIVE_UP`], as Linux does
-//!   after its retries (about two minutes for a SYN).
+//!   co-simulation's endpoints talk for the whole run, idle as long as they
+//!   like. A connection whose peer stops answering while a SYN or data
+//!   waits for its acknowledgement is given up after [`GIVE_UP`], as Linux
+//!   does after its retries (about two minutes for a SYN).
+//! - At most [`MAX_CONNECTIONS`] per endpoint: past them its listening
+//!   sockets are not replaced, and new connections are refused (a real
+//!   program opening connections without end cannot grow the process
+//!   without bound).
 //!
 //! Accounting, per message: it is queued (sent), then acknowledged by the
 //! peer's TCP, then received whole at the far end. A message not yet
@@ -29,7 +34,8 @@
 //! counted `lost_connection`: TCP never tells a sender which of its bytes
 //! the peer's program read, so these are the messages that may be lost.
 //! The receiving side never drops a whole message: when its inbox is full
-//! it stops reading and TCP's window holds the sender back.
+//! it stops reading and TCP's window holds the sender back; a connection
+//! that ended stays until what it received is read.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -56,6 +62,8 @@ const BACKLOG: usize = 4;
 /// How long TCP tries before giving a silent peer up (smoltcp's timeout:
 /// after a connect, or with data unacknowledged).
 pub const GIVE_UP: smoltcp::time::Duration = smoltcp::time::Duration::from_secs(120);
+/// Connections an endpoint holds at most.
+pub const MAX_CONNECTIONS: usize = 1024;
 /// Lowest ephemeral port counted down to (Linux's range starts here).
 const EPHEMERAL_LOW: u16 = 32_768;
 
@@ -72,6 +80,8 @@ pub struct TcpTransport {
 struct Conn {
     handle: SocketHandle,
     peer: SocketAddrV4,
+    /// Opened by this endpoint (else accepted).
+    outgoing: bool,
     /// Framed bytes not yet in the socket's buffer.
     pending: VecDeque<u8>,
     /// Bytes handed to the socket so far.
@@ -82,7 +92,9 @@ struct Conn {
     ends: VecDeque<u64>,
     /// Received bytes not yet a whole message.
     rx: Vec<u8>,
-    /// TCP ended it; its socket goes at the next drive.
+    /// TCP ended it (its messages not acknowledged are counted lost).
+    over: bool,
+    /// Over and read to the end: its socket goes at the next drive.
     ended: bool,
 }
 
@@ -124,13 +136,17 @@ impl TcpTransport {
         // Nagle off: messages are sent as they come, a co-simulation
         // waits on each.
         let mut s = crate::host::new_tcp_socket(self.buffer, true);
+        // While the SYN waits for its answer (see `Conn::arm`).
         s.set_timeout(Some(GIVE_UP));
         s
     }
 
-    /// Tops the listening sockets up to [`BACKLOG`].
+    /// Tops the listening sockets up to [`BACKLOG`], while the endpoint
+    /// holds fewer than [`MAX_CONNECTIONS`].
     fn refill(&mut self, sockets: &mut SocketSet<'static>) {
-        while self.listeners.len() < BACKLOG {
+        while self.listeners.len() < BACKLOG
+            && self.conns.len() + self.listeners.len() < MAX_CONNECTIONS
+        {
             let mut s = self.socket();
             // A port above 0 on a socket not yet used: cannot fail.
             let _ = s.listen(self.port);
@@ -159,7 +175,7 @@ impl TcpTransport {
         // A connection still opening takes messages too: they go once it
         // is open.
         let found = self.conns.iter().position(|c| {
-            !c.ended
+            !c.over
                 && c.peer == to
                 && matches!(
                     sockets.get::<tcp::Socket>(c.handle).state(),
@@ -182,7 +198,7 @@ impl TcpTransport {
                     return Err(crate::apps::SendRefused::NoRoute(*to.ip()));
                 }
                 stats.connections_opened += 1;
-                self.conns.push(Conn::new(sockets.add(s), to));
+                self.conns.push(Conn::new(sockets.add(s), to, true));
                 self.conns.len() - 1
             }
         };
@@ -239,10 +255,26 @@ impl TcpTransport {
             if s.state() == tcp::State::Listen {
                 return true;
             }
-            match s.remote_endpoint().map(|e| (e.addr, e.port)) {
-                Some((IpAddress::Ipv4(a), port)) if s.is_active() => {
+            let peer = match s.remote_endpoint().map(|e| (e.addr, e.port)) {
+                Some((IpAddress::Ipv4(a), port)) => Some(SocketAddrV4::new(a, port)),
+                _ => None,
+            };
+            let duplicate = |p: SocketAddrV4| {
+                self.conns
+                    .iter()
+                    .any(|c| !c.over && c.peer == p && !c.outgoing)
+            };
+            match peer {
+                // A SYN sent again (its SYN-ACK was lost) that a listener
+                // in a lower slot took before the connection it belongs
+                // to (smoltcp offers a packet to sockets in slot order):
+                // dropped without a word, the connection answers it.
+                Some(p) if duplicate(p) => {
+                    sockets.remove(h);
+                }
+                Some(p) if s.is_active() => {
                     stats.connections_accepted += 1;
-                    self.conns.push(Conn::new(h, SocketAddrV4::new(a, port)));
+                    self.conns.push(Conn::new(h, p, false));
                 }
                 // Cannot happen (a listener only leaves Listen for a peer):
                 // the socket goes, a new one listens.
@@ -257,8 +289,9 @@ impl TcpTransport {
             self.refill(sockets);
             progressed = true;
         }
-        // Connections that ended at the last drive go now: their socket was
-        // polled once more since, so an abort's reset went out.
+        // Connections that ended and whose bytes were all read go now:
+        // their socket was polled once more since, so an abort's reset
+        // went out.
         self.conns.retain(|c| {
             if c.ended {
                 sockets.remove(c.handle);
@@ -280,6 +313,7 @@ impl TcpTransport {
             while c.ends.front().is_some_and(|&e| e <= acked) {
                 c.ends.pop_front();
             }
+            c.arm(s);
             if s.state() == tcp::State::CloseWait && c.pending.is_empty() {
                 // The peer closed: so do we, once our messages are out.
                 s.close();
@@ -287,19 +321,27 @@ impl TcpTransport {
             }
             // Listen: an accepted connection reset before it was
             // established (smoltcp sends such a socket back to listening).
-            if matches!(
-                s.state(),
-                tcp::State::Closed | tcp::State::TimeWait | tcp::State::Listen
-            ) {
+            if !c.over
+                && matches!(
+                    s.state(),
+                    tcp::State::Closed | tcp::State::TimeWait | tcp::State::Listen
+                )
+            {
                 if s.state() == tcp::State::Listen {
                     s.abort();
                 }
                 stats.lost_connection += c.ends.len() as u64;
+                c.ends.clear();
+                c.pending.clear();
+                c.over = true;
+                progressed = true;
+            }
+            // Over, and nothing left to read: what is left is part of a
+            // message whose end never came.
+            if c.over && !s.can_recv() && !c.whole() {
                 if !c.rx.is_empty() {
                     stats.truncated += 1;
                 }
-                c.ends.clear();
-                c.pending.clear();
                 c.ended = true;
                 progressed = true;
             }
@@ -309,17 +351,38 @@ impl TcpTransport {
 }
 
 impl Conn {
-    fn new(handle: SocketHandle, peer: SocketAddrV4) -> Self {
+    fn new(handle: SocketHandle, peer: SocketAddrV4, outgoing: bool) -> Self {
         Conn {
             handle,
             peer,
+            outgoing,
             pending: VecDeque::new(),
             written: 0,
             queued: 0,
             ends: VecDeque::new(),
             rx: Vec::new(),
+            over: false,
             ended: false,
         }
+    }
+
+    /// Gives the connection up after [`GIVE_UP`] without an answer only
+    /// while something waits for one (a SYN, or data not acknowledged):
+    /// smoltcp's timeout would also end a connection merely idle.
+    fn arm(&self, s: &mut tcp::Socket<'static>) {
+        let waiting = s.send_queue() > 0
+            || matches!(s.state(), tcp::State::SynSent | tcp::State::SynReceived);
+        s.set_timeout(waiting.then_some(GIVE_UP));
+    }
+
+    /// Whether `rx` holds a whole message (held back by a full inbox).
+    fn whole(&self) -> bool {
+        if self.rx.len() < PREFIX {
+            return false;
+        }
+        let mut prefix = [0; PREFIX];
+        prefix.copy_from_slice(&self.rx[..PREFIX]);
+        self.rx.len() - PREFIX >= u32::from_be_bytes(prefix) as usize
     }
 
     /// Writes what is pending into the socket's buffer, as far as it has
@@ -406,7 +469,11 @@ mod tests {
     use super::*;
 
     fn conn() -> Conn {
-        Conn::new(SocketHandle::default(), "198.18.0.1:9".parse().unwrap())
+        Conn::new(
+            SocketHandle::default(),
+            "198.18.0.1:9".parse().unwrap(),
+            false,
+        )
     }
 
     /// A stream cut anywhere gives its messages whole, in order, once

@@ -519,15 +519,43 @@ impl Network {
     /// first.
     pub fn take_messages(
         &mut self,
+        q: &mut EventQueue<Event>,
         endpoints: &[crate::build::EndpointInfo],
     ) -> Vec<(usize, crate::apps::Message)> {
         let mut out = Vec::new();
         for (i, e) in endpoints.iter().enumerate() {
-            if let Some(ep) = self.endpoint_mut(e.node, e.app) {
-                out.extend(std::iter::from_fn(|| ep.take()).map(|m| (i, m)));
-            }
+            out.extend(
+                self.take_endpoint(q, e.node, e.app)
+                    .into_iter()
+                    .map(|m| (i, m)),
+            );
         }
         out
+    }
+
+    /// Takes what reached message endpoint `app` of host `node` so far,
+    /// oldest first. A TCP endpoint whose inbox was full held the rest of
+    /// its streams back: its host reads them now, into the inbox, for the
+    /// next take (stamped now, when there was room for them).
+    pub fn take_endpoint(
+        &mut self,
+        q: &mut EventQueue<Event>,
+        node: NodeId,
+        app: usize,
+    ) -> Vec<crate::apps::Message> {
+        let Some(ep) = self.endpoint_mut(node, app) else {
+            return Vec::new();
+        };
+        let held = ep.tcp.is_some() && ep.inbox.len() >= crate::apps::ENDPOINT_INBOX;
+        let taken: Vec<_> = std::iter::from_fn(|| ep.take()).collect();
+        if held {
+            self.dispatch(q.now(), node, q, |nd, ctx| {
+                if let Node::Host(h) = nd {
+                    h.resume(ctx);
+                }
+            });
+        }
+        taken
     }
 
     /// Message endpoint `app` of host `node`, if it is one: its inbox is

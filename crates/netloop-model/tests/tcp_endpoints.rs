@@ -245,3 +245,51 @@ fn a_tcp_endpoint_cannot_send_to_a_udp_one() {
     s.endpoints[0].to = Some(EndpointTarget::Endpoint("t2".into()));
     Simulation::build(&s).expect("TCP to TCP, beside UDP on the same port");
 }
+
+#[test]
+fn an_idle_connection_stays_open() {
+    let mut sim = net(|_| {});
+    send_at(&mut sim, SimTime::ZERO, 0, None, b"first");
+    // Ten minutes without a packet: longer than TCP gives a silent peer.
+    let t1 = 590_000_000_000;
+    send_at(&mut sim, at(t1), 0, None, b"second");
+    sim.run_until(at(t1 + 1_000_000_000), 1 << 20, |_, _| true);
+    let got = inbox(&mut sim, 1);
+    assert_eq!(got.len(), 2);
+    // On the same connection: no handshake (a round trip, 20 ms) before
+    // it; the hosts' ARP caches went stale and are refreshed beside it.
+    assert!(got[1].at < at(t1 + 2 * hop_ns(10) + 1_000_000), "{:?}", got[1].at);
+    let a = stats(&mut sim, 0);
+    assert_eq!((a.connections_opened, a.lost_connection), (1, 0));
+    assert_conserved(&sim);
+}
+
+#[test]
+fn a_full_inbox_holds_the_sender_back_and_loses_nothing() {
+    let mut sim = net(|_| {});
+    let n = netloop_model::apps::ENDPOINT_INBOX + 3_000;
+    let e = sim.endpoints[0].clone();
+    for k in 0..n as u32 {
+        sim.net
+            .endpoint_send(&mut sim.queue, e.node, e.app, None, &k.to_be_bytes())
+            .unwrap();
+    }
+    sim.run_until(at(60_000_000_000), 1 << 20, |_, _| true);
+    let b = sim.endpoints[1].clone();
+    let first = sim.net.take_endpoint(&mut sim.queue, b.node, b.app);
+    assert_eq!(first.len(), netloop_model::apps::ENDPOINT_INBOX);
+    // Taking made room: the host read what it held back, now.
+    let rest = sim.net.take_endpoint(&mut sim.queue, b.node, b.app);
+    assert!(!rest.is_empty());
+    sim.run_until(at(120_000_000_000), 1 << 20, |_, _| true);
+    let last = sim.net.take_endpoint(&mut sim.queue, b.node, b.app);
+    let all: Vec<u32> = [first, rest, last]
+        .concat()
+        .iter()
+        .map(|m| u32::from_be_bytes(m.data[..].try_into().unwrap()))
+        .collect();
+    assert_eq!(all, (0..n as u32).collect::<Vec<_>>(), "every message, in order");
+    let s = stats(&mut sim, 1);
+    assert_eq!((s.received, s.inbox_full), (n as u64, 0));
+    assert_conserved(&sim);
+}

@@ -161,12 +161,11 @@ impl Stepped {
         endpoint: &str,
     ) -> PyResult<Vec<(u64, String, Bound<'py, PyBytes>)>> {
         let e = self.endpoint(endpoint, &format!("receive({endpoint:?})"))?;
-        let ep = self
-            .sim
+        let sim = &mut self.sim;
+        Ok(sim
             .net
-            .endpoint_mut(e.node, e.app)
-            .ok_or_else(|| netloop_err("the endpoint's application is gone"))?;
-        Ok(std::iter::from_fn(|| ep.take())
+            .take_endpoint(&mut sim.queue, e.node, e.app)
+            .into_iter()
             .map(|m| {
                 (
                     m.at.as_nanos(),
