@@ -3,7 +3,7 @@
 returnee federate exchanging messages, on HELICS alone and through netloop,
 side by side in one run.
 
-    python3 bench/rti.py [--profile quick|full] [--out DIR]   # or: bench/run --only rti
+    python3 bench/rti.py [--profile quick|full] [--out DIR] [--only SECTION,...]   # or: bench/run --only rti
 
 The federates are netloop's own (`netloop bench rti-federate`, Rust on
 HELICS's C API; netloop_helics::rti): the sender sends a message from each of
@@ -426,7 +426,11 @@ RELIABLE = [S("tcp", "lan"), S("tcp", "lan", proto="tcp"), S("tcp", "wan"), S("t
 SWEEP = [S("tcp"), S("tcp", "relay"), S("tcp", "ideal"), S("tcp", "lan")]
 
 
-def run_all(prof: dict, out: Path) -> dict:
+SECTIONS = ("systems", "payload", "reliable", "endpoints", "throughput")
+
+
+def run_all(prof: dict, out: Path, only: tuple[str, ...] = SECTIONS) -> dict:
+    """Measures the sections `only` (of SECTIONS) with profile `prof`."""
     count, rt_count = prof["count"], prof["rt_count"]
     res = {"seed_rtt_ms": SEED_RTT_MS, "networks": {k: {"rate_bps": r, "delay_s": d, "loss": l}
                                                     for k, (r, d, l) in NETWORKS.items()},
@@ -445,7 +449,7 @@ def run_all(prof: dict, out: Path) -> dict:
         best["repeats"] = [p.get(key) for p in ok]
         return best
 
-    for system in SYSTEMS:
+    for system in SYSTEMS if "systems" in only else []:
         for hz in (None, 100.0):
             n = rt_count if system["rt"] else count
             if hz:
@@ -454,22 +458,22 @@ def run_all(prof: dict, out: Path) -> dict:
             p["rate_limit_hz"] = hz
             res["systems"].append(p)
             print_point(p)
-    for payload in prof["payloads"]:
+    for payload in prof["payloads"] if "payload" in only else []:
         for system in SWEEP:
             p = point(system, payload=payload, count=count)
             res["payload"].append(p)
             print_point(p)
-    for payload in prof["payloads"]:
+    for payload in prof["payloads"] if "reliable" in only else []:
         for system in RELIABLE:
             p = point(system, payload=payload, count=prof["reliable_count"])
             res["reliable"].append(p)
             print_point(p)
-    for n in prof["endpoints"]:
+    for n in prof["endpoints"] if "endpoints" in only else []:
         for system in SWEEP[:3]:
             p = point(system, endpoints=n, count=max(20, count // n))
             res["endpoints"].append(p)
             print_point(p)
-    for payload in prof["payloads"]:
+    for payload in prof["payloads"] if "throughput" in only else []:
         for system in SWEEP:
             # Stamped at the bottleneck's pace so that the queue holds them
             # (at once, a LAN's 1000-frame queue would drop most: a test of
@@ -713,6 +717,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", choices=PROFILES, default="quick")
     ap.add_argument("--out", default="bench/out/rti")
     ap.add_argument("--from-json", help="only print the tables and draw the plots of an earlier rti.json")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help=f"the sections to measure, comma-separated (default: all of {', '.join(SECTIONS)})")
     a = ap.parse_args(argv)
     # SIGTERM as an exception: each measurement's processes are ended (by
     # PID) on the way out, as on Ctrl-C.
@@ -725,7 +731,12 @@ def main(argv=None) -> int:
         print_tables(res)
         plots(res, out)
         return 0
-    res = run_all(PROFILES[a.profile], out)
+    only = tuple(x.strip() for x in a.only.split(",") if x.strip())
+    unknown = [x for x in only if x not in SECTIONS]
+    if unknown:
+        ap.error(f"--only: {', '.join(unknown)} is not a section (sections: {', '.join(SECTIONS)})")
+    res = run_all(PROFILES[a.profile], out, only)
+    res["sections"] = list(only)
     res["profile"] = a.profile
     (out / "rti.json").write_text(json.dumps(res, indent=1))
     print(f"results: {out / 'rti.json'}")

@@ -168,7 +168,7 @@ class Rti(unittest.TestCase):
     @staticmethod
     def rtt(system, ms, hz=None, **extra):
         return {"system": system, "test": "round-trip", "payload": 8, "endpoints": 1, "rtt_p50_ms": ms,
-                "rate_hz": 1000 / ms, "rate_limit_hz": hz, "lost": 0, "bad": 0, "sent": 100, "returned": 100,
+                "rtt_p99_ms": 2 * ms, "rate_hz": 1000 / ms, "rate_limit_hz": hz, "lost": 0, "bad": 0, "sent": 100, "returned": 100,
                 **extra}
 
     @staticmethod
@@ -209,6 +209,32 @@ class Rti(unittest.TestCase):
         # 3 008 bytes of UDP: 1 480 + 1 480 + 48 bytes of IP payload.
         self.assertEqual(rti.one_way_ns("lan", 3000), 50_000 + 2 * 12_256 + 944)
         self.assertEqual(rti.one_way_ns("ideal", 65000), 0)
+
+    def test_over_tcp_every_loss_is_outside_the_model(self):
+        import rti
+        e = {"systems": [self.rtt("netloop wan tcp", 4.0, lost=3, net="wan", protocol="udp")],
+             "payload": [], "endpoints": [], "throughput": [],
+             "reliable": [self.rtt("netloop wan tcp reliable", 40.0, lost=2, net="wan", protocol="tcp"),
+                          self.rtt("netloop lan tcp reliable", 1.0, net="lan", protocol="tcp",
+                                   sim_rtt_at_least_model=False)]}
+        t = rti.targets(e)
+        # The WAN's datagrams may be lost; a message over TCP may not.
+        self.assertEqual(t["outside_model"], 2)
+        # A simulated round trip over TCP shorter than the model's is wrong.
+        self.assertFalse(t["sim_exact"])
+        (title, header, rows), = [x for x in rti.tables(e) if x[0].startswith("Reliable")]
+        self.assertIn("netloop wan tcp reliable", header)
+
+    def test_the_models_delay_over_tcp_is_one_segment_behind_headers(self):
+        import rti
+        # 8 bytes and the 4-byte length behind 20 + 20 + 14 bytes of
+        # headers: a 66-byte frame, 90 with framing, at 1 Gbit/s.
+        self.assertEqual(rti.one_way_tcp_ns("lan", 8), 50_000 + 720)
+        self.assertIsNone(rti.one_way_tcp_ns("lan", 1457), "past one segment: no single figure")
+        self.assertEqual(rti.name(rti.S("tcp", "wan", proto="tcp")), "netloop wan tcp reliable")
+        t = rti.topology("lan", 2, "tcp", None, "10s", proto="tcp")
+        self.assertEqual(t.count('protocol = "tcp"'), 4)
+        self.assertEqual(check(t).returncode, 0)
 
     def test_the_topology_names_every_endpoint_pair(self):
         import rti
