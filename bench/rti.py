@@ -465,7 +465,10 @@ def run_all(prof: dict, out: Path, only: tuple[str, ...] = SECTIONS) -> dict:
             print_point(p)
     for payload in prof["payloads"] if "reliable" in only else []:
         for system in RELIABLE:
-            p = point(system, payload=payload, count=prof["reliable_count"])
+            # A federation that hangs in HELICS's time coordination (seen
+            # with TCP endpoints across the lossy WAN and 64 KB messages:
+            # every federate waiting in requestTime) costs 2 minutes, not 5.
+            p = point(system, payload=payload, count=prof["reliable_count"], timeout=120.0)
             res["reliable"].append(p)
             print_point(p)
     for n in prof["endpoints"] if "endpoints" in only else []:

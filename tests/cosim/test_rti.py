@@ -93,14 +93,14 @@ def test_bad_arguments_are_named(args, named):
     assert named in r.stderr, r.stderr
 
 
-def start_federation(tmp_path, rounds: int):
+def start_federation(tmp_path, rounds: int, realtime: bool = False):
     """A broker, the returnee, netloop (a LAN with 1 Mbit/s of background
     UDP, to last 100 000 s) and a sender of `rounds` round trips through
     it; returns (processes by name, results path). Started again on another
     port when a federate fails at once (a HELICS core finding the port its
     broker gave it taken by another program)."""
     for _ in range(3):
-        procs, out = start_once(tmp_path, rounds)
+        procs, out = start_once(tmp_path, rounds, realtime)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3 and all(p.poll() in (None, 0) for p in procs.values()):
             time.sleep(0.1)
@@ -110,7 +110,7 @@ def start_federation(tmp_path, rounds: int):
     pytest.fail("the federation failed to start three times")
 
 
-def start_once(tmp_path, rounds: int):
+def start_once(tmp_path, rounds: int, realtime: bool = False):
     port = rti.free_port()
     topo = tmp_path / "net.toml"
     topo.write_text(rti.topology("lan", 1, "zmq", port, "100000s")
@@ -124,8 +124,9 @@ def start_once(tmp_path, rounds: int):
     fed = [NETLOOP, "bench", "rti-federate"]
     procs["returnee"] = subprocess.Popen([*fed, "returnee", "--core", "zmq", init, "--json", str(tmp_path / "r.json")],
                                          stderr=subprocess.DEVNULL, env=env)
-    procs["netloop"] = subprocess.Popen([NETLOOP, "run", str(topo), "-q", "--json", str(out)], stderr=subprocess.PIPE,
-                                        text=True, env=env)
+    procs["netloop"] = subprocess.Popen([NETLOOP, "run", str(topo), "-q", "--json", str(out),
+                                         *(["--realtime"] if realtime else [])],
+                                        stderr=subprocess.PIPE, text=True, env=env)
     procs["sender"] = subprocess.Popen([*fed, "sender", "--core", "zmq", init, "--to", "na", "--count", str(rounds),
                                         "--json", str(tmp_path / "s.json")], stderr=subprocess.DEVNULL, env=env)
     return procs, out
@@ -151,6 +152,25 @@ def test_a_federate_that_leaves_ends_netloops_run_with_its_results(tmp_path):
     r = json.loads(out.read_text())
     assert r["cosim"]["end"] == "federate_left" and "rti_sender" in r["cosim"]["departed"], r["cosim"]
     assert r["meta"]["sim_time_reached_ns"] < 100_000 * 10**9
+    assert r["conservation"]["unaccounted"] == 0
+    assert r["cosim"]["to_federation"] >= 2 * 22
+
+
+def test_in_real_time_a_federate_that_leaves_ends_the_run_with_its_results(tmp_path):
+    """The same in real time: the run would last 100 000 s of wall clock;
+    it ends soon after the sender leaves, and says so."""
+    procs, out = start_federation(tmp_path, 20, realtime=True)
+    try:
+        _, err = procs["netloop"].communicate(timeout=90)
+    finally:
+        end_all(procs)
+    assert procs["netloop"].returncode == 0, err
+    assert "federate 'rti_sender' left it" in err, err
+    r = json.loads(out.read_text())
+    assert r["meta"]["mode"] == "realtime"
+    assert r["cosim"]["end"] == "federate_left" and "rti_sender" in r["cosim"]["departed"], r["cosim"]
+    assert r["cosim"]["departure_checks"] >= 1
+    assert r["meta"]["sim_time_reached_ns"] < 60 * 10**9
     assert r["conservation"]["unaccounted"] == 0
     assert r["cosim"]["to_federation"] >= 2 * 22
 

@@ -164,7 +164,7 @@ pub fn run(
 }
 
 /// How often (wall clock) netloop asks the broker whether a federate left.
-const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
 
 /// The loop of [`run`]: grants, intake, events, hand-over, until the end of
 /// the run, Ctrl-C, or another federate leaving.
@@ -236,7 +236,7 @@ fn advance(
 /// grants whatever netloop asks), so nothing else tells netloop that the
 /// federation it moves messages for is gone; it would run on to its
 /// duration, handing messages to nobody.
-fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
+pub(crate) fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
     let answer = fed.query("root", "current_state")?;
     let Ok(state) = serde_json::from_str::<serde_json::Value>(&answer) else {
         return Ok(Vec::new());

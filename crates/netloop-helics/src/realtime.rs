@@ -26,6 +26,10 @@
 //! waited for that grant up to one step (plus HELICS's own wake-up); the
 //! report says how long (`handoff_wait_*`). The network's own timing is
 //! exact as in any real-time run: it is the real programs that see it.
+//!
+//! As in simulated time, netloop asks the broker at most every 100 ms of
+//! wall clock whether another federate left; if one did, the run ends
+//! there (`end: "federate_left"`), as its duration would have.
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +38,9 @@ use netloop_model::build::EndpointInfo;
 use netloop_model::spec::HelicsSpec;
 
 use crate::api::Helics;
-use crate::cosim::{hand_over, intake, join, settings, CosimError, CosimReport};
+use crate::cosim::{
+    departed, hand_over, intake, join, settings, CosimError, CosimReport, DEPARTURES_EVERY,
+};
 
 /// How far behind the wall clock HELICS may grant netloop's time when the
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
@@ -80,10 +86,25 @@ pub fn run_realtime(
     let mut granted = 0.0;
     let mut waits: Vec<u64> = Vec::new();
     let mut lags: Vec<u64> = Vec::new();
+    let mut checked = Instant::now();
     loop {
         if stop() {
             report.end = "interrupted";
             break;
+        }
+        if checked.elapsed() >= DEPARTURES_EVERY {
+            let t0 = Instant::now();
+            let gone = departed(&mut fed, &report.federate)?;
+            report.departure_checks += 1;
+            report.departure_check_wall_ns += t0.elapsed().as_nanos() as u64;
+            checked = Instant::now();
+            if !gone.is_empty() {
+                // The engine ends its run as if its duration were over.
+                report.end = "federate_left";
+                report.departed = gone;
+                let _ = remote.call(Request::Stop, Duration::from_secs(10));
+                break;
+            }
         }
         // The next step's boundary after the wall clock's now: asking for
         // the granted time plus a step would let HELICS's time fall ever

@@ -258,7 +258,11 @@ fn an_idle_connection_stays_open() {
     assert_eq!(got.len(), 2);
     // On the same connection: no handshake (a round trip, 20 ms) before
     // it; the hosts' ARP caches went stale and are refreshed beside it.
-    assert!(got[1].at < at(t1 + 2 * hop_ns(10) + 1_000_000), "{:?}", got[1].at);
+    assert!(
+        got[1].at < at(t1 + 2 * hop_ns(10) + 1_000_000),
+        "{:?}",
+        got[1].at
+    );
     let a = stats(&mut sim, 0);
     assert_eq!((a.connections_opened, a.lost_connection), (1, 0));
     assert_conserved(&sim);
@@ -288,7 +292,11 @@ fn a_full_inbox_holds_the_sender_back_and_loses_nothing() {
         .iter()
         .map(|m| u32::from_be_bytes(m.data[..].try_into().unwrap()))
         .collect();
-    assert_eq!(all, (0..n as u32).collect::<Vec<_>>(), "every message, in order");
+    assert_eq!(
+        all,
+        (0..n as u32).collect::<Vec<_>>(),
+        "every message, in order"
+    );
     let s = stats(&mut sim, 1);
     assert_eq!((s.received, s.inbox_full), (n as u64, 0));
     assert_conserved(&sim);
