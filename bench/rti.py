@@ -366,9 +366,18 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
             # more than the model's delay, 1 in the round after a lost
             # one (the sender then sends at its deadline's grant).
             extra = [x - want for x in sim]
-            p.update(sim_rtt_model_ns=want, sim_rtt_extra_ns=sorted(set(extra))[:5],
-                     sim_rtt_exact=bool(sim) and all(e in (1, 2) for e in extra)
-                     and extra.count(1) <= s["lost"])
+            p.update(sim_rtt_model_ns=want, sim_rtt_extra_ns=sorted(set(extra))[:5])
+            if NETWORKS[net][2] and math.ceil((payload + 8) / 1480) > 1:
+                # A datagram of several fragments across a lossy link: the
+                # receiving host gives up one that lost a fragment after
+                # 30 s and answers with ICMP time-exceeded, which can be on
+                # the wire just ahead of a later echo (seen: 6 721 ns, one
+                # 84-byte frame at 100 Mbit/s). The model's delay is then a
+                # floor, not the figure.
+                p.update(sim_rtt_at_least_model=all(e >= 1 for e in extra))
+            else:
+                p.update(sim_rtt_exact=bool(sim) and all(e in (1, 2) for e in extra)
+                         and extra.count(1) <= s["lost"])
         elif sim := s["sim_rtt_ns"]:
             p.update(sim_rtt_p50_ns=st.median(sim))
     else:
@@ -589,7 +598,9 @@ def tables(res) -> list[tuple[str, list[str], list[list[str]]]]:
                 r = find(rows_in, n, **{key: v})
                 cells.append(f"{r['rtt_p50_ms']:.3f} ({r['rate_hz'] * r['endpoints']:.0f}/s)" if r else "failed")
             rows.append(cells)
-        out.append((f"Round trip against {title}: median ms (messages returned per second)", [title, *names], rows))
+        if rows:  # (a section not measured: --only)
+            out.append((f"Round trip against {title}: median ms (messages returned per second)", [title, *names],
+                        rows))
     names = [name(x) for x in RELIABLE]
     rows = []
     for v in sorted({r["payload"] for r in res.get("reliable", []) if "payload" in r}):
@@ -611,8 +622,9 @@ def tables(res) -> list[tuple[str, list[str], list[list[str]]]]:
             r = find(res["throughput"], n, payload=v)
             cells.append(f"{r['sender_rate']:,.0f} / {r['receiver_rate']:,.0f}" if r else "failed")
         rows.append(cells)
-    out.append(("One-way throughput: sender / receiver messages per second (the receiver timed from the "
-                "sender's first send)", ["payload", *names], rows))
+    if rows:
+        out.append(("One-way throughput: sender / receiver messages per second (the receiver timed from the "
+                    "sender's first send)", ["payload", *names], rows))
     return out
 
 
@@ -635,6 +647,8 @@ def plots(res, out: Path):
 
     for key, rows, names, fname in (("payload", res["payload"], [name(s) for s in SWEEP], "rti_payload.png"),
                                     ("endpoints", res["endpoints"], [name(s) for s in SWEEP[:3]], "rti_endpoints.png")):
+        if not rows:
+            continue
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
         for n in names:
             pts = sorted((r[key], r) for r in rows if r.get("system") == n and "error" not in r)
@@ -695,6 +709,8 @@ def plots(res, out: Path):
         fig.tight_layout()
         fig.savefig(out / "rti_reliable.png", dpi=110)
         plt.close(fig)
+    if not res["throughput"]:
+        return
     fig, ax = plt.subplots(figsize=(7, 4))
     for s in SWEEP:
         pts = sorted((r["payload"], r) for r in res["throughput"] if r.get("system") == name(s) and "error" not in r)
