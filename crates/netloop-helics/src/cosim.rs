@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use netloop_core::SimTime;
 use netloop_model::apps::Message;
 use netloop_model::build::EndpointInfo;
-use netloop_model::spec::HelicsSpec;
+use netloop_model::spec::{HelicsSpec, Transport};
 use netloop_model::Simulation;
 use serde::Serialize;
 
@@ -265,10 +265,11 @@ pub(crate) fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, 
 /// lookahead). The federation's messages enter at granted times. A
 /// scheduled link change may shorten a delay, so none is passed over.
 struct Horizon {
-    /// Link directions into hosts with endpoints, and whether each keeps
-    /// a datagram's fragments in order, once each (see
-    /// [`first_completing`]).
-    into: Vec<(usize, usize, bool)>,
+    /// Link directions into hosts with endpoints, once each: link, side,
+    /// whether it keeps a datagram's fragments in order (see
+    /// [`first_completing`]), and the UDP ports of the host's UDP
+    /// endpoints.
+    into: Vec<(usize, usize, bool, Vec<u16>)>,
     /// Their least delay.
     lookahead: netloop_core::SimDuration,
     /// Times of the topology's scheduled link changes, ascending.
@@ -290,7 +291,13 @@ impl Horizon {
                     let ordered = spec.duplicate == 0.0
                         && spec.jitter.as_ref().is_none_or(|j| !j.reorder)
                         && !sim.net.spec().events.iter().any(|e| e.link == l.name);
-                    into.push((li, side, ordered));
+                    let ports = sim
+                        .endpoints
+                        .iter()
+                        .filter(|e| e.node == d.to.0 && e.protocol == Transport::Udp)
+                        .map(|e| e.addr.port())
+                        .collect();
+                    into.push((li, side, ordered, ports));
                     let least = d.channel.spec.least_delay();
                     lookahead = Some(lookahead.map_or(least, |x| x.min(least)));
                 }
@@ -315,12 +322,17 @@ impl Horizon {
     fn next(&self, sim: &Simulation, now: SimTime, end: SimTime) -> SimTime {
         let next = sim.queue.peek_time().unwrap_or(end).min(end);
         let mut t = end.min(next + self.lookahead);
-        for &(li, side, ordered) in &self.into {
-            let wire = &sim.net.links()[li].dirs[side].wire;
-            let first = if ordered {
-                first_completing(wire)
+        for (li, side, ordered, ports) in &self.into {
+            let wire = &sim.net.links()[*li].dirs[*side].wire;
+            let first = if *ordered {
+                first_completing(wire, ports)
             } else {
-                wire.head_at()
+                // Frames may overtake each other: the first to arrive of
+                // those that may complete a message.
+                wire.frames()
+                    .filter(|f| may_complete(&f.frame, ports))
+                    .map(|f| f.at)
+                    .min()
             };
             if let Some(a) = first {
                 t = t.min(a);
@@ -334,16 +346,20 @@ impl Horizon {
 }
 
 /// When the first frame on `wire` arrives that may complete a message, on
-/// a direction that delivers each frame once and in order: the head,
-/// unless it is an IPv4 fragment followed on the wire by a fragment of the
-/// same datagram further on in it. That later fragment's bytes cannot be
-/// there before it arrives (no duplicates), so the datagram is whole at
-/// its arrival at the earliest. Without this a message of n fragments cost
-/// n grants each way: a 64 KB message across a LAN took some 90 round
-/// trips through the broker.
-fn first_completing(wire: &netloop_model::wire::Wire) -> Option<SimTime> {
+/// a direction that delivers each frame once and in order, into a host
+/// whose UDP endpoints have `ports`: the first frame that
+/// [`may_complete`] one, unless it is an IPv4 fragment followed on the
+/// wire by a fragment of the same datagram further on in it. That later
+/// fragment's bytes cannot be there before it arrives (no duplicates), so
+/// the datagram is whole at its arrival at the earliest. Without this a
+/// message of n fragments cost n grants each way: a 64 KB message across a
+/// LAN took some 90 round trips through the broker.
+fn first_completing(wire: &netloop_model::wire::Wire, ports: &[u16]) -> Option<SimTime> {
     let mut frames = wire.frames().peekable();
     while let Some(f) = frames.next() {
+        if !may_complete(&f.frame, ports) {
+            continue;
+        }
         if let (Some((k, off)), Some(next)) = (fragment_of(&f.frame), frames.peek()) {
             if matches!(fragment_of(&next.frame), Some((k2, off2)) if k2 == k && off2 > off) {
                 continue;
@@ -352,6 +368,50 @@ fn first_completing(wire: &netloop_model::wire::Wire) -> Option<SimTime> {
         return Some(f.at);
     }
     None
+}
+
+/// Whether `frame`, arriving at a host whose UDP endpoints have `ports`,
+/// may complete a message there: a UDP datagram (or fragment of one) to
+/// one of those ports, a TCP segment that carries data, or anything this
+/// does not read (tagged, GSO, a fragment past the first). Not: ARP, ICMP,
+/// a TCP segment without data (an ACK never completes a message), UDP to
+/// another port (background traffic). What such a frame sets off at the
+/// host reaches another host no sooner than the lookahead after it, which
+/// the next event's time already bounds; so netloop need not be granted
+/// its arrival. (Asking for every arrival cost a grant per ACK, and HELICS
+/// 3.6.1 stops granting after about 21 800: GMLC-TDC/HELICS#2795.)
+fn may_complete(frame: &netloop_core::Frame, ports: &[u16]) -> bool {
+    if frame.is_super() || frame.len() < 34 {
+        return true;
+    }
+    match [frame[12], frame[13]] {
+        [0x08, 0x00] => {}
+        // ARP, and what a host drops as unsupported.
+        [0x08, 0x06] | [0x86, 0xdd] => return false,
+        _ => return true,
+    }
+    let ip = &frame[14..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    let offset = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+    if ip[0] >> 4 != 4 || ihl < 20 || offset != 0 {
+        return true;
+    }
+    let l4 = ip.get(ihl..total.min(ip.len()).max(ihl)).unwrap_or(&[]);
+    match ip[9] {
+        // UDP: its destination port (the first fragment has the header).
+        17 => match l4.get(2..4) {
+            Some(p) => ports.contains(&u16::from_be_bytes([p[0], p[1]])),
+            None => true,
+        },
+        // TCP: data after the header.
+        6 => match l4.get(12) {
+            Some(&d) => l4.len() > (d >> 4) as usize * 4,
+            None => true,
+        },
+        // ICMP, and protocols a host does not take.
+        _ => false,
+    }
 }
 
 /// The datagram an untagged IPv4 fragment belongs to (source, destination,
@@ -463,6 +523,8 @@ mod tests {
         f[23] = 17;
         f[26..30].copy_from_slice(&[198, 18, 0, 1]);
         f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        f[36..38].copy_from_slice(&4000u16.to_be_bytes());
         netloop_core::Frame::copy_from(&f)
     }
 
@@ -483,31 +545,77 @@ mod tests {
             ipv4(7, 185, true),
             ipv4(7, 370, false),
         ]);
-        assert_eq!(first_completing(&w), at(300));
+        assert_eq!(first_completing(&w, &[4000]), at(300));
         // Not a fragment: the head.
         assert_eq!(
-            first_completing(&wire(vec![ipv4(7, 0, false), ipv4(8, 0, false)])),
+            first_completing(&wire(vec![ipv4(7, 0, false), ipv4(8, 0, false)]), &[4000]),
             at(100)
         );
         // Another datagram next: the head may complete its own.
         assert_eq!(
-            first_completing(&wire(vec![ipv4(7, 0, true), ipv4(8, 185, false)])),
+            first_completing(&wire(vec![ipv4(7, 0, true), ipv4(8, 185, false)]), &[4000]),
             at(100)
         );
         // Fragments out of order, or the same one twice: the head.
         assert_eq!(
-            first_completing(&wire(vec![ipv4(7, 185, false), ipv4(7, 0, true)])),
+            first_completing(&wire(vec![ipv4(7, 185, false), ipv4(7, 0, true)]), &[4000]),
             at(100)
         );
         assert_eq!(
-            first_completing(&wire(vec![ipv4(7, 185, false), ipv4(7, 185, false)])),
+            first_completing(
+                &wire(vec![ipv4(7, 185, false), ipv4(7, 185, false)]),
+                &[4000]
+            ),
             at(100)
         );
         // The last fragment still to leave: nothing on the wire completes
         // it, but its first fragment is the answer (the lookahead bounds
         // what is not on the wire yet).
-        assert_eq!(first_completing(&wire(vec![ipv4(7, 0, true)])), at(100));
-        assert_eq!(first_completing(&wire(vec![])), None);
+        assert_eq!(
+            first_completing(&wire(vec![ipv4(7, 0, true)]), &[4000]),
+            at(100)
+        );
+        assert_eq!(first_completing(&wire(vec![]), &[4000]), None);
+    }
+
+    /// What cannot complete a message is not waited for: ARP, an ACK,
+    /// ICMP, UDP to a port without an endpoint.
+    #[test]
+    fn only_what_may_complete_a_message_is_waited_for() {
+        let at = |ns| Some(SimTime::from_nanos(ns));
+        let with = |proto: u8, bytes: &[(usize, u8)]| {
+            let mut f = ipv4(9, 0, false).to_vec();
+            f[23] = proto;
+            for &(i, b) in bytes {
+                f[i] = b;
+            }
+            netloop_core::Frame::copy_from(&f)
+        };
+        let mut arp = ipv4(1, 0, false).to_vec();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let arp = netloop_core::Frame::copy_from(&arp);
+        // TCP: 46 bytes of IP = 20 of IP header, 20 of TCP header (data
+        // offset 5) and 6 of data; an ACK is 40 bytes of IP.
+        let data = with(6, &[(46, 0x50)]);
+        let ack = with(6, &[(46, 0x50), (17, 40)]);
+        let icmp = with(1, &[]);
+        let other_port = with(17, &[(37, 0x99)]);
+        let w = wire(vec![arp, ack, icmp, other_port, data.clone()]);
+        assert_eq!(first_completing(&w, &[4000]), at(500));
+        assert_eq!(
+            first_completing(&wire(vec![ipv4(7, 0, false)]), &[4001]),
+            None
+        );
+        // The first fragment has the UDP header; later ones may be anyone's.
+        assert_eq!(
+            first_completing(&wire(vec![ipv4(7, 0, true)]), &[4001]),
+            None
+        );
+        assert_eq!(
+            first_completing(&wire(vec![ipv4(7, 185, false)]), &[4001]),
+            at(100)
+        );
+        assert!(may_complete(&data, &[]));
     }
 
     #[test]

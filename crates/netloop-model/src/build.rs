@@ -103,6 +103,8 @@ pub struct EndpointInfo {
     pub app: usize,
     /// Its address and port.
     pub addr: std::net::SocketAddrV4,
+    /// UDP or TCP.
+    pub protocol: Transport,
     /// Where it sends by default.
     pub to: Option<std::net::SocketAddrV4>,
     /// The HELICS endpoint that what arrives is handed to.
@@ -1353,6 +1355,7 @@ impl<'a> Builder<'a> {
                 node,
                 app: 0,
                 addr: std::net::SocketAddrV4::new(ip, e.port),
+                protocol: e.protocol,
                 to: None,
                 federate: e.federate.clone(),
             });
