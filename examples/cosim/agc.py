@@ -1,7 +1,7 @@
 """The control centre's automatic generation control (AGC): a PI law on the
 grid's frequency deviation, and a real program around it.
 
-As a program (the real-time example runs it in the namespace of the real
+As a program (grid_rt.toml runs it in the network namespace of the real
 host `control`): a plain UDP server, no HELICS in it, that answers each
 measurement `{"t": …, "df": …}` with a setpoint `{"t": …, "p_set": …}`.
 

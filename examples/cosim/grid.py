@@ -11,7 +11,7 @@ absolute deviation (Hz·s), the setpoints it got and the trace.
 
 `agc`: the control centre's controller (agc.py's PI law), answering each
 measurement through netloop's endpoint `ctrl` (simulated time only; in
-real time agc.py runs as a real program instead).
+real time, grid_rt.toml runs agc.py as a real program instead).
 
     python grid.py grid|agc BROKER_PORT [END]
 """

@@ -231,6 +231,28 @@ def test_the_grid_study_shows_what_the_wan_does_to_frequency_control():
     assert outage["dropped"].get("link_down", 0) >= 29
 
 
+def test_in_real_time_the_grid_study_runs_with_its_agc_as_a_real_program():
+    """grid_rt.toml: the AGC is agc.py in a namespace (plain UDP), the grid
+    a federate, netloop on the wall clock with the shared WAN between them.
+    Nearly every measurement is answered (the first may come before agc.py
+    listens, the last after the grid stopped: 95 to 97 of 100 here), and an
+    outage of the WAN takes its 30 and deepens the dip, as in simulated
+    time. Whether the run kept up is not asserted: the machine may be busy
+    with other runs."""
+    need_root()
+    from grid_study import study
+
+    s = study(NETLOOP, realtime=True, scenarios=("as is", "outage 1-4 s"))
+    base, outage = s["as is"], s["outage 1-4 s"]
+    for name, g in s.items():
+        assert g["unaccounted"] == 0, name
+    assert base["setpoints"] >= 90, base["setpoints"]
+    assert -0.8 < base["nadir_hz"] < -0.5, base["nadir_hz"]
+    assert outage["setpoints"] <= base["setpoints"] - 25, outage["setpoints"]
+    assert outage["nadir_hz"] < base["nadir_hz"] - 0.3, outage["nadir_hz"]
+    assert outage["dropped"].get("link_down", 0) >= 25
+
+
 
 def test_over_tcp_an_outage_delays_messages_and_loses_none(tmp_path):
     """TCP endpoints: what the outage took is sent again once the WAN is

@@ -316,6 +316,22 @@ def check_grid_study_help(cmd: str, tmp: Path) -> None:
     assert "usage: grid_study.py" in ok(r, cmd), r.stdout
 
 
+def check_grid_study_realtime(cmd: str, tmp: Path) -> None:
+    """The study in real time, as written (root: a namespace); its four
+    scenarios' figures printed."""
+    if not IS_ROOT:
+        if os.environ.get("NETLOOP_REQUIRE_REAL") == "1":
+            pytest.fail("the real-time study needs root")
+        pytest.skip("the real-time study needs root (it makes a network namespace)")
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "cosim" / "grid_study.py"), "--realtime"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env=dict(os.environ, NETLOOP=str(NETLOOP)))
+    out = ok(r, cmd)
+    for scenario in ("as is", "+250 ms delay", "30 % loss", "outage 1-4 s"):
+        assert scenario in out, out
+    assert "link_down" in out, out
+
+
 def check_mpi_build(cmd: str, tmp: Path) -> None:
     """Builds with MPI where Open MPI (or MPICH) is installed, as CI has it;
     elsewhere says why it can't."""
@@ -399,6 +415,7 @@ HOW: dict[str, How] = {
         check_grid_study_help, "tests/cosim/test_helics.py runs the study (a minute) and checks its figures"
     ),
     'sudo env "PATH=$PATH" python examples/cosim/run.py --realtime': How(check_cosim_example),
+    'sudo env "PATH=$PATH" python examples/cosim/grid_study.py --realtime': How(check_grid_study_realtime),
     "sudo bench/run --only rti": How(
         lambda c, t: ok(sh("python3 bench/reference.py --help", ROOT, 120), "bench/reference.py --help"),
         "about 10 minutes and installs packages; tests/cosim/test_rti.py runs its measurements small, and "
