@@ -163,6 +163,37 @@ pub fn run(
     Ok(report)
 }
 
+/// Grants after which netloop warns that HELICS up to 3.6 may stop
+/// granting: a global-time broker's time rounds are counted in a field of
+/// 16 bits, three a round, and it stops at about 21 800
+/// (GMLC-TDC/HELICS#2795, fixed after 3.6.1).
+pub(crate) const GRANT_WARNING: u64 = 20_000;
+
+/// Whether HELICS `version` (as `helicsGetVersion` says it, "3.6.1 (…)")
+/// has the global-time broker that stops granting (before 3.7).
+pub(crate) fn stops_granting(version: &str) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => (major, minor) < (3, 7),
+        _ => false,
+    }
+}
+
+/// Says once, at [`GRANT_WARNING`] grants, why the federation may stop.
+pub(crate) fn warn_of_grant_limit(report: &CosimReport, version: &str) {
+    if report.grants == GRANT_WARNING && stops_granting(version) {
+        eprintln!(
+            "warning: netloop has been granted time {GRANT_WARNING} times; a global-time broker \
+             (--globaltime) of HELICS {version} stops granting at about 21 800 (GMLC-TDC/HELICS#2795, \
+             fixed after 3.6.1): if the federation stops here, that is why \
+             (docs/cosimulation.md, \"Setting up HELICS\")"
+        );
+    }
+}
+
 /// How often (wall clock) netloop asks the broker whether a federate left.
 pub(crate) const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
 
@@ -178,6 +209,7 @@ fn advance(
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let mut now = SimTime::ZERO;
     let mut checked = Instant::now();
+    let version = fed.helics_version();
     loop {
         // The events due by the granted time first: the queue's clock then
         // stands at it, where the federation's messages enter.
@@ -220,6 +252,7 @@ fn advance(
         let granted = fed.request_time(seconds(next))?;
         report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
         report.grants += 1;
+        warn_of_grant_limit(report, &version);
         let g = sim_time(granted).clamp(now, end);
         if g < next {
             report.early_grants += 1;
@@ -616,6 +649,15 @@ mod tests {
             at(100)
         );
         assert!(may_complete(&data, &[]));
+    }
+
+    #[test]
+    fn helics_before_3_7_may_stop_granting() {
+        assert!(stops_granting("3.6.1 (2025-02-24)"));
+        assert!(stops_granting("2.8.1"));
+        assert!(!stops_granting("3.7.0 (2026-08-07)"));
+        assert!(!stops_granting("4.0.0"));
+        assert!(!stops_granting("unknown"));
     }
 
     #[test]

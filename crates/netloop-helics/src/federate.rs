@@ -70,6 +70,11 @@ fn c(s: &str, what: &str) -> Result<CString, HelicsError> {
 }
 
 impl<'h> Federate<'h> {
+    /// The version of the HELICS library it runs on.
+    pub fn helics_version(&self) -> String {
+        self.h.version()
+    }
+
     /// Creates the federate (which connects its core to the broker).
     pub fn new(h: &'h Helics, s: &Settings) -> Result<Federate<'h>, HelicsError> {
         let mut init = format!("--timeout={}ms", s.timeout.as_millis());

@@ -83,6 +83,7 @@ pub fn run_realtime(
         }
     };
     let step_ns = spec.step.as_nanos() as i64;
+    let version = helics.version();
     let mut granted = 0.0;
     let mut waits: Vec<u64> = Vec::new();
     let mut lags: Vec<u64> = Vec::new();
@@ -116,6 +117,7 @@ pub fn run_realtime(
         let g = fed.request_time(want)?;
         report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
         report.grants += 1;
+        crate::cosim::warn_of_grant_limit(&report, &version);
         if g < want - 1e-10 {
             report.early_grants += 1;
         }
