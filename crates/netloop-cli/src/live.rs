@@ -149,16 +149,10 @@ pub fn execute_live(
                 crate::run::print_federate(&report);
             }
             if report.end == "federate_left" {
-                eprintln!(
-                    "the federation ended at {:.3} s of the run's {}: {} left it; netloop's run ends there, its results kept",
-                    out.results.meta.sim_time_reached_ns as f64 / 1e9,
+                crate::run::say_departure(
+                    &report,
+                    netloop_core::SimTime::from_nanos(out.results.meta.sim_time_reached_ns),
                     sim.net.spec().run.duration,
-                    report
-                        .departed
-                        .iter()
-                        .map(|n| format!("federate '{n}'"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
                 );
             }
             out.results.cosim = Some(serde_json::to_value(&report)?);

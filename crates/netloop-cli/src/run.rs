@@ -612,16 +612,7 @@ fn execute_cosim(
     }
     let reached = SimTime::from_nanos(results.meta.sim_time_reached_ns);
     match report.end {
-        "federate_left" => eprintln!(
-            "the federation ended at {reached} of {}: {} left it; netloop's run ends there, its results kept",
-            sim.net.spec().run.duration,
-            report
-                .departed
-                .iter()
-                .map(|n| format!("federate '{n}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        "federate_left" => say_departure(&report, reached, sim.net.spec().run.duration),
         "failed" => eprintln!(
             "error: the HELICS federation failed at {reached} of {}: {}; the results up to then are kept",
             sim.net.spec().run.duration,
@@ -631,6 +622,25 @@ fn execute_cosim(
     }
     results.cosim = Some(serde_json::to_value(&report)?);
     Ok((results, interrupted))
+}
+
+/// Says on stderr that the run ended at `reached` of `duration` because
+/// the federates `report` names left the federation (simulated or real
+/// time alike).
+pub(crate) fn say_departure(
+    report: &netloop_helics::CosimReport,
+    reached: SimTime,
+    duration: netloop_core::SimDuration,
+) {
+    eprintln!(
+        "the federation ended at {reached} of {duration}: {} left it; netloop's run ends there, its results kept",
+        report
+            .departed
+            .iter()
+            .map(|n| format!("federate '{n}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 /// Loads HELICS for `spec`'s federation and says so (`how`: e.g. " in real

@@ -195,7 +195,7 @@ pub(crate) fn warn_of_grant_limit(report: &CosimReport, version: &str) {
 }
 
 /// How often (wall clock) netloop asks the broker whether a federate left.
-pub(crate) const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
+const DEPARTURES_EVERY: Duration = Duration::from_millis(100);
 
 /// The loop of [`run`]: grants, intake, events, hand-over, until the end of
 /// the run, Ctrl-C, or another federate leaving.
@@ -234,18 +234,8 @@ fn advance(
             report.end = "interrupted";
             break;
         }
-        if checked.elapsed() >= DEPARTURES_EVERY {
-            let t0 = Instant::now();
-            let gone = departed(fed, &report.federate)?;
-            report.departure_checks += 1;
-            report.departure_check_wall_ns += t0.elapsed().as_nanos() as u64;
-            // From the answer: a slow broker is not asked more often.
-            checked = Instant::now();
-            if !gone.is_empty() {
-                report.end = "federate_left";
-                report.departed = gone;
-                break;
-            }
+        if left(fed, report, &mut checked)? {
+            break;
         }
         let next = horizon.next(sim, now, end);
         let t0 = Instant::now();
@@ -262,6 +252,31 @@ fn advance(
     Ok(())
 }
 
+/// Whether another federate has left the federation, asking the broker at
+/// most every [`DEPARTURES_EVERY`] since `checked` (the last answer). If
+/// one has, `report` says so (`end` and `departed`) and the run ends.
+pub(crate) fn left(
+    fed: &mut Federate<'_>,
+    report: &mut CosimReport,
+    checked: &mut Instant,
+) -> Result<bool, HelicsError> {
+    if checked.elapsed() < DEPARTURES_EVERY {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let gone = departed(fed, &report.federate)?;
+    report.departure_checks += 1;
+    report.departure_check_wall_ns += t0.elapsed().as_nanos() as u64;
+    // From the answer: a slow broker is not asked more often.
+    *checked = Instant::now();
+    if gone.is_empty() {
+        return Ok(false);
+    }
+    report.end = "federate_left";
+    report.departed = gone;
+    Ok(true)
+}
+
 /// The federates other than `me` that have left the federation (or failed),
 /// by the broker's `current_state`.
 ///
@@ -269,7 +284,7 @@ fn advance(
 /// grants whatever netloop asks), so nothing else tells netloop that the
 /// federation it moves messages for is gone; it would run on to its
 /// duration, handing messages to nobody.
-pub(crate) fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
+fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
     let answer = fed.query("root", "current_state")?;
     let Ok(state) = serde_json::from_str::<serde_json::Value>(&answer) else {
         return Ok(Vec::new());

@@ -38,9 +38,7 @@ use netloop_model::build::EndpointInfo;
 use netloop_model::spec::HelicsSpec;
 
 use crate::api::Helics;
-use crate::cosim::{
-    departed, hand_over, intake, join, settings, CosimError, CosimReport, DEPARTURES_EVERY,
-};
+use crate::cosim::{hand_over, intake, join, left, settings, CosimError, CosimReport};
 
 /// How far behind the wall clock HELICS may grant netloop's time when the
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
@@ -93,19 +91,10 @@ pub fn run_realtime(
             report.end = "interrupted";
             break;
         }
-        if checked.elapsed() >= DEPARTURES_EVERY {
-            let t0 = Instant::now();
-            let gone = departed(&mut fed, &report.federate)?;
-            report.departure_checks += 1;
-            report.departure_check_wall_ns += t0.elapsed().as_nanos() as u64;
-            checked = Instant::now();
-            if !gone.is_empty() {
-                // The engine ends its run as if its duration were over.
-                report.end = "federate_left";
-                report.departed = gone;
-                let _ = remote.call(Request::Stop, Duration::from_secs(10));
-                break;
-            }
+        if left(&mut fed, &mut report, &mut checked)? {
+            // The engine ends its run as if its duration were over.
+            let _ = remote.call(Request::Stop, Duration::from_secs(10));
+            break;
         }
         // The next step's boundary after the wall clock's now: asking for
         // the granted time plus a step would let HELICS's time fall ever
