@@ -86,8 +86,6 @@ struct Conn {
     pending: VecDeque<u8>,
     /// Bytes handed to the socket so far.
     written: u64,
-    /// Bytes queued so far (written and pending).
-    queued: u64,
     /// Where each message not yet acknowledged ends, in the stream.
     ends: VecDeque<u64>,
     /// Received bytes not yet a whole message.
@@ -155,8 +153,7 @@ impl TcpTransport {
     }
 
     /// Queues `data` for `to`: on the first open connection with it, or a
-    /// new one. Returns whether the message was taken (else it was refused
-    /// and counted).
+    /// new one. A refusal is counted in `stats` and returned.
     pub fn send(
         &mut self,
         sockets: &mut SocketSet<'static>,
@@ -209,8 +206,7 @@ impl TcpTransport {
         }
         c.pending.extend((data.len() as u32).to_be_bytes());
         c.pending.extend(data);
-        c.queued += (PREFIX + data.len()) as u64;
-        c.ends.push_back(c.queued);
+        c.ends.push_back(c.written + c.pending.len() as u64);
         stats.sent += 1;
         stats.sent_bytes += data.len() as u64;
         Ok(())
@@ -221,10 +217,9 @@ impl TcpTransport {
         let used: std::collections::HashSet<u16> = sockets
             .iter()
             .filter_map(|(_, s)| tcp::Socket::downcast(s))
-            .filter_map(|s| {
+            .map(|s| {
                 s.local_endpoint()
-                    .map(|e| e.port)
-                    .or(Some(s.listen_endpoint().port))
+                    .map_or(s.listen_endpoint().port, |e| e.port)
             })
             .collect();
         // 32 768 ports and far fewer sockets: one is free.
@@ -358,7 +353,6 @@ impl Conn {
             outgoing,
             pending: VecDeque::new(),
             written: 0,
-            queued: 0,
             ends: VecDeque::new(),
             rx: Vec::new(),
             over: false,
