@@ -43,7 +43,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics as st
 import subprocess
 import sys
@@ -101,9 +100,12 @@ def federate_env() -> dict:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a broker: examples/cosim/run.py's (free ports below the
+    ephemeral range, room for the cores the broker places after it)."""
+    sys.path.insert(0, str(ROOT / "examples" / "cosim"))
+    from run import free_port as broker_port
+
+    return broker_port()
 
 
 def topology(net: str, endpoints: int, core: str, port: int | None, duration: str, init: str = "",

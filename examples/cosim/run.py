@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -52,10 +53,32 @@ def over_tcp(topology: str, realtime: bool = False) -> str:
     return text
 
 
-def free_port() -> int:
+def free_port(span: int = 64) -> int:
+    """A port for a HELICS broker on this machine: it and the `span` ports
+    after it (where the broker places its federates' cores: its port + 5
+    and on, two a core) free on loopback now, and below the kernel's
+    ephemeral range, which hands ports to any program's outgoing
+    connections at any moment (a core that found its port so taken failed
+    a CI run: "Unable to bind zmq pull socket")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10_000, max(10_001, low - span))
+        if all(_bindable(p) for p in range(port, port + span)):
+            return port
+    raise RuntimeError(f"no {span} free ports in a row below {low} on 127.0.0.1")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def broker_path() -> Path:

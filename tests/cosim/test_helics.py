@@ -174,6 +174,38 @@ def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
     assert res["conservation"]["unaccounted"] == 0
 
 
+def test_a_federation_that_never_forms_is_an_error_after_the_timeout(tmp_path):
+    """A broker that waits for a federate that never comes (one that died
+    starting, as a sender did in CI): HELICS would wait for ever; netloop
+    gives up after its `timeout`, says why, and the broker is told."""
+    import time
+
+    from run import broker_path, free_port
+
+    port = free_port()
+    topo = tmp_path / "wan.toml"
+    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "2s"\ninit = "--brokerport={port}"', 1))
+    broker = subprocess.Popen(
+        [str(broker_path()), "--federates=2", "--coretype=zmq", f"--port={port}", "--loglevel=error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([NETLOOP, "run", str(topo), "-q"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, VIRTUAL_ENV=sys.prefix))
+        took = time.monotonic() - t0
+        assert r.returncode == 1, r.stderr
+        assert "the federation did not start: not every federate joined within 2 s" in r.stderr, r.stderr
+        assert str(topo) in r.stderr, r.stderr
+        assert 2 <= took < 30, took
+        # The abort reaches the broker, which ends too.
+        broker.wait(timeout=20)
+    finally:
+        if broker.poll() is None:
+            broker.kill()
+            broker.wait()
+
+
 def test_ctrl_c_while_the_federation_never_forms_ends_the_run(tmp_path):
     """A broker that waits for a federate that never comes: netloop blocks
     in HELICS; Ctrl-C ends it (HELICS's wait is aborted) with 130."""

@@ -508,7 +508,7 @@ pub(crate) fn join<'h>(
         fed.register_endpoint(&e.name)?;
     }
     connected();
-    fed.enter_executing()?;
+    fed.enter_executing(settings.timeout)?;
     let report = CosimReport {
         federate: spec.name.clone(),
         helics: format!("{} ({})", helics.version(), helics.path().display()),

@@ -6,6 +6,8 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use crate::api::{cstr, Handle, Helics, RawError, Time};
@@ -131,14 +133,25 @@ impl<'h> Federate<'h> {
 
     /// Registers a global endpoint; returns its index.
     pub fn register_endpoint(&mut self, name: &str) -> Result<usize, HelicsError> {
+        self.register_typed_endpoint(name, None)
+    }
+
+    /// Registers a global endpoint of type `ty` (HELICS's free-form type
+    /// string of an endpoint's messages), if any; returns its index.
+    pub fn register_typed_endpoint(
+        &mut self,
+        name: &str,
+        ty: Option<&str>,
+    ) -> Result<usize, HelicsError> {
         let n = c(name, "endpoint name")?;
-        // SAFETY: a live federate; the name outlives the call.
+        let t = ty.map(|t| c(t, "endpoint type")).transpose()?;
+        // SAFETY: a live federate; the name and type outlive the call.
         let ep = unsafe {
             let mut e = (self.h.helicsErrorInitialize)();
             let ep = (self.h.helicsFederateRegisterGlobalEndpoint)(
                 self.fed,
                 n.as_ptr(),
-                std::ptr::null(),
+                t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
                 &mut e,
             );
             check(self.h, &mut e, &format!("registering endpoint '{name}'"))?;
@@ -149,14 +162,49 @@ impl<'h> Federate<'h> {
         Ok(self.endpoints.len() - 1)
     }
 
-    /// Enters executing mode: waits for every federate of the federation.
-    pub fn enter_executing(&mut self) -> Result<(), HelicsError> {
-        // SAFETY: a live federate.
-        unsafe {
-            let mut e = (self.h.helicsErrorInitialize)();
-            (self.h.helicsFederateEnterExecutingMode)(self.fed, &mut e);
-            check(self.h, &mut e, "entering executing mode")
+    /// Enters executing mode: waits for every federate of the federation,
+    /// but no longer than `within`. HELICS itself would wait for ever for a
+    /// federate that never joins (one that died starting, a broker started
+    /// with `--federates` one too many); past `within` a watcher aborts
+    /// HELICS in this process and the wait is an error that says why.
+    /// (Not HELICS's asynchronous call: a local error or an abort while it
+    /// is pending waits for it to complete, i.e. for ever.)
+    pub fn enter_executing(&mut self, within: Duration) -> Result<(), HelicsError> {
+        let h = self.h;
+        let fed = self.fed;
+        let why = format!(
+            "not every federate joined within {} (the timeout): the broker still waits \
+             for one that has not (not started, failed to start, or fewer federates \
+             than the broker's --federates)",
+            humanize(within)
+        );
+        let timed_out = AtomicBool::new(false);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let result = std::thread::scope(|scope| {
+            let (timed_out, why) = (&timed_out, &why);
+            scope.spawn(move || {
+                if rx.recv_timeout(within) == Err(RecvTimeoutError::Timeout) {
+                    timed_out.store(true, Ordering::SeqCst);
+                    h.abort(&why);
+                }
+            });
+            // SAFETY: a live federate.
+            let r = unsafe {
+                let mut e = (h.helicsErrorInitialize)();
+                (h.helicsFederateEnterExecutingMode)(fed, &mut e);
+                check(h, &mut e, "entering executing mode")
+            };
+            drop(tx);
+            r
+        });
+        if timed_out.load(Ordering::SeqCst) {
+            return Err(HelicsError {
+                what: "the federation did not start".into(),
+                code: -1,
+                message: why,
+            });
         }
+        result
     }
 
     /// Asks to advance to `t` seconds; returns the time granted (earlier
@@ -302,6 +350,15 @@ impl Drop for Broker<'_> {
             (self.h.helicsErrorClear)(&mut e);
             (self.h.helicsBrokerFree)(self.broker);
         }
+    }
+}
+
+/// `d` as a person writes it: `60 s`, `1.5 s`, `250 ms`.
+fn humanize(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{} s", d.as_secs_f64())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 

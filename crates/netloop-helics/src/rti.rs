@@ -122,7 +122,7 @@ fn join<'h>(
             fed.register_endpoint(&format!("{prefix}{i}"))?;
         }
     }
-    fed.enter_executing()?;
+    fed.enter_executing(settings.timeout)?;
     Ok(fed)
 }
 
