@@ -66,10 +66,12 @@ NETWORKS = {
 
 PROFILES = {
     "quick": {"count": 500, "rt_count": 200, "payloads": [8, 64, 512, 1024, 8192, 65000],
-              "endpoints": [1, 16, 128, 1000], "tput_count": 2000, "reliable_count": 300, "repeats": 1},
+              "endpoints": [1, 16, 128, 1000], "tput_count": 2000, "reliable_count": 300, "repeats": 1,
+              "types": [1, 4, 32], "values": [1, 4, 8, 32], "stress": [4, 20, 40]},
     "full": {"count": 3000, "rt_count": 1000, "reliable_count": 1000,
              "payloads": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65000],
-             "endpoints": [1, 2, 8, 32, 128, 512, 1000], "tput_count": 20000, "repeats": 3},
+             "endpoints": [1, 2, 8, 32, 128, 512, 1000], "tput_count": 20000, "repeats": 3,
+             "types": [1, 2, 4, 8, 16, 32], "values": [1, 2, 4, 8, 16, 32], "stress": list(range(4, 41, 4))},
 }
 
 
@@ -202,12 +204,22 @@ BROKER_TIMING = "global"
 
 
 def federate_args(test: str, payload: int, count: int, endpoints: int, rate_hz: float | None,
-                  spacing: float, warmup: int, echo_timeout: float = 1.0) -> list[str]:
+                  spacing: float, warmup: int, echo_timeout: float = 1.0, types: int = 1,
+                  values: int | None = None) -> list[str]:
     a = ["--test", test, "--payload", str(payload), "--count", str(count), "--endpoints", str(endpoints),
-         "--spacing", repr(spacing), "--warmup", str(warmup), "--timeout", repr(echo_timeout)]
+         "--spacing", repr(spacing), "--warmup", str(warmup), "--timeout", repr(echo_timeout), "--types", str(types)]
     if rate_hz:
         a += ["--rate-hz", str(rate_hz)]
+    if values:
+        a += ["--values", str(values)]
     return a
+
+
+def message_bytes(payload: int, values: int | None) -> int:
+    """The bytes of one message: `payload`, or `values` values of `payload`
+    bytes, each with its 4-byte length, after the 8-byte sequence number
+    (netloop_helics::rti::message)."""
+    return payload if not values else 8 + values * (4 + payload)
 
 
 def measure(system: dict, **kw) -> dict:
@@ -223,9 +235,13 @@ def measure(system: dict, **kw) -> dict:
 
 
 def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count: int = 500, endpoints: int = 1,
-            rate_hz: float | None = None, spacing: float = 0.0, timeout: float = 300.0) -> dict:
+                 rate_hz: float | None = None, spacing: float = 0.0, timeout: float = 300.0, types: int = 1,
+                 values: int | None = None) -> dict:
     """One measurement of `system` ({core, net (None: HELICS alone), rt,
-    proto})."""
+    proto}): `types` message types of `endpoints` pairs each, messages of
+    `payload` bytes or of `values` values of `payload` bytes."""
+    shape = {"types": types, "values": values}
+    pairs = types * endpoints
     core, net, rt = system["core"], system.get("net"), system.get("rt", False)
     proto = system.get("proto", "udp")
     nl = netloop_bin()
@@ -235,7 +251,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
         # (1 s at least) later: an echo has 30 s of simulated time before
         # it counts lost.
         common = federate_args(test, payload, count, endpoints, rate_hz, spacing, 2,
-                               30.0 if proto == "tcp" else 1.0)
+                               30.0 if proto == "tcp" else 1.0, types, values)
         to = ["--to", "na" if net else "ret"]
         out = run.dir / "out.json"
         if core == "inproc":
@@ -244,7 +260,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
                 args += ["--relay"]
             elif net:
                 topo = run.dir / "net.toml"
-                topo.write_text(topology(net, endpoints, "inproc", None, "100000s", proto=proto))
+                topo.write_text(topology(net, pairs, "inproc", None, "100000s", proto=proto))
                 args += ["--topology", str(topo)]
             # HELICS 3.6's inproc federation, three federates started at once
             # on threads, now and then never leaves enterExecutingMode (about
@@ -263,7 +279,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
                         raise RuntimeError("inproc: the federation never started, 3 times")
             if p.returncode != 0:
                 raise RuntimeError(f"inproc: exit {p.returncode}: {(run.dir / 'inproc.err').read_text()[-800:]}")
-            return {**finish(json.loads(out.read_text()), system, test, payload, endpoints, count),
+            return {**finish(json.loads(out.read_text()), system, test, payload, endpoints, count, **shape),
                     "inproc_hung": hung}
         port = free_port()
         feds = 2 + (1 if net else 0)
@@ -283,12 +299,13 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
         others = {"returnee": ret}
         if net == "relay":
             others["relay"] = run.spawn([nl, "bench", "rti-federate", "relay", "--core", core, *init, "--endpoints",
-                                         str(endpoints), "--json", str(run.dir / "relay.json")], **log("relay"))
+                                         str(endpoints), "--types", str(types), "--json",
+                                         str(run.dir / "relay.json")], **log("relay"))
         elif net:
             topo = run.dir / "net.toml"
             # In real time the run lasts its duration on the wall clock: it
             # is interrupted once the sender is done.
-            topo.write_text(topology(net, endpoints, core, port, "3600s" if rt else "100000s", size, proto))
+            topo.write_text(topology(net, pairs, core, port, "3600s" if rt else "100000s", size, proto))
             netp = run.spawn([nl, "run", str(topo), "--quiet", "--json", str(run.dir / "netloop.json"),
                               *(["--realtime"] if rt else [])], **log("netloop"))
             others["netloop"] = netp
@@ -317,7 +334,7 @@ def measure_once(system: dict, test: str = "round-trip", payload: int = 8, count
             r = json.loads((run.dir / "netloop.json").read_text())
             d["netloop"] = {"cosim": r.get("cosim"), "conservation": r.get("conservation"),
                             "endpoints": r.get("endpoints"), "realtime": slim_rt(r.get("realtime"))}
-        return finish(d, system, test, payload, endpoints, count)
+        return finish(d, system, test, payload, endpoints, count, **shape)
     finally:
         run.close()
 
@@ -347,14 +364,19 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
-def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count: int) -> dict:
+def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count: int, types: int = 1,
+           values: int | None = None) -> dict:
     """The point's figures from the federates' reports."""
     s, r = d["sender"], d["returnee"]
+    instances, endpoints = endpoints, types * endpoints  # pairs in all
+    size = message_bytes(payload, values)
     net = system.get("net")
     proto = system.get("proto", "udp") if net in NETWORKS else None
     p = {"system": name(system), "net": net, "protocol": proto, "realtime": bool(system.get("rt")), "test": test,
-         "payload": payload, "endpoints": endpoints, "count": count,
-         "sent": s["sent"], "returned": s["returned"], "lost": s["lost"], "late": s["late"], "bad": s["bad"]}
+         "payload": payload, "endpoints": instances, "types": types, "values": values, "pairs": endpoints,
+         "message_bytes": size, "count": count,
+         "sent": s["sent"], "returned": s["returned"], "lost": s["lost"], "late": s["late"],
+         "bad": s["bad"] + r.get("malformed", 0)}
     if test == "round-trip":
         rtt = s["rtt_ns"]
         p.update(rtt_p50_ms=st.median(rtt) / 1e6 if rtt else None, rtt_p99_ms=(pct(rtt, 0.99) or 0) / 1e6,
@@ -363,7 +385,7 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
             # Over TCP an ACK on the wire may hold a message back, and a
             # retransmission adds its timeout: the model's delay is a floor.
             sim = s["sim_rtt_ns"]
-            one = one_way_tcp_ns(net, payload)
+            one = one_way_tcp_ns(net, size)
             if one is not None:
                 p.update(sim_rtt_model_ns=2 * one, sim_rtt_at_least_model=all(x >= 2 * one for x in sim))
             if sim:
@@ -372,7 +394,7 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
             # Every message's simulated round trip against the model's: two
             # one-way delays and HELICS's 1 ns step at each federate that
             # answers or hands over (measured on HELICS alone: 1 ns).
-            want = 2 * one_way_ns(net, payload)
+            want = 2 * one_way_ns(net, size)
             sim = s["sim_rtt_ns"]
             # HELICS's time epsilon adds 1 ns here and there: measured, a
             # round trip alone takes 1 ns of HELICS time, through a relay
@@ -381,7 +403,7 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
             # one (the sender then sends at its deadline's grant).
             extra = [x - want for x in sim]
             p.update(sim_rtt_model_ns=want, sim_rtt_extra_ns=sorted(set(extra))[:5])
-            if NETWORKS[net][2] and math.ceil((payload + 8) / 1480) > 1:
+            if NETWORKS[net][2] and math.ceil((size + 8) / 1480) > 1:
                 # A datagram of several fragments across a lossy link: the
                 # receiving host gives up one that lost a fragment after
                 # 30 s and answers with ICMP time-exceeded, which can be on
@@ -389,6 +411,13 @@ def finish(d: dict, system: dict, test: str, payload: int, endpoints: int, count
                 # 84-byte frame at 100 Mbit/s). The model's delay is then a
                 # floor, not the figure.
                 p.update(sim_rtt_at_least_model=all(e >= 1 for e in extra))
+            elif endpoints > 1 and NETWORKS[net][0] is not None:
+                # The pairs' messages of a round leave together and queue
+                # for the link: one waits behind at most all the others'
+                # serialization (the answers come back spaced, unqueued).
+                ser = one_way_ns(net, size) - round(NETWORKS[net][1] * 1e9)
+                p.update(sim_rtt_queue_max_ns=(endpoints - 1) * ser,
+                         sim_rtt_within_queue=bool(sim) and all(1 <= e <= (endpoints - 1) * ser + 2 for e in extra))
             else:
                 p.update(sim_rtt_exact=bool(sim) and all(e in (1, 2) for e in extra)
                          and extra.count(1) <= s["lost"])
@@ -449,7 +478,17 @@ RELIABLE = [S("tcp", "lan"), S("tcp", "lan", proto="tcp"), S("tcp", "wan"), S("t
 SWEEP = [S("tcp"), S("tcp", "relay"), S("tcp", "ideal"), S("tcp", "lan")]
 
 
-SECTIONS = ("systems", "payload", "reliable", "endpoints", "throughput")
+# The seed's value size for the type, value and stress tests.
+VALUE_BYTES = 256
+# Against the number of values a message carries (the seed's attributes per
+# object), reliable too: 8 values of 256 bytes are past a TCP segment.
+VALUES = [*SWEEP, S("tcp", "lan", proto="tcp")]
+# The stress test: 25 types of 4 … 40 instances (100 … 1000 pairs), HELICS
+# alone and through the LAN, best-effort and reliable.
+STRESS_TYPES = 25
+STRESS = [S("tcp"), S("tcp", "lan"), S("tcp", "lan", proto="tcp")]
+
+SECTIONS = ("systems", "payload", "reliable", "endpoints", "types", "values", "stress", "throughput")
 
 
 def run_all(prof: dict, out: Path, only: tuple[str, ...] = SECTIONS) -> dict:
@@ -457,7 +496,8 @@ def run_all(prof: dict, out: Path, only: tuple[str, ...] = SECTIONS) -> dict:
     count, rt_count = prof["count"], prof["rt_count"]
     res = {"seed_rtt_ms": SEED_RTT_MS, "networks": {k: {"rate_bps": r, "delay_s": d, "loss": l}
                                                     for k, (r, d, l) in NETWORKS.items()},
-           "systems": [], "payload": [], "endpoints": [], "throughput": [], "reliable": []}
+           "systems": [], "payload": [], "endpoints": [], "throughput": [], "reliable": [], "types": [],
+           "values": [], "stress": []}
 
     def point(system, **kw):
         pts = [attempt(measure, system, **kw) for _ in range(prof["repeats"])]
@@ -499,6 +539,22 @@ def run_all(prof: dict, out: Path, only: tuple[str, ...] = SECTIONS) -> dict:
             p = point(system, endpoints=n, count=max(20, count // n))
             res["endpoints"].append(p)
             print_point(p)
+    for t in prof["types"] if "types" in only else []:
+        for system in SWEEP:
+            p = point(system, types=t, payload=VALUE_BYTES, count=max(20, count // t))
+            res["types"].append(p)
+            print_point(p)
+    for v in prof["values"] if "values" in only else []:
+        for system in VALUES:
+            p = point(system, values=v, payload=VALUE_BYTES, count=prof["reliable_count"], timeout=120.0)
+            res["values"].append(p)
+            print_point(p)
+    for n in prof["stress"] if "stress" in only else []:
+        for system in STRESS:
+            p = point(system, types=STRESS_TYPES, endpoints=n, payload=VALUE_BYTES,
+                      count=max(10, count // (STRESS_TYPES * n)), timeout=300.0)
+            res["stress"].append(p)
+            print_point(p)
     for payload in prof["payloads"] if "throughput" in only else []:
         for system in SWEEP:
             # Stamped at the bottleneck's pace so that the queue holds them
@@ -524,7 +580,9 @@ def print_point(p):
         print(f"  {p['system']}: FAILED: {p['error'][-300:]}", flush=True)
         return
     if p["test"] == "round-trip":
-        print(f"  {p['system']:24} {p['payload']:>6} B x{p['endpoints']:<4} "
+        shape = (f"{p.get('types', 1)}x{p['endpoints']}" if p.get("types", 1) > 1 else f"x{p['endpoints']}") + (
+            f" {p['values']}v" if p.get("values") else "")
+        print(f"  {p['system']:24} {p['payload']:>6} B {shape:<8} "
               f"{'%g Hz' % p['rate_limit_hz'] if p.get('rate_limit_hz') else 'unlimited':>9}: "
               f"round trip {p['rtt_p50_ms']:.3f} ms, {p['rate_hz']:.0f} rounds/s, lost {p['lost']}", flush=True)
     else:
@@ -563,15 +621,16 @@ def targets(res) -> dict:
     if ratios:
         t["throughput_ratio_tcp_min"] = {"value": min(ratios), "median": st.median(ratios), "target": 0.8,
                                          "met": min(ratios) >= 0.8}
-    every = [r for k in ("systems", "payload", "endpoints", "throughput", "reliable") for r in res.get(k, [])
-             if "error" not in r]
+    every = [r for k in ("systems", "payload", "endpoints", "throughput", "reliable", "types", "values", "stress")
+             for r in res.get(k, []) if "error" not in r]
     t["unaccounted"] = sum((r.get("netloop") or {}).get("unaccounted") or 0 for r in every)
     # Only the WAN's datagrams may be lost (its 1 % loss): anything else
     # lost, and anything over TCP, was lost outside the model.
     t["outside_model"] = sum(r.get("bad", 0) for r in every) + sum(
         r["lost"] for r in every if r["test"] == "round-trip"
         and not (r.get("net", r["system"].split()[1]) == "wan" and r.get("protocol", "udp") == "udp"))
-    t["sim_exact"] = all(r.get("sim_rtt_exact", True) and r.get("sim_rtt_at_least_model", True) for r in every)
+    t["sim_exact"] = all(r.get("sim_rtt_exact", True) and r.get("sim_rtt_at_least_model", True)
+                         and r.get("sim_rtt_within_queue", True) for r in every)
     return t
 
 
@@ -602,15 +661,21 @@ def tables(res) -> list[tuple[str, list[str], list[list[str]]]]:
     out.append(("Round trip, 8 bytes, 1 endpoint pair (median ms; rate in rounds/s)",
                 ["system", "unlimited ms", "rounds/s", "100 Hz ms", "rounds/s", "simulated RTT (model)",
                  "lost", "kept up"], rows))
-    for title, rows_in, key, systems in (("payload (bytes)", res["payload"], "payload", SWEEP),
-                                        ("endpoint pairs", res["endpoints"], "endpoints", SWEEP[:3])):
+    for title, rows_in, key, systems in (
+            ("payload (bytes)", res["payload"], "payload", SWEEP),
+            ("endpoint pairs", res["endpoints"], "endpoints", SWEEP[:3]),
+            (f"message types ({VALUE_BYTES} B, a pair each)", res.get("types", []), "types", SWEEP),
+            (f"values per message ({VALUE_BYTES} B each)", res.get("values", []), "values", VALUES),
+            (f"instances of each of {STRESS_TYPES} types (stress, {VALUE_BYTES} B)", res.get("stress", []),
+             "endpoints", STRESS)):
         names = [name(x) for x in systems]
         rows = []
         for v in sorted({r[key] for r in rows_in if key in r}):
             cells = [str(v)]
             for n in names:
                 r = find(rows_in, n, **{key: v})
-                cells.append(f"{r['rtt_p50_ms']:.3f} ({r['rate_hz'] * r['endpoints']:.0f}/s)" if r else "failed")
+                cells.append(f"{r['rtt_p50_ms']:.3f} ({r['rate_hz'] * r.get('pairs', r['endpoints']):.0f}/s)"
+                             if r else "failed")
             rows.append(cells)
         if rows:  # (a section not measured: --only)
             out.append((f"Round trip against {title}: median ms (messages returned per second)", [title, *names],
@@ -659,16 +724,22 @@ def plots(res, out: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    for key, rows, names, fname in (("payload", res["payload"], [name(s) for s in SWEEP], "rti_payload.png"),
-                                    ("endpoints", res["endpoints"], [name(s) for s in SWEEP[:3]], "rti_endpoints.png")):
+    for key, rows, names, fname in (
+            ("payload", res["payload"], [name(s) for s in SWEEP], "rti_payload.png"),
+            ("endpoints", res["endpoints"], [name(s) for s in SWEEP[:3]], "rti_endpoints.png"),
+            ("types", res.get("types", []), [name(s) for s in SWEEP], "rti_types.png"),
+            ("values", res.get("values", []), [name(s) for s in VALUES], "rti_values.png"),
+            ("pairs", res.get("stress", []), [name(s) for s in STRESS], "rti_stress.png")):
         if not rows:
             continue
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
         for n in names:
-            pts = sorted((r[key], r) for r in rows if r.get("system") == n and "error" not in r)
+            pts = sorted(((r[key], r) for r in rows if r.get("system") == n and "error" not in r),
+                         key=lambda xr: xr[0])
             if pts:
                 ax1.plot([x for x, _ in pts], [r["rtt_p50_ms"] for _, r in pts], marker="o", label=n)
-                ax2.plot([x for x, _ in pts], [r["rate_hz"] * r["endpoints"] for _, r in pts], marker="o", label=n)
+                ax2.plot([x for x, _ in pts], [r["rate_hz"] * r.get("pairs", r["endpoints"]) for _, r in pts],
+                         marker="o", label=n)
         for ax, yl in ((ax1, "round trip, median (ms)"), (ax2, "messages returned per second")):
             ax.set_xscale("log", base=2)
             ax.set_xlabel(key)

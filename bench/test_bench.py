@@ -236,6 +236,45 @@ class Rti(unittest.TestCase):
         self.assertEqual(t.count('protocol = "tcp"'), 4)
         self.assertEqual(check(t).returncode, 0)
 
+    def test_types_and_values_shape_the_messages_and_the_rates(self):
+        import rti
+        # 8 values of 256 bytes, each with its length, behind the sequence
+        # number: past one Ethernet frame, as the seed meant it to be.
+        self.assertEqual(rti.message_bytes(256, 8), 8 + 8 * 260)
+        self.assertEqual(rti.message_bytes(256, None), 256)
+        # 25 types of 4 instances: 100 pairs, 10 rounds in 0.5 s.
+        n = 25 * 4 * 10
+        d = {"sender": {"sent": n, "returned": n, "lost": 0, "late": 0, "bad": 0, "rtt_ns": [1_000_000] * n,
+                        "sim_rtt_ns": [2 * rti.one_way_ns("lan", rti.message_bytes(256, 8)) + 2] * n,
+                        "elapsed_ns": 500_000_000, "start_epoch_ns": 0},
+             "returnee": {"received": n, "malformed": 3, "first_epoch_ns": 0, "last_epoch_ns": 1, "bytes": 0}}
+        p = rti.finish(d, rti.S("tcp", "lan"), "round-trip", 256, 4, 10, types=25, values=8)
+        self.assertEqual((p["pairs"], p["endpoints"], p["types"], p["values"]), (100, 4, 25, 8))
+        self.assertAlmostEqual(p["rate_hz"], 20.0)
+        # The model's delay is that of the whole message of values (two
+        # fragments), and the returnee's malformed messages count as bad.
+        self.assertEqual(p["sim_rtt_model_ns"], 2 * rti.one_way_ns("lan", 2088))
+        self.assertTrue(p["sim_rtt_within_queue"])
+        self.assertEqual(p["bad"], 3)
+        e = {"systems": [], "payload": [], "endpoints": [], "throughput": [], "stress": [p]}
+        self.assertEqual(rti.targets(e)["outside_model"], 3)
+        # 100 pairs' messages queue for the LAN: the last waits behind 99,
+        # each two frames (1 480 + 616 bytes of IP payload: 12 304 and
+        # 5 392 ns at 1 Gbit/s with headers and framing).
+        d["sender"]["sim_rtt_ns"][-1] += 99 * 17_696
+        q = rti.finish(d, rti.S("tcp", "lan"), "round-trip", 256, 4, 10, types=25, values=8)
+        self.assertEqual(q["sim_rtt_queue_max_ns"], 99 * (12_304 + 5_392))
+        self.assertTrue(q["sim_rtt_within_queue"])
+        d["sender"]["sim_rtt_ns"][-1] += 10 ** 6
+        q = rti.finish(d, rti.S("tcp", "lan"), "round-trip", 256, 4, 10, types=25, values=8)
+        self.assertFalse(q["sim_rtt_within_queue"])
+        e2 = {"systems": [], "payload": [], "endpoints": [], "throughput": [], "stress": [q]}
+        self.assertFalse(rti.targets(e2)["sim_exact"])
+        (title, header, rows), = [x for x in rti.tables(e) if "stress" in x[0]]
+        # Columns: HELICS alone, the LAN best-effort, reliable; 20 rounds/s
+        # of 100 pairs returned 2 000 messages a second.
+        self.assertEqual(rows, [["4", "failed", "1.000 (2000/s)", "failed"]])
+
     def test_the_topology_names_every_endpoint_pair(self):
         import rti
         t = rti.topology("wan", 3, "tcp", 4242, "10s", " --maxsize=262144")

@@ -65,6 +65,21 @@ def test_a_lossy_wan_loses_messages_in_the_network_only():
     assert p["sim_rtt_exact"], p["sim_rtt_extra_ns"]
 
 
+def test_values_and_types_cross_netloop_as_the_model_says():
+    """The seed's values per message and message types: a message of 8
+    values of 256 bytes (two fragments) takes exactly the model's delay and
+    comes back repacked value by value; 3 types of 2 pairs each return
+    every message, each within the model's delay plus the queue the other
+    pairs' messages make on the link."""
+    p = rti.measure(rti.S("inproc", "lan"), values=8, payload=256, count=20, timeout=120)
+    assert (p["returned"], p["lost"], p["bad"], p["message_bytes"]) == (20, 0, 0, 2088), p
+    assert p["sim_rtt_exact"], p["sim_rtt_extra_ns"]
+    q = rti.measure(rti.S("tcp", "lan"), types=3, endpoints=2, payload=256, count=10, timeout=120)
+    assert (q["pairs"], q["returned"], q["lost"], q["bad"]) == (6, 60, 0, 0), q
+    assert q["sim_rtt_within_queue"], q["sim_rtt_extra_ns"]
+    assert q["netloop"]["unaccounted"] == 0
+
+
 @pytest.mark.parametrize("system", [rti.S("tcp"), rti.S("tcp", "relay")], ids=["alone", "relay"])
 def test_helics_alone_and_through_a_relay_return_every_message(system):
     p = rti.measure(system, count=50, endpoints=3, timeout=120)
@@ -85,6 +100,8 @@ def test_the_throughput_receiver_counts_every_message():
     (["--payload", "4"], "--payload"),
     (["--rate-hz=-5"], "--rate-hz"),
     (["--topology", "x.toml"], "--topology"),
+    (["--values", "0"], "--values"),
+    (["--types", "0"], "--types"),
 ])
 def test_bad_arguments_are_named(args, named):
     r = subprocess.run([NETLOOP, "bench", "rti-federate", "sender", *args], capture_output=True, text=True,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, ValueEnum};
 use netloop_helics::federate::Settings;
-use netloop_helics::rti::{self, SenderPlan, Test};
+use netloop_helics::rti::{self, SenderPlan, Shape, Test};
 use netloop_helics::{Broker, Helics};
 use serde_json::json;
 
@@ -63,7 +63,8 @@ pub struct RtiArgs {
     /// The test.
     #[arg(long, value_enum, default_value_t = TestArg::RoundTrip)]
     test: TestArg,
-    /// Bytes per message (8 at least: each starts with its number).
+    /// Bytes per message (8 at least: each starts with its number), or per
+    /// value with --values.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(8..=1_000_000))]
     payload: u32,
     /// Rounds (round trip) or messages per endpoint (throughput).
@@ -72,9 +73,18 @@ pub struct RtiArgs {
     /// Unmeasured round trips first.
     #[arg(long, default_value_t = 2)]
     warmup: u64,
-    /// Endpoint pairs.
+    /// Endpoint pairs of each type (the seed's instances).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     endpoints: u32,
+    /// Message types (the seed's object or interaction classes): endpoint
+    /// types `t0…`, each with --endpoints pairs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    types: u32,
+    /// Values per message (the seed's attributes per object), each of
+    /// --payload bytes, unpacked and packed again by the returnee; default:
+    /// a message is one unstructured payload.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    values: Option<u32>,
     /// Where the sender's endpoint i sends: `{to}{i}` (`ret`: the returnee
     /// directly; netloop's endpoints' prefix through netloop).
     #[arg(long, default_value = "ret")]
@@ -130,11 +140,19 @@ fn plan(a: &RtiArgs) -> SenderPlan {
         payload: a.payload as usize,
         count: a.count,
         warmup: a.warmup,
-        endpoints: a.endpoints as usize,
+        shape: shape(a),
         to: a.to.clone(),
         rate_hz: a.rate_hz,
         timeout: a.timeout,
         spacing: a.spacing,
+    }
+}
+
+fn shape(a: &RtiArgs) -> Shape {
+    Shape {
+        endpoints: a.endpoints as usize * a.types as usize,
+        types: a.types as usize,
+        values: a.values.map(|v| v as usize),
     }
 }
 
@@ -159,13 +177,13 @@ pub fn rti_federate(a: &RtiArgs) -> anyhow::Result<ExitCode> {
         Role::Returnee | Role::Receiver => json!({"returnee": rti::returnee(
             &h,
             &settings(a, "rti_returnee", &a.core, None),
-            a.endpoints as usize,
+            &shape(a),
             a.role == Role::Returnee,
         )?}),
         Role::Relay => json!({"relay": {"passed": rti::relay(
             &h,
             &settings(a, "rti_relay", &a.core, None),
-            a.endpoints as usize,
+            &shape(a),
         )?}}),
         Role::Inproc => inproc(a, &h)?,
     };
@@ -211,7 +229,7 @@ fn inproc(a: &RtiArgs, h: &Helics) -> anyhow::Result<serde_json::Value> {
             rti::returnee(
                 h,
                 &settings(a, "rti_returnee", "inproc", broker.clone()),
-                a.endpoints as usize,
+                &shape(a),
                 answer,
             )
         });
@@ -220,7 +238,7 @@ fn inproc(a: &RtiArgs, h: &Helics) -> anyhow::Result<serde_json::Value> {
                 rti::relay(
                     h,
                     &settings(a, "rti_relay", "inproc", broker.clone()),
-                    a.endpoints as usize,
+                    &shape(a),
                 )
             })
         });

@@ -185,7 +185,7 @@ impl<'h> Federate<'h> {
             scope.spawn(move || {
                 if rx.recv_timeout(within) == Err(RecvTimeoutError::Timeout) {
                     timed_out.store(true, Ordering::SeqCst);
-                    h.abort(&why);
+                    h.abort(why);
                 }
             });
             // SAFETY: a live federate.

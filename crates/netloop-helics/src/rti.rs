@@ -41,14 +41,16 @@ pub enum Test {
 pub struct SenderPlan {
     /// The experiment.
     pub test: Test,
-    /// Bytes per message (at least 8: a sequence number leads each).
+    /// Bytes per message (at least 8: a sequence number leads each), or
+    /// per value when the messages carry values (`shape.values`).
     pub payload: usize,
     /// Rounds (round trip) or messages per endpoint (throughput), measured.
     pub count: u64,
     /// Rounds before measuring (each endpoint's path warmed: ARP resolved).
     pub warmup: u64,
-    /// Endpoints of the sender, each paired with one of the returnee.
-    pub endpoints: usize,
+    /// The endpoints (how many, of how many types) and the messages'
+    /// values.
+    pub shape: Shape,
     /// Where endpoint `i` sends: `{to}{i}` (`ret` on HELICS alone, netloop's
     /// endpoint prefix through netloop).
     pub to: String,
@@ -60,6 +62,42 @@ pub struct SenderPlan {
     pub timeout: f64,
     /// Throughput: simulated time between consecutive messages' stamps.
     pub spacing: f64,
+}
+
+/// How the federates' endpoints and messages are laid out: the seed's
+/// independent variables besides size and rate. The seed's HLA terms map
+/// onto HELICS's as follows: an object or interaction class is an endpoint
+/// type (HELICS's type string of an endpoint), an instance is an endpoint
+/// pair (one of the sender, one of the returnee), and the attributes of an
+/// object (parameters of an interaction) are the values one message
+/// carries, each packed and unpacked on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Endpoint pairs in all: `types` × instances of each.
+    pub endpoints: usize,
+    /// Message types: pairs `k·n … (k+1)·n - 1` (n = endpoints / types)
+    /// have type `t{k}`.
+    pub types: usize,
+    /// Values per message (each of `payload` bytes), or none: a message is
+    /// one unstructured payload.
+    pub values: Option<usize>,
+}
+
+impl Shape {
+    /// `n` pairs of one type, plain messages.
+    pub fn pairs(n: usize) -> Shape {
+        Shape {
+            endpoints: n,
+            types: 1,
+            values: None,
+        }
+    }
+
+    /// The HELICS type of pair `i`'s endpoints (none with one type, as
+    /// before types were a variable).
+    fn type_of(&self, i: usize) -> Option<String> {
+        (self.types > 1).then(|| format!("t{}", i / (self.endpoints / self.types).max(1)))
+    }
 }
 
 /// Wall-clock nanoseconds since the Unix epoch: one clock for the sender
@@ -106,20 +144,22 @@ pub struct ReturneeReport {
     pub last_epoch_ns: u64,
     /// Bytes received.
     pub bytes: u64,
+    /// Messages that were not the values they should hold (unanswered).
+    pub malformed: u64,
 }
 
-/// Creates the federate and its endpoints `{prefix}{i}`, then waits for the
-/// federation to start.
+/// Creates the federate and its endpoints `{prefix}{i}` (of their types),
+/// then waits for the federation to start.
 fn join<'h>(
     h: &'h Helics,
     settings: &Settings,
     prefixes: &[&str],
-    n: usize,
+    shape: &Shape,
 ) -> Result<Federate<'h>, HelicsError> {
     let mut fed = Federate::new(h, settings)?;
     for prefix in prefixes {
-        for i in 0..n {
-            fed.register_endpoint(&format!("{prefix}{i}"))?;
+        for i in 0..shape.endpoints {
+            fed.register_typed_endpoint(&format!("{prefix}{i}"), shape.type_of(i).as_deref())?;
         }
     }
     fed.enter_executing(settings.timeout)?;
@@ -127,12 +167,56 @@ fn join<'h>(
 }
 
 /// The bytes of message `seq`: the sequence number, then a pattern that
-/// depends on it (so an echo of other bytes is caught).
-fn message(seq: u64, len: usize) -> Vec<u8> {
-    let mut m = Vec::with_capacity(len.max(8));
-    m.extend_from_slice(&seq.to_le_bytes());
-    m.extend((8..len).map(|k| (seq as usize).wrapping_add(k) as u8));
-    m
+/// depends on it (so an echo of other bytes is caught): `len` bytes in
+/// all, or with `values`, that many values of `len` bytes, each a 4-byte
+/// little-endian length and its bytes.
+fn message(seq: u64, len: usize, values: Option<usize>) -> Vec<u8> {
+    let pattern =
+        |salt: usize, n: usize| (0..n).map(move |k| (seq as usize).wrapping_add(k + salt) as u8);
+    match values {
+        None => {
+            let mut m = Vec::with_capacity(len.max(8));
+            m.extend_from_slice(&seq.to_le_bytes());
+            m.extend(pattern(8, len.saturating_sub(8)));
+            m
+        }
+        Some(n) => {
+            let mut m = Vec::with_capacity(8 + n * (4 + len));
+            m.extend_from_slice(&seq.to_le_bytes());
+            for v in 0..n {
+                m.extend_from_slice(&(len as u32).to_le_bytes());
+                m.extend(pattern(31 * v, len));
+            }
+            m
+        }
+    }
+}
+
+/// What the returnee does with a message of `values` values, as an HLA
+/// returnee does with a reflection: each value unpacked into the pair's
+/// proxy (its buffers reused), then a new message packed from the proxy.
+/// None when the message is not `values` values.
+fn repack(data: &[u8], values: usize, proxy: &mut Vec<Vec<u8>>) -> Option<Vec<u8>> {
+    let seq = data.get(..8)?;
+    proxy.resize_with(values, Vec::new);
+    let mut at = 8;
+    for slot in proxy.iter_mut() {
+        let len = u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?) as usize;
+        let bytes = data.get(at + 4..at + 4 + len)?;
+        slot.clear();
+        slot.extend_from_slice(bytes);
+        at += 4 + len;
+    }
+    if at != data.len() {
+        return None;
+    }
+    let mut m = Vec::with_capacity(data.len());
+    m.extend_from_slice(seq);
+    for v in proxy.iter() {
+        m.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        m.extend_from_slice(v);
+    }
+    Some(m)
 }
 
 fn seq_of(data: &[u8]) -> Option<u64> {
@@ -146,8 +230,8 @@ pub fn sender(
     settings: &Settings,
     plan: &SenderPlan,
 ) -> Result<SenderReport, HelicsError> {
-    let mut fed = join(h, settings, &["snd"], plan.endpoints)?;
-    let dests: Vec<String> = (0..plan.endpoints)
+    let mut fed = join(h, settings, &["snd"], &plan.shape)?;
+    let dests: Vec<String> = (0..plan.shape.endpoints)
         .map(|i| format!("{}{i}", plan.to))
         .collect();
     let mut now = 0.0;
@@ -180,7 +264,7 @@ pub fn sender(
             let mut at = now;
             for _ in 0..plan.count {
                 for (i, d) in dests.iter().enumerate() {
-                    fed.send(i, &message(seq, plan.payload), d, at)?;
+                    fed.send(i, &message(seq, plan.payload, plan.shape.values), d, at)?;
                     seq += 1;
                     report.sent += 1;
                     at += plan.spacing;
@@ -208,7 +292,7 @@ fn round(
     let first = *seq;
     let sent_at = Instant::now();
     for (i, d) in dests.iter().enumerate() {
-        fed.send(i, &message(*seq, plan.payload), d, now)?;
+        fed.send(i, &message(*seq, plan.payload, plan.shape.values), d, now)?;
         *seq += 1;
     }
     report.sent += dests.len() as u64;
@@ -222,7 +306,10 @@ fn round(
             while let Some(m) = fed.receive(i)? {
                 let s = seq_of(&m.data).unwrap_or(u64::MAX);
                 let k = s.wrapping_sub(first) as usize;
-                if k < back.len() && !back[k] && m.data == message(s, plan.payload) {
+                if k < back.len()
+                    && !back[k]
+                    && m.data == message(s, plan.payload, plan.shape.values)
+                {
                     back[k] = true;
                     missing -= 1;
                     report.returned += 1;
@@ -246,21 +333,23 @@ fn round(
 /// Runs the returnee: joins with endpoints `ret0…`, answers every message
 /// to its source at the time it was granted (or only counts, when
 /// `answer` is false: the throughput test's receiver), until every other
-/// federate has left.
+/// federate has left. Messages of values are answered repacked (see
+/// [`repack`]); one that is not what `shape` says is counted, unanswered.
 pub fn returnee(
     h: &Helics,
     settings: &Settings,
-    endpoints: usize,
+    shape: &Shape,
     answer: bool,
 ) -> Result<ReturneeReport, HelicsError> {
-    let mut fed = join(h, settings, &["ret"], endpoints)?;
+    let mut fed = join(h, settings, &["ret"], shape)?;
     let mut r = ReturneeReport::default();
+    let mut proxies: Vec<Vec<Vec<u8>>> = vec![Vec::new(); shape.endpoints];
     loop {
         let g = fed.request_time(TIME_MAXTIME)?;
         if g >= TIME_MAXTIME {
             break;
         }
-        for i in 0..endpoints {
+        for (i, proxy) in proxies.iter_mut().enumerate() {
             while let Some(m) = fed.receive(i)? {
                 let at = epoch_ns();
                 if r.received == 0 {
@@ -269,8 +358,14 @@ pub fn returnee(
                 r.last_epoch_ns = at;
                 r.received += 1;
                 r.bytes += m.data.len() as u64;
-                if answer {
-                    fed.send(i, &m.data, &m.source, g)?;
+                let reply = match shape.values {
+                    Some(n) => repack(&m.data, n, proxy),
+                    None => Some(m.data),
+                };
+                match reply {
+                    None => r.malformed += 1,
+                    Some(data) if answer => fed.send(i, &data, &m.source, g)?,
+                    Some(_) => {}
                 }
             }
         }
@@ -285,8 +380,9 @@ pub fn returnee(
 /// at the time it was granted. What a federate between two others costs
 /// HELICS, with no network: the floor under netloop's own cost. Returns the
 /// messages passed on.
-pub fn relay(h: &Helics, settings: &Settings, endpoints: usize) -> Result<u64, HelicsError> {
-    let mut fed = join(h, settings, &["na", "nb"], endpoints)?;
+pub fn relay(h: &Helics, settings: &Settings, shape: &Shape) -> Result<u64, HelicsError> {
+    let endpoints = shape.endpoints;
+    let mut fed = join(h, settings, &["na", "nb"], shape)?;
     let dest: Vec<String> = (0..endpoints)
         .map(|i| format!("ret{i}"))
         .chain((0..endpoints).map(|i| format!("snd{i}")))
@@ -316,11 +412,51 @@ mod tests {
 
     #[test]
     fn a_message_carries_its_sequence_and_a_pattern_of_it() {
-        let m = message(300, 64);
+        let m = message(300, 64, None);
         assert_eq!(m.len(), 64);
         assert_eq!(seq_of(&m), Some(300));
-        assert_ne!(message(301, 64)[8..], m[8..]);
-        assert_eq!(message(7, 8).len(), 8);
+        assert_ne!(message(301, 64, None)[8..], m[8..]);
+        assert_eq!(message(7, 8, None).len(), 8);
         assert_eq!(seq_of(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn a_message_of_values_is_unpacked_and_packed_again_as_it_was() {
+        let m = message(9, 256, Some(8));
+        // 8 values of 256 bytes, each with its length: 2 088 bytes, more
+        // than a TCP segment (the seed's point about 8 × 256).
+        assert_eq!(m.len(), 8 + 8 * 260);
+        assert_eq!(seq_of(&m), Some(9));
+        let mut proxy = Vec::new();
+        assert_eq!(repack(&m, 8, &mut proxy).as_deref(), Some(&m[..]));
+        assert_eq!(proxy.len(), 8);
+        assert!(proxy.iter().all(|v| v.len() == 256));
+        // Values differ from each other, so a returnee that mixed them up
+        // would be caught.
+        assert_ne!(proxy[0], proxy[1]);
+        // Not what it should be: too few values, a length past the end,
+        // bytes left over.
+        assert_eq!(repack(&message(9, 256, Some(7)), 8, &mut proxy), None);
+        let mut long = m.clone();
+        long[8..12].copy_from_slice(&10_000u32.to_le_bytes());
+        assert_eq!(repack(&long, 8, &mut proxy), None);
+        let mut extra = m.clone();
+        extra.push(0);
+        assert_eq!(repack(&extra, 8, &mut proxy), None);
+        assert_eq!(repack(&m[..5], 8, &mut proxy), None);
+    }
+
+    #[test]
+    fn pairs_take_the_type_of_their_block() {
+        let s = Shape {
+            endpoints: 100,
+            types: 25,
+            values: None,
+        };
+        assert_eq!(s.type_of(0).as_deref(), Some("t0"));
+        assert_eq!(s.type_of(3).as_deref(), Some("t0"));
+        assert_eq!(s.type_of(4).as_deref(), Some("t1"));
+        assert_eq!(s.type_of(99).as_deref(), Some("t24"));
+        assert_eq!(Shape::pairs(5).type_of(4), None);
     }
 }
