@@ -82,6 +82,19 @@ fn number_of(v: &DeValue<'_>) -> Option<Result<f64, String>> {
     integer_of(v).map(|r| r.map(|i| i as f64))
 }
 
+/// A number in `lo..=hi` (an integer or a float), described as `what`.
+pub(crate) fn number_in(v: &Value<'_>, lo: f64, hi: f64, what: &str) -> Read<f64> {
+    let x = match number_of(v.get_ref()) {
+        Some(r) => r?,
+        None => return expected(what, v.get_ref()),
+    };
+    if !(lo..=hi).contains(&x) {
+        // NaN lands here too.
+        return Err(format!("{x} is out of range: expected {what}"));
+    }
+    Ok(x)
+}
+
 /// A string.
 pub(crate) fn string(v: &Value<'_>) -> Read<String> {
     match v.get_ref() {

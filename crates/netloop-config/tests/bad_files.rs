@@ -49,6 +49,24 @@ fn check(name: &str, expected: &[Expect<'_>]) -> netloop_config::ConfigErrors {
 }
 
 #[test]
+fn queue_disciplines_take_only_their_own_parameters() {
+    check(
+        "queue-disciplines.toml",
+        &[
+            (12, &["field 'queue.target'", "'target' is a parameter of codel, fq-codel, not of red"]),
+            (
+                17,
+                &["'interval' is a parameter of codel, fq-codel: give the discipline in this table too (discipline = \"codel\")"],
+            ),
+            (22, &["max_threshold (10) must be above min_threshold (20)"]),
+            (27, &["field 'queue.flows'", "0 is out of range"]),
+            (27, &["field 'queue.ecn'", "expected true or false"]),
+            (32, &["'pie'", "drop-tail, red, codel, fq-codel"]),
+        ],
+    );
+}
+
+#[test]
 fn syntax_errors() {
     check(
         "syntax.toml",

@@ -4,8 +4,9 @@
 use netloop_config::{parse_str, ConfigErrors, Loaded};
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
 use netloop_model::spec::{
-    AttachedSpec, CommandSpec, DirectionSpec, HostLink, JitterDistribution, JitterSpec, LinkAction,
-    LossSpec, NamespaceSpec, NodeKind, QueueSpec, RunSpec, TrafficKind, DEFAULT_SPIN,
+    AttachedSpec, CodelSpec, CommandSpec, DirectionSpec, FqCodelSpec, HostLink, JitterDistribution,
+    JitterSpec, LinkAction, LossSpec, NamespaceSpec, NodeKind, QueueDiscipline, QueueSpec, RedSpec,
+    RunSpec, TrafficKind, DEFAULT_SPIN,
 };
 use netloop_model::{BuildError, ItemRef};
 
@@ -338,6 +339,55 @@ fn a_bare_link_has_the_spec_defaults() {
     );
     assert_eq!(link.a_to_b, DirectionSpec::default());
     assert_eq!(link.b_to_a, DirectionSpec::default());
+}
+
+#[test]
+fn queue_disciplines_come_with_their_parameters_and_defaults() {
+    let l = ok(&format!(
+        r#"
+[defaults.link]
+queue = {{ discipline = "codel", target = "2ms" }}
+{NODES}
+[[link]]
+endpoints = ["h1", "r1"]
+queue = {{ packets = 300 }}
+[link.b_to_a]
+queue = {{ discipline = "fq-codel", quantum = 300, ecn = false }}
+
+[[link]]
+endpoints = ["h2", "r1"]
+queue = {{ discipline = "red", min_threshold = 8, max_threshold = 24.5, max_p = "5%", ecn = true }}
+"#
+    ));
+    // The discipline and its parameters from the defaults, the packet
+    // limit from the link.
+    let ab = &l.spec.links[0].a_to_b;
+    assert_eq!(ab.queue.packets, Some(300));
+    assert_eq!(
+        ab.queue.discipline,
+        QueueDiscipline::Codel(CodelSpec {
+            target: SimDuration::from_millis(2),
+            ..CodelSpec::default()
+        })
+    );
+    assert_eq!(
+        l.spec.links[0].b_to_a.queue.discipline,
+        QueueDiscipline::FqCodel(FqCodelSpec {
+            quantum: 300,
+            ecn: false,
+            ..FqCodelSpec::default()
+        })
+    );
+    assert_eq!(
+        l.spec.links[1].a_to_b.queue.discipline,
+        QueueDiscipline::Red(RedSpec {
+            min_threshold: 8.0,
+            max_threshold: 24.5,
+            max_p: 0.05,
+            ecn: true,
+            ..RedSpec::default()
+        })
+    );
 }
 
 #[test]

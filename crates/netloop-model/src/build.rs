@@ -936,11 +936,13 @@ impl<'a> Builder<'a> {
                         LinkDir::new(
                             l.a_to_b.clone(),
                             RngStream::new(seed, &format!("link/{}/a_to_b", l.name)),
+                            RngStream::new(seed, &format!("link/{}/a_to_b/queue", l.name)),
                             b,
                         ),
                         LinkDir::new(
                             l.b_to_a.clone(),
                             RngStream::new(seed, &format!("link/{}/b_to_a", l.name)),
+                            RngStream::new(seed, &format!("link/{}/b_to_a/queue", l.name)),
                             a,
                         ),
                     ],

@@ -214,8 +214,13 @@ pub struct LinkDir {
 
 impl LinkDir {
     /// A direction delivering to `to`.
-    pub fn new(spec: DirectionSpec, rng: RngStream, to: (NodeId, PortId)) -> Self {
-        let queue = qdisc::from_spec(&spec.queue);
+    pub fn new(
+        spec: DirectionSpec,
+        rng: RngStream,
+        queue_rng: RngStream,
+        to: (NodeId, PortId),
+    ) -> Self {
+        let queue = qdisc::from_spec(&spec, queue_rng);
         LinkDir {
             channel: Channel::new(spec, rng),
             queue,

@@ -24,6 +24,7 @@ use crate::gso;
 use crate::host::Host;
 use crate::link::{max_frame_len, Link, LinkDir};
 use crate::node::{NodeCtx, PortInfo};
+use crate::qdisc;
 use crate::router::Router;
 use crate::spec::{Direction, LinkAction, NetworkSpec};
 use crate::stats::{DropReason, Ledger, Origin, Sink};
@@ -634,7 +635,10 @@ impl Network {
                 },
             );
         }
-        match d.queue.enqueue(now, frame) {
+        let mut sink = qdisc::Sink::default();
+        let offered = d.queue.enqueue(now, frame, &mut sink);
+        count_queue(d, &mut self.ledger, &mut sink);
+        match offered {
             Ok(()) => d.note_queue(),
             Err((frame, r)) if frame.is_super() => {
                 // What does not fit whole may fit in part: the segments
@@ -644,11 +648,15 @@ impl Network {
                 // queues there; this keeps the queue's rule should that
                 // ever change.)
                 let _ = r;
-                gso::cut(frame, &mut |seg| match d.queue.enqueue(now, seg) {
-                    Ok(()) => d.note_queue(),
-                    Err((_, r)) => {
-                        d.stats.drops.add(r);
-                        self.ledger.drop_frame(r);
+                gso::cut(frame, &mut |seg| {
+                    let offered = d.queue.enqueue(now, seg, &mut sink);
+                    count_queue(d, &mut self.ledger, &mut sink);
+                    match offered {
+                        Ok(()) => d.note_queue(),
+                        Err((_, r)) => {
+                            d.stats.drops.add(r);
+                            self.ledger.drop_frame(r);
+                        }
                     }
                 });
             }
@@ -740,7 +748,10 @@ impl Network {
             return; // the link went down meanwhile; its queue was emptied then
         }
         d.wake_pending = false;
-        if let Some(next) = d.queue.dequeue(now) {
+        let mut sink = qdisc::Sink::default();
+        let next = d.queue.dequeue(now, &mut sink);
+        count_queue(d, &mut self.ledger, &mut sink);
+        if let Some(next) = next {
             self.start_tx(now, link, side, next, q);
         }
         let d = &mut self.links[link].dirs[side];
@@ -1167,5 +1178,21 @@ impl Model for Network {
             Some(Node::Router(r)) => prefetch(&**r, 16),
             _ => {}
         }
+    }
+}
+
+/// Turns what a queue discipline reported into the direction's counters
+/// and the ledger: its drops (each frame accounted for, by reason), its
+/// ECN marks and the sojourn of the frame it handed out.
+fn count_queue(d: &mut LinkDir, ledger: &mut Ledger, sink: &mut qdisc::Sink) {
+    for (segs, r) in sink.dropped.drain(..) {
+        d.stats.drops.add_n(r, segs);
+        ledger.drop_n(r, segs);
+    }
+    d.stats.ecn_marked += std::mem::take(&mut sink.ecn_marked);
+    if let Some(w) = sink.sojourn.take() {
+        let ns = w.as_nanos();
+        d.stats.queue_delay_sum_ns += ns;
+        d.stats.queue_delay_max_ns = d.stats.queue_delay_max_ns.max(ns);
     }
 }

@@ -500,13 +500,106 @@ impl Default for QueueSpec {
     }
 }
 
-/// Queue disciplines (RED, CoDel and FQ-CoDel are planned behind the same
-/// trait).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// Queue disciplines, each with its parameters (their defaults are the
+/// ones their papers, RFCs and Linux use; see `qdisc`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum QueueDiscipline {
     /// First in, first out; arrivals to a full queue are dropped.
     DropTail,
+    /// Random Early Detection (Floyd & Jacobson 1993).
+    Red(RedSpec),
+    /// Controlled Delay (RFC 8289).
+    Codel(CodelSpec),
+    /// Flow queueing with CoDel on each flow (RFC 8290).
+    FqCodel(FqCodelSpec),
+}
+
+/// RED's parameters. Thresholds are of the average queue length in
+/// packets.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedSpec {
+    /// Below this average nothing is dropped (`min_th`).
+    pub min_threshold: f64,
+    /// At this average the drop probability reaches `max_p` (`max_th`).
+    pub max_threshold: f64,
+    /// The drop probability at `max_threshold`.
+    pub max_p: f64,
+    /// The weight of the current length in the average (`w_q`).
+    pub weight: f64,
+    /// "Gentle" RED (Floyd 2000): between `max_threshold` and twice it the
+    /// probability rises from `max_p` to 1 instead of jumping to 1.
+    pub gentle: bool,
+    /// Mark ECN-capable packets Congestion Experienced instead of dropping
+    /// them.
+    pub ecn: bool,
+}
+
+impl Default for RedSpec {
+    fn default() -> Self {
+        // Floyd's recommendations ("RED: Discussions of Setting
+        // Parameters", 1997): min_th 5 packets, max_th 3 × min_th, w_q
+        // 0.002, max_p 0.1; gentle as in ns-2 since 2000.
+        RedSpec {
+            min_threshold: 5.0,
+            max_threshold: 15.0,
+            max_p: 0.1,
+            weight: 0.002,
+            gentle: true,
+            ecn: false,
+        }
+    }
+}
+
+/// CoDel's parameters (RFC 8289 §4.2, §4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodelSpec {
+    /// The standing queue delay it keeps the queue to.
+    pub target: SimDuration,
+    /// The window over which a standing queue must persist before it acts
+    /// (about the worst round trip of the flows through it).
+    pub interval: SimDuration,
+    /// Mark ECN-capable packets Congestion Experienced instead of dropping
+    /// them.
+    pub ecn: bool,
+}
+
+impl Default for CodelSpec {
+    fn default() -> Self {
+        CodelSpec {
+            target: SimDuration::from_millis(5),
+            interval: SimDuration::from_millis(100),
+            ecn: false,
+        }
+    }
+}
+
+/// FQ-CoDel's parameters (RFC 8290 §4, §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqCodelSpec {
+    /// Flow queues the packets are hashed into.
+    pub flows: u32,
+    /// Bytes a flow may send per round of the deficit round robin.
+    pub quantum: u32,
+    /// CoDel's target, on each flow queue.
+    pub target: SimDuration,
+    /// CoDel's interval, on each flow queue.
+    pub interval: SimDuration,
+    /// Mark ECN-capable packets instead of dropping them (on by default, as
+    /// in RFC 8290 §5.2.7 and Linux).
+    pub ecn: bool,
+}
+
+impl Default for FqCodelSpec {
+    fn default() -> Self {
+        FqCodelSpec {
+            flows: 1024,
+            quantum: 1514,
+            target: SimDuration::from_millis(5),
+            interval: SimDuration::from_millis(100),
+            ecn: true,
+        }
+    }
 }
 
 /// A static route on a router or host.

@@ -69,11 +69,17 @@ pub enum DropReason {
     /// A fragment that would have taken a node's reassembly memory over its
     /// bound (4 MiB, Linux's `ipfrag_high_thresh`).
     ReassemblyFull,
+    /// An active queue discipline chose to drop it before the queue was
+    /// full: RED's early (or, past its thresholds, forced) drop, CoDel's
+    /// and FQ-CoDel's drop of a packet that stood in the queue too long.
+    /// (Where ECN lets the discipline mark instead, the packet goes on with
+    /// CE set and is counted in `ecn_marked`, not here.)
+    AqmDrop,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (for tables and arrays).
-    pub const ALL: [DropReason; 20] = [
+    pub const ALL: [DropReason; 21] = [
         DropReason::QueueFull,
         DropReason::RandomLoss,
         DropReason::LinkDown,
@@ -94,6 +100,7 @@ impl DropReason {
         DropReason::ReassemblyTimeout,
         DropReason::ReassemblyInvalid,
         DropReason::ReassemblyFull,
+        DropReason::AqmDrop,
     ];
     /// The name used in tables and JSON.
     pub fn as_str(self) -> &'static str {
@@ -118,6 +125,7 @@ impl DropReason {
             DropReason::ReassemblyTimeout => "reassembly_timeout",
             DropReason::ReassemblyInvalid => "reassembly_invalid",
             DropReason::ReassemblyFull => "reassembly_full",
+            DropReason::AqmDrop => "aqm_drop",
         }
     }
 }
@@ -313,6 +321,18 @@ pub struct DirStats {
     pub queue_high_water_packets: u64,
     /// Most bytes ever waiting in the queue.
     pub queue_high_water_bytes: u64,
+    /// Packets the queue discipline marked Congestion Experienced (ECN)
+    /// instead of dropping them.
+    #[serde(default)]
+    pub ecn_marked: u64,
+    /// The time frames spent in the queue, summed over every frame sent
+    /// (one that found the transmitter idle spent none): with
+    /// `sent_packets`, the mean queueing delay.
+    #[serde(default)]
+    pub queue_delay_sum_ns: u64,
+    /// The longest any frame waited in the queue.
+    #[serde(default)]
+    pub queue_delay_max_ns: u64,
 }
 
 impl DirStats {
@@ -332,5 +352,8 @@ impl DirStats {
             .queue_high_water_packets
             .max(o.queue_high_water_packets);
         self.queue_high_water_bytes = self.queue_high_water_bytes.max(o.queue_high_water_bytes);
+        self.ecn_marked += o.ecn_marked;
+        self.queue_delay_sum_ns += o.queue_delay_sum_ns;
+        self.queue_delay_max_ns = self.queue_delay_max_ns.max(o.queue_delay_max_ns);
     }
 }

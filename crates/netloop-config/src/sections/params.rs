@@ -12,7 +12,8 @@ use std::ops::Range;
 
 use netloop_core::{Bytes, DataRate, SimDuration};
 use netloop_model::spec::{
-    DirectionSpec, JitterDistribution, JitterSpec, LinkChange, LossSpec, QueueDiscipline,
+    CodelSpec, DirectionSpec, FqCodelSpec, JitterDistribution, JitterSpec, LinkChange, LossSpec,
+    QueueDiscipline, RedSpec,
 };
 use toml::de::{DeTable, DeValue};
 
@@ -50,8 +51,42 @@ pub(crate) const SETTABLE: &[&str] = &[
 const DISTRIBUTIONS: &[&str] = &["uniform", "normal", "pareto"];
 const LOSS_MODELS: &[&str] = &["none", "bernoulli", "gilbert-elliott"];
 const GE_KEYS: &[&str] = &["model", "p", "r", "loss_good", "loss_bad"];
-const QUEUE_KEYS: &[&str] = &["packets", "bytes", "discipline"];
-const DISCIPLINES: &[&str] = &["drop-tail"];
+const QUEUE_KEYS: &[&str] = &[
+    "packets",
+    "bytes",
+    "discipline",
+    "min_threshold",
+    "max_threshold",
+    "max_p",
+    "weight",
+    "gentle",
+    "target",
+    "interval",
+    "flows",
+    "quantum",
+    "ecn",
+];
+const DISCIPLINES: &[&str] = &["drop-tail", "red", "codel", "fq-codel"];
+/// Each discipline's own parameters (beside the limits every queue has).
+const DISCIPLINE_KEYS: &[(&str, &[&str])] = &[
+    ("drop-tail", &[]),
+    (
+        "red",
+        &[
+            "min_threshold",
+            "max_threshold",
+            "max_p",
+            "weight",
+            "gentle",
+            "ecn",
+        ],
+    ),
+    ("codel", &["target", "interval", "ecn"]),
+    (
+        "fq-codel",
+        &["flows", "quantum", "target", "interval", "ecn"],
+    ),
+];
 
 /// The link parameters given in one place; `None` is "not given here".
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -317,10 +352,121 @@ fn read_queue(t: &mut Table<'_, '_>, d: &mut Diag<'_>, p: &mut Params) {
         ),
         b => Ok(b),
     });
-    p.queue_discipline = q.opt(d, "discipline", |v| {
-        value::choice(v, DISCIPLINES, "queue discipline").map(|_| QueueDiscipline::DropTail)
-    });
+    p.queue_discipline = read_discipline(&mut q, d);
     t.failed |= q.failed;
+}
+
+/// `discipline` and its parameters, which go together: a parameter is
+/// given in the table that names its discipline (so that a layer below
+/// cannot leave CoDel's `target` on a link that a layer above made RED).
+fn read_discipline(q: &mut Table<'_, '_>, d: &mut Diag<'_>) -> Option<QueueDiscipline> {
+    let given = q.has("discipline");
+    let name = q.opt(d, "discipline", |v| {
+        value::choice(v, DISCIPLINES, "queue discipline")
+    });
+    if given && name.is_none() {
+        return None; // already reported
+    }
+    let own: &[&str] = name
+        .and_then(|n| DISCIPLINE_KEYS.iter().find(|(k, _)| *k == n))
+        .map_or(&[], |(_, keys)| keys);
+    for (key, _) in q.keys() {
+        let of: Vec<&str> = DISCIPLINE_KEYS
+            .iter()
+            .filter(|(_, keys)| keys.contains(&key))
+            .map(|(n, _)| *n)
+            .collect();
+        if !of.is_empty() && !own.contains(&key) {
+            let first = of[0];
+            let of = of.join(", ");
+            let message = match name {
+                Some(n) => format!("'{key}' is a parameter of {of}, not of {n}"),
+                None => format!(
+                    "'{key}' is a parameter of {of}: give the discipline in this table too (discipline = \"{}\")",
+                    first
+                ),
+            };
+            q.error(d, key, message);
+        }
+    }
+    let duration = |q: &mut Table<'_, '_>, d: &mut Diag<'_>, key: &str, default: SimDuration| {
+        q.opt(d, key, value::positive_duration).unwrap_or(default)
+    };
+    match name? {
+        "drop-tail" => Some(QueueDiscipline::DropTail),
+        "red" => {
+            let r = RedSpec::default();
+            let spec = RedSpec {
+                min_threshold: q
+                    .opt(d, "min_threshold", |v| {
+                        value::number_in(v, 0.0, 1e9, "an average queue length in packets, ≥ 0")
+                    })
+                    .unwrap_or(r.min_threshold),
+                max_threshold: q
+                    .opt(d, "max_threshold", |v| {
+                        value::number_in(
+                            v,
+                            f64::MIN_POSITIVE,
+                            1e9,
+                            "an average queue length in packets, > 0",
+                        )
+                    })
+                    .unwrap_or(r.max_threshold),
+                max_p: q.opt(d, "max_p", value::probability).unwrap_or(r.max_p),
+                weight: q
+                    .opt(d, "weight", |v| {
+                        value::number_in(
+                            v,
+                            f64::MIN_POSITIVE,
+                            1.0,
+                            "a weight in (0, 1], e.g. 0.002",
+                        )
+                    })
+                    .unwrap_or(r.weight),
+                gentle: q.opt(d, "gentle", value::boolean).unwrap_or(r.gentle),
+                ecn: q.opt(d, "ecn", value::boolean).unwrap_or(r.ecn),
+            };
+            if spec.min_threshold >= spec.max_threshold {
+                q.error(
+                    d,
+                    "max_threshold",
+                    format!(
+                        "max_threshold ({}) must be above min_threshold ({})",
+                        spec.max_threshold, spec.min_threshold
+                    ),
+                );
+                return None;
+            }
+            Some(QueueDiscipline::Red(spec))
+        }
+        "codel" => {
+            let c = CodelSpec::default();
+            Some(QueueDiscipline::Codel(CodelSpec {
+                target: duration(q, d, "target", c.target),
+                interval: duration(q, d, "interval", c.interval),
+                ecn: q.opt(d, "ecn", value::boolean).unwrap_or(c.ecn),
+            }))
+        }
+        "fq-codel" => {
+            let f = FqCodelSpec::default();
+            Some(QueueDiscipline::FqCodel(FqCodelSpec {
+                flows: q
+                    .opt(d, "flows", |v| {
+                        value::u32_in(v, 1, 65_536, "a number of flow queues")
+                    })
+                    .unwrap_or(f.flows),
+                quantum: q
+                    .opt(d, "quantum", |v| {
+                        value::u32_in(v, 64, 1 << 20, "a quantum in bytes")
+                    })
+                    .unwrap_or(f.quantum),
+                target: duration(q, d, "target", f.target),
+                interval: duration(q, d, "interval", f.interval),
+                ecn: q.opt(d, "ecn", value::boolean).unwrap_or(f.ecn),
+            }))
+        }
+        _ => None,
+    }
 }
 
 /// `[defaults]`, which holds only `[defaults.link]`.
