@@ -289,6 +289,27 @@ def check_pip_install(cmd: str, tmp: Path) -> None:
         import helics  # noqa: F401
 
 
+def check_aqm_example(cmd: str, tmp: Path) -> None:
+    """The queue-delay example, with this test's Python (which has the
+    netloop package): it writes what it says, and shows what
+    docs/topology.md says it shows."""
+    d = scratch(tmp)
+    args = cmd.split()[cmd.split().index("python") + 2:]
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "aqm" / "queue_delay.py"), *args],
+                       cwd=d, capture_output=True, text=True, timeout=600, env=env())
+    ok(r, cmd)
+    res = json.loads((d / "out" / "aqm" / "queue_delay.json").read_text())
+    assert set(res) == {"drop-tail", "red", "codel", "fq-codel"}, res.keys()
+    assert all(v["unaccounted"] == 0 for v in res.values())
+    # A standing queue behind drop-tail; CoDel keeps it under its target,
+    # and FQ-CoDel's ping rides beside the bulk flow at the bare path's
+    # round trip (40 ms and its own frames).
+    assert res["drop-tail"]["median_queue_ms"] > 50, res["drop-tail"]["median_queue_ms"]
+    assert res["codel"]["median_queue_ms"] < 5, res["codel"]["median_queue_ms"]
+    assert res["fq-codel"]["ping_p50_ms"] < 41.5, res["fq-codel"]["ping_p50_ms"]
+    assert "codel" in r.stdout and "queue delay" in r.stdout, r.stdout
+
+
 def check_cosim_example(cmd: str, tmp: Path) -> None:
     """The co-simulation example, run with this test's Python (which has the
     `cosim` extra: scripts/test installs it) and netloop."""
@@ -408,6 +429,7 @@ HOW: dict[str, How] = {
     'pip install "./crates/netloop-py[cosim]"': How(
         check_pip_install, "scripts/test installs the package with its cosim extra into the environment this test runs in"
     ),
+    "python examples/aqm/queue_delay.py --out out/aqm": How(check_aqm_example),
     "python examples/cosim/run.py": How(check_cosim_example),
     "python examples/cosim/run.py --outage": How(check_cosim_example),
     "python examples/cosim/run.py --tcp --outage": How(check_cosim_example),
