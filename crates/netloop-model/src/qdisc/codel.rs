@@ -56,14 +56,22 @@ fn control_law(t: SimTime, interval: SimDuration, count: u32) -> SimTime {
 impl CodelState {
     /// Takes the head of `q` and says whether CoDel may drop it: its
     /// sojourn has been above target for at least an interval.
-    fn take(&mut self, q: &mut Fifo, now: SimTime, p: &Params) -> (Option<super::Entry>, bool) {
+    /// `others` is what waits beside `q` (FQ-CoDel's other flows): part of
+    /// the backlog that must be more than one maximal frame.
+    fn take(
+        &mut self,
+        q: &mut Fifo,
+        others: u64,
+        now: SimTime,
+        p: &Params,
+    ) -> (Option<super::Entry>, bool) {
         let Some(e) = q.pop() else {
             self.first_above_time = None;
             return (None, false);
         };
         let sojourn = now - e.at;
         let mut ok_to_drop = false;
-        if sojourn < p.target || q.bytes <= p.max_frame {
+        if sojourn < p.target || others + q.bytes <= p.max_frame {
             self.first_above_time = None;
         } else {
             match self.first_above_time {
@@ -80,11 +88,12 @@ impl CodelState {
     pub(crate) fn dequeue(
         &mut self,
         q: &mut Fifo,
+        others: u64,
         now: SimTime,
         p: &Params,
         sink: &mut Sink,
     ) -> Option<Frame> {
-        let (mut e, mut drop) = self.take(q, now, p);
+        let (mut e, mut drop) = self.take(q, others, now, p);
         if e.is_none() {
             self.dropping = false;
             return None;
@@ -103,7 +112,7 @@ impl CodelState {
                     }
                     let dropped = e.take().expect("a frame is in hand in the drop loop");
                     sink.drop(dropped.frame, DropReason::AqmDrop);
-                    (e, drop) = self.take(q, now, p);
+                    (e, drop) = self.take(q, others, now, p);
                     if e.is_none() || !drop {
                         self.dropping = false;
                     } else {
@@ -118,7 +127,7 @@ impl CodelState {
             } else {
                 let dropped = e.take().expect("a frame is in hand");
                 sink.drop(dropped.frame, DropReason::AqmDrop);
-                (e, _) = self.take(q, now, p);
+                (e, _) = self.take(q, others, now, p);
             }
             self.dropping = true;
             // Re-entering soon after the last drop state: resume near the
@@ -180,7 +189,7 @@ impl QueueDisc for Codel {
         Ok(())
     }
     fn dequeue(&mut self, now: SimTime, sink: &mut Sink) -> Option<Frame> {
-        self.state.dequeue(&mut self.q, now, &self.params, sink)
+        self.state.dequeue(&mut self.q, 0, now, &self.params, sink)
     }
     fn len(&self) -> usize {
         self.q.packets
@@ -189,6 +198,9 @@ impl QueueDisc for Codel {
         self.q.bytes
     }
     fn clear(&mut self) -> usize {
+        // A fresh start, as Linux's codel_reset: no drop state survives an
+        // outage.
+        self.state = CodelState::default();
         self.q.clear()
     }
 }
@@ -286,5 +298,36 @@ mod tests {
             }
         }
         assert!(sink.dropped.is_empty());
+    }
+
+    #[test]
+    fn an_outage_ends_the_drop_state() {
+        let mut q = Codel::new(&QueueSpec::default(), CodelSpec::default(), 1518);
+        let mut sink = Sink::default();
+        let at = |k: u64| SimTime::ZERO + SimDuration::from_nanos(k * MS);
+        // In the drop state after 300 ms of a 20 ms queue.
+        for k in 0..300u64 {
+            q.enqueue(at(k), Frame::copy_from(&big(0)), &mut sink)
+                .unwrap();
+            if k >= 20 {
+                q.dequeue(at(k), &mut sink);
+            }
+        }
+        assert!(!sink.dropped.is_empty());
+        q.clear();
+        // After the link comes back, a standing queue must last an interval
+        // again before CoDel drops.
+        sink.dropped.clear();
+        for k in 300..380u64 {
+            q.enqueue(at(k), Frame::copy_from(&big(0)), &mut sink)
+                .unwrap();
+            if k >= 320 {
+                q.dequeue(at(k), &mut sink);
+            }
+        }
+        assert!(
+            sink.dropped.is_empty(),
+            "dropped within an interval of coming back"
+        );
     }
 }

@@ -8,7 +8,8 @@
 //! moves to the old list if old flows wait (§4.2, so that it cannot
 //! starve them by leaving and coming back), a flow whose deficit is spent
 //! goes to the tail of the old list with another quantum, and CoDel's
-//! standing-queue test uses the flow's own backlog. When the packet or byte
+//! standing-queue test ("more than one maximal frame waits") looks at the
+//! whole backlog, as Linux's does. When the packet or byte
 //! limit is reached the packet at the head of the flow with the largest
 //! backlog is dropped (§4.1: from the fattest flow, so a sparse flow's
 //! packet is not the one lost), counted as `queue_full`. Deviations: Linux
@@ -79,18 +80,19 @@ impl FqCodel {
         }
     }
 
-    /// Drops the head of the flow with the most bytes waiting.
-    fn drop_from_fattest(&mut self, sink: &mut Sink) {
-        let Some(fat) =
-            (0..self.flows.len()).max_by_key(|&i| (self.flows[i].q.bytes, std::cmp::Reverse(i)))
-        else {
-            return;
+    /// Drops the head of the flow with the most bytes waiting (the lowest
+    /// index among equals); false when every flow is empty.
+    fn drop_from_fattest(&mut self, sink: &mut Sink) -> bool {
+        let fat = (0..self.flows.len())
+            .filter(|&i| !self.flows[i].q.is_empty())
+            .max_by_key(|&i| (self.flows[i].q.bytes, std::cmp::Reverse(i)));
+        let Some(e) = fat.and_then(|i| self.flows[i].q.pop()) else {
+            return false;
         };
-        if let Some(e) = self.flows[fat].q.pop() {
-            self.packets -= e.frame.segs() as usize;
-            self.bytes -= e.frame.wire_len();
-            sink.drop(e.frame, DropReason::QueueFull);
-        }
+        self.packets -= e.frame.segs() as usize;
+        self.bytes -= e.frame.wire_len();
+        sink.drop(e.frame, DropReason::QueueFull);
+        true
     }
 }
 
@@ -115,7 +117,9 @@ impl QueueDisc for FqCodel {
             self.flows[i].deficit = self.quantum;
         }
         while self.packets > self.limits.packets || self.bytes > self.limits.bytes {
-            self.drop_from_fattest(sink);
+            if !self.drop_from_fattest(sink) {
+                break;
+            }
         }
         Ok(())
     }
@@ -144,7 +148,12 @@ impl QueueDisc for FqCodel {
             }
             let flow = &mut self.flows[i];
             let (packets, bytes) = (flow.q.packets, flow.q.bytes);
-            let got = flow.codel.dequeue(&mut flow.q, now, &self.params, sink);
+            // CoDel's standing-queue test is of the whole backlog, as in
+            // Linux (`sch->qstats.backlog`).
+            let others = self.bytes - bytes;
+            let got = flow
+                .codel
+                .dequeue(&mut flow.q, others, now, &self.params, sink);
             // What CoDel dropped on the way left the totals too.
             self.packets -= packets - flow.q.packets;
             self.bytes -= bytes - flow.q.bytes;
@@ -237,5 +246,46 @@ mod tests {
             .collect();
         assert_eq!(ports.iter().filter(|&&p| p == 2).count(), 1);
         assert_eq!(ports.len(), 5);
+    }
+
+    #[test]
+    fn empty_frames_over_the_limit_do_not_hang_it() {
+        let spec = QueueSpec {
+            packets: Some(2),
+            ..QueueSpec::default()
+        };
+        let mut q = FqCodel::new(&spec, FqCodelSpec::default(), 1518);
+        let mut sink = Sink::default();
+        q.enqueue(SimTime::ZERO, frame(1, 1000), &mut sink).unwrap();
+        for _ in 0..3 {
+            q.enqueue(SimTime::ZERO, Frame::copy_from(&[]), &mut sink)
+                .unwrap();
+        }
+        assert_eq!(q.len(), 2);
+        assert_eq!(sink.dropped.len(), 2);
+    }
+
+    #[test]
+    fn codel_looks_at_the_whole_backlog_not_one_flows() {
+        // Twenty flows of one full-size frame each (a quantum: one a turn),
+        // one served and refilled every millisecond: no flow holds more
+        // than a maximal frame, but 30 kB wait 20 ms. A standing queue, as
+        // Linux sees it.
+        let mut q = FqCodel::new(&QueueSpec::default(), FqCodelSpec::default(), 1518);
+        let mut sink = Sink::default();
+        for p in 0..20 {
+            q.enqueue(SimTime::ZERO, frame(100 + p, 1514), &mut sink)
+                .unwrap();
+        }
+        for k in 20..600u64 {
+            let now = SimTime::ZERO + SimDuration::from_millis(k);
+            let f = q.dequeue(now, &mut sink).expect("twenty wait");
+            let port = u16::from_be_bytes([f[34], f[35]]);
+            q.enqueue(now, frame(port, 1514), &mut sink).unwrap();
+        }
+        assert!(
+            sink.dropped.iter().any(|(_, r)| *r == DropReason::AqmDrop),
+            "no AQM drop with 20 ms standing"
+        );
     }
 }

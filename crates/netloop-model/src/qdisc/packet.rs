@@ -49,7 +49,8 @@ pub fn mark_ce(frame: &mut [u8]) -> bool {
 }
 
 /// A hash of the frame's flow: the IPv4 5-tuple (addresses, protocol and,
-/// for TCP and UDP of a first or only fragment, ports), or the ethertype
+/// for TCP and UDP that is not a fragment, ports: the fragments of a
+/// datagram meet in one queue, as with Linux's flow dissector), or the ethertype
 /// for what is not IPv4. FNV-1a with a fixed key: stable across runs and
 /// Rust releases, so that the same packets meet the same flow queues (a
 /// simulation has no adversary to randomise the hash against, which is
@@ -69,8 +70,8 @@ pub fn flow_hash(frame: &[u8]) -> u64 {
             eat(&ip[12..20]);
             eat(&[proto]);
             let hl = ipv4::header_len(ip);
-            let first = ipv4::frag_offset(ip) == 0;
-            if first && matches!(proto, 6 | 17) && ip.len() >= hl + 4 {
+            let whole = ipv4::frag_offset(ip) == 0 && !ipv4::more_fragments(ip);
+            if whole && matches!(proto, 6 | 17) && ip.len() >= hl + 4 {
                 eat(&ip[hl..hl + 4]);
             }
         }
@@ -134,5 +135,16 @@ pub(crate) mod tests {
         );
         assert_ne!(flow_hash(&udp(0, 1)), flow_hash(&udp(0, 2)));
         assert_eq!(flow_hash(&udp(0, 7)), flow_hash(&udp(0, 7)));
+    }
+
+    #[test]
+    fn the_fragments_of_a_datagram_share_a_flow() {
+        let mut first = udp(0, 1);
+        first[20] = 0x20; // more fragments, offset 0
+        let mut later = udp(0, 1);
+        later[20..22].copy_from_slice(&185u16.to_be_bytes()); // offset 1 480
+        later[34..38].fill(0xaa); // payload, not ports
+        assert_eq!(flow_hash(&first), flow_hash(&later));
+        assert_ne!(flow_hash(&first), flow_hash(&udp(0, 1)));
     }
 }

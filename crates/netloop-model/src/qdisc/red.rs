@@ -82,6 +82,9 @@ impl Red {
                     _ => 0.0,
                 };
                 self.avg *= (1.0 - w).powf(m);
+                // The idle period ends with this arrival, taken or not (one
+                // refused leaves the queue empty: the next decays from here).
+                self.idle_since = Some(now);
             }
             _ => self.avg = (1.0 - w) * self.avg + w * self.q.packets as f64,
         }
@@ -148,8 +151,11 @@ impl QueueDisc for Red {
         self.q.bytes
     }
     fn clear(&mut self) -> usize {
-        // (The time it went empty is not known here; the next arrival ages
-        // the average by one packet of weight instead.)
+        // A fresh start, as Linux's red_restart: no average or count
+        // survives an outage.
+        self.avg = 0.0;
+        self.count = -1;
+        self.idle_since = None;
         self.q.clear()
     }
 }
@@ -230,5 +236,49 @@ mod tests {
         assert_eq!((refused, sink.ecn_marked), (0, 10));
         let (refused, sink) = offer(&mut q, 10, 0);
         assert_eq!((refused, sink.ecn_marked), (10, 0));
+    }
+
+    #[test]
+    fn an_outage_resets_the_average() {
+        let mut q = red(false, false);
+        q.p.weight = 0.5;
+        for _ in 0..40 {
+            q.q.push(SimTime::ZERO, Frame::copy_from(&udp(0, 1)));
+        }
+        offer(&mut q, 10, 0);
+        assert!(q.avg > 15.0);
+        q.clear();
+        // Back up, an empty queue: nothing is dropped for an old average.
+        assert_eq!(offer(&mut q, 3, 0).0, 0);
+    }
+
+    #[test]
+    fn an_idle_period_is_counted_once() {
+        // 1 Mbit/s: a typical (1 514 + 24 byte) frame takes 12.304 ms.
+        let dir = DirectionSpec {
+            rate: Some(netloop_core::DataRate::from_mbps(1)),
+            ..DirectionSpec::default()
+        };
+        let spec = QueueSpec::default();
+        let r = RedSpec {
+            weight: 0.5,
+            gentle: false,
+            ..RedSpec::default()
+        };
+        let mut q = Red::new(&spec, r, &dir, RngStream::new(1, "red"));
+        let typical = q.typical.unwrap();
+        q.avg = 40.0;
+        q.idle_since = Some(SimTime::ZERO);
+        let mut sink = Sink::default();
+        // One typical frame's time idle: the average halves to 20, above
+        // max_th: refused, and the queue stays empty.
+        let t1 = SimTime::ZERO + typical;
+        assert!(q
+            .enqueue(t1, Frame::copy_from(&udp(0, 1)), &mut sink)
+            .is_err());
+        assert_eq!(q.avg, 20.0);
+        // One more: halved once more from 20 (not twice from 40's start).
+        let _ = q.enqueue(t1 + typical, Frame::copy_from(&udp(0, 1)), &mut sink);
+        assert_eq!(q.avg, 10.0);
     }
 }
