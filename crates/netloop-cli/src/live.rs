@@ -148,13 +148,11 @@ pub fn execute_live(
             if !quiet {
                 crate::run::print_federate(&report);
             }
-            if report.end == "federate_left" {
-                crate::run::say_departure(
-                    &report,
-                    netloop_core::SimTime::from_nanos(out.results.meta.sim_time_reached_ns),
-                    sim.net.spec().run.duration,
-                );
-            }
+            crate::run::say_end(
+                &report,
+                netloop_core::SimTime::from_nanos(out.results.meta.sim_time_reached_ns),
+                sim.net.spec().run.duration,
+            );
             out.results.cosim = Some(serde_json::to_value(&report)?);
         }
         Ok(out)

@@ -610,37 +610,40 @@ fn execute_cosim(
     if !quiet {
         print_federate(&report);
     }
-    let reached = SimTime::from_nanos(results.meta.sim_time_reached_ns);
-    match report.end {
-        "federate_left" => say_departure(&report, reached, sim.net.spec().run.duration),
-        "failed" => eprintln!(
-            "error: the HELICS federation failed at {reached} of {}: {}; the results up to then are kept",
-            sim.net.spec().run.duration,
-            report.failure.as_deref().unwrap_or("?")
-        ),
-        _ => {}
-    }
+    say_end(
+        &report,
+        SimTime::from_nanos(results.meta.sim_time_reached_ns),
+        sim.net.spec().run.duration,
+    );
     results.cosim = Some(serde_json::to_value(&report)?);
     Ok((results, interrupted))
 }
 
-/// Says on stderr that the run ended at `reached` of `duration` because
-/// the federates `report` names left the federation (simulated or real
-/// time alike).
-pub(crate) fn say_departure(
+/// Says on stderr why a co-simulation ended at `reached` of `duration`
+/// when the federation ended it (simulated or real time alike): the
+/// federates `report` names left it, or it failed (HELICS's words, or the
+/// federate that stopped answering).
+pub(crate) fn say_end(
     report: &netloop_helics::CosimReport,
     reached: SimTime,
     duration: netloop_core::SimDuration,
 ) {
-    eprintln!(
-        "the federation ended at {reached} of {duration}: {} left it; netloop's run ends there, its results kept",
-        report
-            .departed
-            .iter()
-            .map(|n| format!("federate '{n}'"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    match report.end {
+        "federate_left" => eprintln!(
+            "the federation ended at {reached} of {duration}: {} left it; netloop's run ends there, its results kept",
+            report
+                .departed
+                .iter()
+                .map(|n| format!("federate '{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "failed" => eprintln!(
+            "error: the HELICS federation failed at {reached} of {duration}: {}; the results up to then are kept",
+            report.failure.as_deref().unwrap_or("?")
+        ),
+        _ => {}
+    }
 }
 
 /// Loads HELICS for `spec`'s federation and says so (`how`: e.g. " in real

@@ -136,6 +136,12 @@ api! {
     fn helicsQueryExecute(query: Handle, fed: Handle, err: *mut RawError) -> *const c_char;
     /// `void helicsQueryFree(query)`.
     fn helicsQueryFree(query: Handle);
+    /// `HelicsCore helicsFederateGetCore(fed, err)`.
+    fn helicsFederateGetCore(fed: Handle, err: *mut RawError) -> Handle;
+    /// `const char *helicsQueryCoreExecute(query, core, err)`.
+    fn helicsQueryCoreExecute(query: Handle, core: Handle, err: *mut RawError) -> *const c_char;
+    /// `void helicsCoreFree(core)`.
+    fn helicsCoreFree(core: Handle);
     /// `HelicsBroker helicsCreateBroker(const char *type, const char *name, const char *init, err)`.
     fn helicsCreateBroker(ty: *const c_char, name: *const c_char, init: *const c_char, err: *mut RawError) -> Handle;
     /// `void helicsBrokerDisconnect(broker, err)`.

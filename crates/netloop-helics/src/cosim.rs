@@ -30,6 +30,7 @@ use serde::Serialize;
 
 use crate::api::{Helics, TIME_MAXTIME};
 use crate::federate::{Federate, HelicsError, Received, Settings};
+use crate::watch::{federates, gone, Lost, Watch};
 
 /// What the federate did, for the results (`cosim`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -65,17 +66,22 @@ pub struct CosimReport {
     pub without_federate: u64,
     /// Why the run ended: `"duration"`, `"interrupted"`, `"federate_left"`
     /// (another federate left the federation before netloop's duration:
-    /// `departed` names it), `"failed"` (HELICS failed mid-run: `failure`
-    /// says how), or in real time `"run_ended"` (the run ended before the
+    /// `departed` names it), `"failed"` (HELICS failed mid-run, or a
+    /// federate stopped answering: `failure` says how), or in real time `"run_ended"` (the run ended before the
     /// federation started).
     pub end: &'static str,
     /// The federates that had left the federation when netloop ended its
     /// run for it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub departed: Vec<String>,
-    /// What HELICS said when it failed mid-run.
+    /// What HELICS said when it failed mid-run, or which federate stopped
+    /// answering.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The federate (or `broker`) that stopped answering queries mid-run
+    /// (killed, or its connection lost), which failed the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unresponsive: Vec<String>,
     /// In real time: the engine's clock less HELICS's (both on the wall
     /// clock, started at different moments: negative when the federation
     /// started before the engine's clock), ns; absent in simulated time,
@@ -151,16 +157,87 @@ pub fn run(
     let (mut fed, mut report) = join(helics, &settings(spec), spec, &sim.endpoints, || {})?;
     let horizon = Horizon::of(sim);
     report.lookahead_ns = horizon.lookahead.as_nanos();
+    let Watched {
+        out: advanced,
+        disconnected,
+        lost,
+    } = watched(helics, &mut fed, spec, |fed, watch| {
+        advance(sim, fed, &horizon, &mut report, stop, watch)
+    })?;
     // From here on a failure of HELICS ends the run where it stands, its
     // results kept (a federate killed mid-run, a broker gone).
-    if let Err(e) = advance(sim, &mut fed, &horizon, &mut report, stop) {
-        report.end = if stop() { "interrupted" } else { "failed" };
-        report.failure = Some(e.to_string());
-        let _ = fed.disconnect();
+    if let Err(e) = advanced {
+        failed(&mut report, e, lost, stop());
         return Ok(report);
     }
-    fed.disconnect()?;
+    disconnected?;
     Ok(report)
+}
+
+/// Marks `report` as ended by HELICS's failure `e` (or by the watcher's
+/// finding a federate `lost`, which is why HELICS failed if it did), or as
+/// interrupted if the run was (Ctrl-C aborts HELICS).
+pub(crate) fn failed(
+    report: &mut CosimReport,
+    e: HelicsError,
+    lost: Option<Lost>,
+    interrupted: bool,
+) {
+    report.end = if interrupted { "interrupted" } else { "failed" };
+    report.failure = Some(match lost {
+        Some(l) => {
+            report.unresponsive.push(l.who);
+            l.why
+        }
+        None => e.to_string(),
+    });
+}
+
+/// Runs `body` (the federate's loop) while a thread watches the federation
+/// for a federate that is gone without leaving ([`crate::watch`]), then
+/// disconnects the federate (which also ends a probe under way); returns
+/// what `body` returned, how disconnecting went, and the federate the
+/// watcher found lost, if any.
+pub(crate) fn watched<'h, T>(
+    helics: &'h Helics,
+    fed: &mut Federate<'h>,
+    spec: &HelicsSpec,
+    body: impl FnOnce(&mut Federate<'h>, &Watch) -> T,
+) -> Result<Watched<T>, HelicsError> {
+    let core = fed.core()?;
+    let watch = Watch::new(&spec.name, Duration::from_nanos(spec.timeout.as_nanos()));
+    let (out, disconnected) = std::thread::scope(|scope| {
+        let w = &watch;
+        scope.spawn(move || w.probe(core));
+        scope.spawn(move || w.judge(helics));
+        let out = body(fed, &watch);
+        watch.stop();
+        (out, fed.disconnect())
+    });
+    Ok(Watched {
+        out,
+        disconnected,
+        lost: watch.lost(),
+    })
+}
+
+/// What [`watched`] returns.
+pub(crate) struct Watched<T> {
+    /// What the loop returned.
+    pub out: T,
+    /// How disconnecting the federate went.
+    pub disconnected: Result<(), HelicsError>,
+    /// The federate the watcher found lost, if any.
+    pub lost: Option<Lost>,
+}
+
+/// The error a federate's loop ends with when the watcher found `lost`.
+pub(crate) fn lost_error(lost: &Lost) -> HelicsError {
+    HelicsError {
+        what: "watching the federation".into(),
+        code: -1,
+        message: lost.why.clone(),
+    }
 }
 
 /// Grants after which netloop warns that HELICS up to 3.6 may stop
@@ -205,6 +282,7 @@ fn advance(
     horizon: &Horizon,
     report: &mut CosimReport,
     stop: &dyn Fn() -> bool,
+    watch: &Watch,
 ) -> Result<(), HelicsError> {
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let mut now = SimTime::ZERO;
@@ -233,6 +311,9 @@ fn advance(
         if stop() {
             report.end = "interrupted";
             break;
+        }
+        if let Some(l) = watch.lost() {
+            return Err(lost_error(&l));
         }
         if left(fed, report, &mut checked)? {
             break;
@@ -286,19 +367,11 @@ pub(crate) fn left(
 /// duration, handing messages to nobody.
 fn departed(fed: &mut Federate<'_>, me: &str) -> Result<Vec<String>, HelicsError> {
     let answer = fed.query("root", "current_state")?;
-    let Ok(state) = serde_json::from_str::<serde_json::Value>(&answer) else {
-        return Ok(Vec::new());
-    };
-    let gone = state["federates"]
-        .as_array()
+    Ok(federates(&answer)
         .into_iter()
-        .flatten()
-        .filter(|f| matches!(f["state"].as_str(), Some("disconnected" | "error")))
-        .filter_map(|f| f["attributes"]["name"].as_str())
-        .filter(|n| *n != me)
-        .map(str::to_string)
-        .collect();
-    Ok(gone)
+        .filter(|(name, state)| name != me && gone(state))
+        .map(|(name, _)| name)
+        .collect())
 }
 
 /// How far netloop may ask HELICS to advance: as far as no message can

@@ -286,6 +286,19 @@ impl<'h> Federate<'h> {
         }
     }
 
+    /// The federate's core, for queries from another thread: HELICS's core
+    /// is safe to call from any thread, its federate objects are not.
+    pub fn core(&self) -> Result<CoreHandle<'h>, HelicsError> {
+        // SAFETY: a live federate; the core object returned is freed by
+        // the handle.
+        unsafe {
+            let mut e = (self.h.helicsErrorInitialize)();
+            let core = (self.h.helicsFederateGetCore)(self.fed, &mut e);
+            check(self.h, &mut e, "getting the federate's core")?;
+            Ok(CoreHandle { h: self.h, core })
+        }
+    }
+
     /// Leaves the federation (also done when dropped).
     pub fn disconnect(&mut self) -> Result<(), HelicsError> {
         if self.done {
@@ -306,6 +319,46 @@ impl Drop for Federate<'_> {
         let _ = self.disconnect();
         // SAFETY: the federate is not used after this.
         unsafe { (self.h.helicsFederateFree)(self.fed) };
+    }
+}
+
+/// A federate's core ([`Federate::core`]), to query the federation from a
+/// thread other than the federate's.
+pub struct CoreHandle<'h> {
+    h: &'h Helics,
+    core: Handle,
+}
+
+// SAFETY: HELICS's core objects are thread-safe (every call queues an action
+// for the core's own thread, or reads state behind its locks); the handle is
+// freed once, by its owner.
+unsafe impl Send for CoreHandle<'_> {}
+
+impl CoreHandle<'_> {
+    /// Asks `target` HELICS's `query` through the core, waiting up to the
+    /// core's query timeout (then HELICS answers with a JSON error of code
+    /// 504, "query timeout").
+    pub fn query(&self, target: &str, query: &str) -> Result<String, HelicsError> {
+        let (t, q) = (c(target, "query target")?, c(query, "query")?);
+        // SAFETY: a live core; the strings outlive the calls; the answer is
+        // copied before the query is freed.
+        unsafe {
+            let h = self.h;
+            let qh = (h.helicsCreateQuery)(t.as_ptr(), q.as_ptr());
+            let mut e = (h.helicsErrorInitialize)();
+            let answer = cstr((h.helicsQueryCoreExecute)(qh, self.core, &mut e));
+            (h.helicsQueryFree)(qh);
+            check(h, &mut e, &format!("query '{query}' of '{target}'"))?;
+            Ok(answer)
+        }
+    }
+}
+
+impl Drop for CoreHandle<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the core object is not used after this (the core itself
+        // lives on while its federate does).
+        unsafe { (self.h.helicsCoreFree)(self.core) };
     }
 }
 

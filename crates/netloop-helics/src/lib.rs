@@ -20,12 +20,15 @@
 //! - [`rti`]: the sender and returnee federates of the RTI benchmark.
 //! - [`realtime`]: the federate beside a real-time run (real hosts), the
 //!   federation kept to the wall clock.
+//! - `watch`: the thread that notices a federate gone without leaving
+//!   (killed), which HELICS itself may never notice.
 
 pub mod api;
 pub mod cosim;
 pub mod federate;
 pub mod realtime;
 pub mod rti;
+mod watch;
 
 pub use api::Helics;
 pub use cosim::{run, CosimError, CosimReport};

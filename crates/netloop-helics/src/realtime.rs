@@ -29,7 +29,11 @@
 //!
 //! As in simulated time, netloop asks the broker at most every 100 ms of
 //! wall clock whether another federate left; if one did, the run ends
-//! there (`end: "federate_left"`), as its duration would have.
+//! there (`end: "federate_left"`), as its duration would have. A federate
+//! killed never leaves, and HELICS, forcing grants at the real-time lag,
+//! never fails netloop's requests for it: the watcher (module `watch`)
+//! finds it, and the run ends as failed (`end: "failed"`), its results
+//! kept, as when HELICS fails.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +42,10 @@ use netloop_model::build::EndpointInfo;
 use netloop_model::spec::HelicsSpec;
 
 use crate::api::Helics;
-use crate::cosim::{hand_over, intake, join, left, settings, CosimError, CosimReport};
+use crate::cosim::{
+    failed, hand_over, intake, join, left, lost_error, settings, watched, CosimError, CosimReport,
+    Watched,
+};
 
 /// How far behind the wall clock HELICS may grant netloop's time when the
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
@@ -86,91 +93,110 @@ pub fn run_realtime(
     let mut waits: Vec<u64> = Vec::new();
     let mut lags: Vec<u64> = Vec::new();
     let mut checked = Instant::now();
-    loop {
-        if stop() {
-            report.end = "interrupted";
-            break;
+    let Watched {
+        out: served,
+        disconnected,
+        lost,
+    } = watched(helics, &mut fed, spec, |fed, watch| {
+        loop {
+            if stop() {
+                report.end = "interrupted";
+                break;
+            }
+            if let Some(l) = watch.lost() {
+                return Err(lost_error(&l).into());
+            }
+            if left(fed, &mut report, &mut checked)? {
+                // The engine ends its run as if its duration were over.
+                let _ = remote.call(Request::Stop, Duration::from_secs(10));
+                break;
+            }
+            // The next step's boundary after the wall clock's now: asking for
+            // the granted time plus a step would let HELICS's time fall ever
+            // further behind the wall clock whenever a step costs more than a
+            // step (up to its real-time lag, where it forces grants).
+            let next = ((helics_now(helics_zero) / step_ns) + 1) * step_ns;
+            let want = (next as f64 / 1e9).max(granted + 1e-9);
+            let t0 = Instant::now();
+            let g = fed.request_time(want)?;
+            report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
+            report.grants += 1;
+            crate::cosim::warn_of_grant_limit(&report, &version);
+            if g < want - 1e-10 {
+                report.early_grants += 1;
+            }
+            granted = g;
+            // HELICS grants g once its clock has reached g: its clock started
+            // no later than g before now. Where that is earlier than thought,
+            // HELICS's clock is ahead of ours: move ours (and the offset) so
+            // that no arrival is stamped with a time before its own.
+            if let Some(start) = Instant::now().checked_sub(Duration::from_secs_f64(g.max(0.0))) {
+                if start < helics_zero {
+                    offset -= (helics_zero - start).as_nanos() as i64;
+                    helics_zero = start;
+                }
+            }
+            let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
+                intake(fed, endpoints.len(), &mut report)?
+                    .into_iter()
+                    .map(|(i, m)| (m.time, (i, m.data)))
+                    .unzip();
+            let reply = match remote.call(Request::Endpoints { sends }, Duration::from_secs(10)) {
+                Ok(r) => r,
+                // The run is over (its duration, Ctrl-C, an error it reports).
+                Err(_) => break,
+            };
+            let Reply::Endpoints {
+                now,
+                refused,
+                arrived,
+            } = reply
+            else {
+                if let Reply::Failed(why) = reply {
+                    return Err(CosimError::Topology(why));
+                }
+                break;
+            };
+            report.refused += refused.len() as u64;
+            // How long after its HELICS time each message entered the network.
+            let entered = now.as_nanos() as i64 - offset;
+            lags.extend(
+                times
+                    .iter()
+                    .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
+            );
+            waits.extend(
+                arrived
+                    .iter()
+                    .filter(|(i, _)| endpoints[*i].federate.is_some())
+                    .map(|(_, m)| (now - m.at).as_nanos()),
+            );
+            // Stamped with the grant, or with its arrival on HELICS's clock if that
+            // is later (the engine answers at its now, which may be past the
+            // grant): never earlier than it arrived. HELICS takes sends stamped
+            // at or after the federate's time.
+            let off = offset;
+            hand_over(
+                fed,
+                endpoints,
+                arrived,
+                |m| granted.max((m.at.as_nanos() as i64 - off) as f64 / 1e9),
+                &mut report,
+            )?;
         }
-        if left(&mut fed, &mut report, &mut checked)? {
-            // The engine ends its run as if its duration were over.
+        Ok::<(), CosimError>(())
+    })?;
+    match served {
+        Ok(()) => disconnected?,
+        // HELICS failed (or a federate stopped answering): the run ends
+        // where it stands, its results kept, as in simulated time.
+        Err(CosimError::Helics(e)) => {
+            failed(&mut report, e, lost, stop());
             let _ = remote.call(Request::Stop, Duration::from_secs(10));
-            break;
         }
-        // The next step's boundary after the wall clock's now: asking for
-        // the granted time plus a step would let HELICS's time fall ever
-        // further behind the wall clock whenever a step costs more than a
-        // step (up to its real-time lag, where it forces grants).
-        let next = ((helics_now(helics_zero) / step_ns) + 1) * step_ns;
-        let want = (next as f64 / 1e9).max(granted + 1e-9);
-        let t0 = Instant::now();
-        let g = fed.request_time(want)?;
-        report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
-        report.grants += 1;
-        crate::cosim::warn_of_grant_limit(&report, &version);
-        if g < want - 1e-10 {
-            report.early_grants += 1;
-        }
-        granted = g;
-        // HELICS grants g once its clock has reached g: its clock started
-        // no later than g before now. Where that is earlier than thought,
-        // HELICS's clock is ahead of ours: move ours (and the offset) so
-        // that no arrival is stamped with a time before its own.
-        if let Some(start) = Instant::now().checked_sub(Duration::from_secs_f64(g.max(0.0))) {
-            if start < helics_zero {
-                offset -= (helics_zero - start).as_nanos() as i64;
-                helics_zero = start;
-            }
-        }
-        let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
-            intake(&mut fed, endpoints.len(), &mut report)?
-                .into_iter()
-                .map(|(i, m)| (m.time, (i, m.data)))
-                .unzip();
-        let reply = match remote.call(Request::Endpoints { sends }, Duration::from_secs(10)) {
-            Ok(r) => r,
-            // The run is over (its duration, Ctrl-C, an error it reports).
-            Err(_) => break,
-        };
-        let Reply::Endpoints {
-            now,
-            refused,
-            arrived,
-        } = reply
-        else {
-            if let Reply::Failed(why) = reply {
-                return Err(CosimError::Topology(why));
-            }
-            break;
-        };
-        report.refused += refused.len() as u64;
-        // How long after its HELICS time each message entered the network.
-        let entered = now.as_nanos() as i64 - offset;
-        lags.extend(
-            times
-                .iter()
-                .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
-        );
-        waits.extend(
-            arrived
-                .iter()
-                .filter(|(i, _)| endpoints[*i].federate.is_some())
-                .map(|(_, m)| (now - m.at).as_nanos()),
-        );
-        // Stamped with the grant, or with its arrival on HELICS's clock if that
-        // is later (the engine answers at its now, which may be past the
-        // grant): never earlier than it arrived. HELICS takes sends stamped
-        // at or after the federate's time.
-        let off = offset;
-        hand_over(
-            &mut fed,
-            endpoints,
-            arrived,
-            |m| granted.max((m.at.as_nanos() as i64 - off) as f64 / 1e9),
-            &mut report,
-        )?;
+        Err(e) => return Err(e),
     }
     report.offset_ns = Some(offset);
-    fed.disconnect()?;
     if !lags.is_empty() {
         lags.sort_unstable();
         report.intake_lag_p50_ns = Some(lags[lags.len() / 2]);
