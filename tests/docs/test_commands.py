@@ -310,6 +310,41 @@ def check_aqm_example(cmd: str, tmp: Path) -> None:
     assert "codel" in r.stdout and "queue delay" in r.stdout, r.stdout
 
 
+def check_trace_maker(cmd: str, tmp: Path) -> None:
+    """The documented command makes exactly the committed trace (run with
+    its output elsewhere, so as not to write into the repository)."""
+    args = cmd.split()[cmd.split().index("python3") + 2:]
+    out = args.index("--out") + 1
+    committed = ROOT / args[out]
+    args[out] = str(tmp / "made.trace")
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "trace" / "make_trace.py"), *args],
+                       capture_output=True, text=True, timeout=120)
+    ok(r, cmd)
+    assert (tmp / "made.trace").read_bytes() == committed.read_bytes(), \
+        f"{committed.relative_to(ROOT)} is not what `{cmd}` makes"
+    assert "mean 9.97 Mbit/s" in r.stdout, r.stdout
+
+
+def check_cellular_example(cmd: str, tmp: Path) -> None:
+    """iperf3 between real hosts across the traced link: it ends when
+    iperf3 is done, and the link carried what the trace lets through."""
+    d = scratch(tmp)
+    ok(sh(as_run(cmd), d, 120), cmd)
+    r = json.loads((d / "out" / "cellular.json").read_text())
+    assert r["conservation"]["unaccounted"] == 0
+    cell = next(link for link in r["links"] if link["name"] == "cell")
+    trace = cell["a_to_b"]["trace"]
+    assert trace["kind"] == "mahimahi" and trace["source"] == "cellular.down", trace
+    assert 9.9e6 < trace["mean_bps"] < 10.0e6, trace
+    # iperf3 sent for 8 s: about the trace's mean (less what slow start
+    # and the outages cost), never more.
+    seconds = 8.0
+    sent = cell["a_to_b"]["received_bytes"] * 8 / seconds
+    assert 4e6 < sent < 11e6, sent
+    iperf = [c for c in r["realtime"]["commands"] if c["cmd"].startswith("iperf3 -c")]
+    assert iperf and iperf[0]["exit_code"] == 0, r["realtime"]["commands"]
+
+
 def check_cosim_example(cmd: str, tmp: Path) -> None:
     """The co-simulation example, run with this test's Python (which has the
     `cosim` extra: scripts/test installs it) and netloop."""
@@ -430,6 +465,10 @@ HOW: dict[str, How] = {
         check_pip_install, "scripts/test installs the package with its cosim extra into the environment this test runs in"
     ),
     "python examples/aqm/queue_delay.py --out out/aqm": How(check_aqm_example),
+    "python3 examples/trace/make_trace.py --seconds 10 --seed 4 --out examples/trace/cellular.down": How(
+        check_trace_maker
+    ),
+    "sudo netloop run examples/trace/cellular.toml --json out/cellular.json": How(check_cellular_example),
     "python examples/cosim/run.py": How(check_cosim_example),
     "python examples/cosim/run.py --outage": How(check_cosim_example),
     "python examples/cosim/run.py --tcp --outage": How(check_cosim_example),

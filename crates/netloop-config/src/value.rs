@@ -56,7 +56,7 @@ pub(crate) fn describe(v: &DeValue<'_>) -> String {
     }
 }
 
-fn expected<T>(what: &str, v: &DeValue<'_>) -> Read<T> {
+pub(crate) fn expected<T>(what: &str, v: &DeValue<'_>) -> Read<T> {
     Err(format!("expected {what}, found {}", describe(v)))
 }
 

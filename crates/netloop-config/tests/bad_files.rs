@@ -67,6 +67,39 @@ fn queue_disciplines_take_only_their_own_parameters() {
 }
 
 #[test]
+fn traces_are_refused_as_mahimahi_would_and_never_stop_a_link_for_ever() {
+    // The trace files it names, beside it.
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad");
+    for f in ["trace-empty-line.mahimahi", "trace-ends-at-zero.rates"] {
+        assert!(bad.join(f).is_file(), "{f}");
+    }
+    check(
+        "traces.toml",
+        &[
+            (
+                13,
+                &["field 'trace'", "trace-empty-line.mahimahi: line 3: empty"],
+            ),
+            (
+                18,
+                &[
+                    "field 'trace.rates'",
+                    "trace-ends-at-zero.rates",
+                    "can't be 0",
+                ],
+            ),
+            (
+                24,
+                &["field 'trace'", "its `rate` or its `trace`, not both"],
+            ),
+            (29, &["field 'trace'", "`mahimahi` or `rates`, not both"]),
+            (34, &["field 'trace'", "no-such-file.trace"]),
+            (39, &["field 'trace.rates'", "element 0", "fast"]),
+        ],
+    );
+}
+
+#[test]
 fn syntax_errors() {
     check(
         "syntax.toml",

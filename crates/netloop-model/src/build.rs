@@ -430,6 +430,17 @@ impl<'a> Builder<'a> {
                 format!("{} is below IPv4's minimum MTU of 68", d.mtu),
             ));
         }
+        if let Some(t) = &d.trace {
+            if d.rate.is_some() {
+                return Err(self.err(
+                    ItemRef::Link(i),
+                    Some("trace"),
+                    "a direction's capacity is its rate or its trace, not both".to_string(),
+                ));
+            }
+            t.check()
+                .map_err(|e| self.err(ItemRef::Link(i), Some("trace"), e))?;
+        }
         Ok(())
     }
 

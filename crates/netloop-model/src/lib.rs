@@ -45,6 +45,7 @@ pub mod share;
 pub mod spec;
 pub mod stats;
 pub mod switch;
+pub mod trace;
 pub mod wire;
 
 pub use build::Simulation;

@@ -19,6 +19,7 @@ use rand_distr::{Distribution, Normal};
 use crate::qdisc::{self, QueueDisc};
 use crate::spec::{DirectionSpec, JitterDistribution, LinkChange, LossSpec};
 use crate::stats::DirStats;
+use crate::trace::{self, TraceCursor, TraceSpec};
 use crate::wire::Wire;
 use crate::{Frame, NodeId, PortId};
 
@@ -44,6 +45,8 @@ pub fn max_frame_len(mtu: u32, frame: &[u8]) -> usize {
 pub struct Channel {
     /// Current parameters.
     pub spec: DirectionSpec,
+    /// Where the transmitter stands in `spec.trace`, if it follows one.
+    trace: Option<TraceCursor>,
     rng: RngStream,
     /// Gilbert–Elliott state: true in the bad state.
     ge_bad: bool,
@@ -55,6 +58,7 @@ impl Channel {
     /// A channel with parameters `spec` drawing from `rng`.
     pub fn new(spec: DirectionSpec, rng: RngStream) -> Self {
         Channel {
+            trace: spec.trace.as_ref().map(TraceCursor::new),
             spec,
             rng,
             ge_bad: false,
@@ -150,7 +154,35 @@ impl Channel {
     /// segment would leave at its own time (a rate) or arrive with its own
     /// delay (jitter), as on the wire.
     pub fn cuts_super_frames(&self) -> bool {
-        self.spec.rate.is_some() || self.spec.jitter.is_some()
+        self.spec.rate.is_some() || self.spec.trace.is_some() || self.spec.jitter.is_some()
+    }
+
+    /// When the transmitter, starting `frame` at `now`, has sent its last
+    /// bit: after its time at the line rate, or where the trace says.
+    /// `waited`: the frame waited in the queue for the frame before it,
+    /// which finished at `now` (a trace may give it what that one left).
+    pub fn tx_end(&mut self, now: SimTime, frame: &Frame, waited: bool) -> SimTime {
+        let Some(cursor) = &mut self.trace else {
+            return now + self.tx_time_of(frame);
+        };
+        let mahimahi = matches!(self.spec.trace, Some(TraceSpec::Mahimahi { .. }));
+        let overhead = self.spec.overhead;
+        let cost = |len: usize| {
+            if mahimahi {
+                trace::mahimahi_cost(len)
+            } else {
+                trace::rate_cost(len, overhead)
+            }
+        };
+        // A super-frame is cut before a traced direction; its segments
+        // are counted one by one should one get here.
+        let bytes = match frame.meta.gso {
+            None => cost(frame.len()),
+            Some(g) => (0..usize::from(g.segs))
+                .map(|i| cost(g.seg_len(frame.len(), i)))
+                .sum(),
+        };
+        cursor.finish(now, bytes, waited)
     }
 
     /// Time the transmitter is busy with `frame` (each of a super-frame's
@@ -174,6 +206,9 @@ impl Channel {
     /// Applies a run-time change.
     pub fn apply(&mut self, c: &LinkChange) {
         self.spec.apply(c);
+        if c.rate.is_some() {
+            self.trace = None;
+        }
         if c.loss.is_some() {
             self.ge_bad = false;
         }

@@ -617,7 +617,7 @@ impl Network {
             return;
         }
         if now >= d.busy_until && d.queue.is_empty() {
-            self.start_tx(now, link, side, frame, q);
+            self.start_tx(now, link, side, frame, false, q);
             return;
         }
         // The transmitter is busy (a queue that is not empty has a wake-up
@@ -710,19 +710,22 @@ impl Network {
         }
     }
 
+    /// Starts sending `frame` at `now`; `waited`: it waited in the queue
+    /// for the frame before it (see [`crate::link::Channel::tx_end`]).
     fn start_tx(
         &mut self,
         now: SimTime,
         link: LinkId,
         side: usize,
         frame: Frame,
+        waited: bool,
         q: &mut EventQueue<Event>,
     ) {
         self.tap(now, link, side, false, &frame);
         let d = &mut self.links[link].dirs[side];
         d.stats.sent_packets += frame.segs();
         d.stats.sent_bytes += frame.wire_len();
-        let end = now + d.channel.tx_time_of(&frame);
+        let end = d.channel.tx_end(now, &frame, waited);
         d.busy_until = end;
         // Its fate on the wire is drawn now, for the moment its last bit
         // leaves: each direction draws from its own stream, frame after
@@ -752,7 +755,7 @@ impl Network {
         let next = d.queue.dequeue(now, &mut sink);
         count_queue(d, &mut self.ledger, &mut sink);
         if let Some(next) = next {
-            self.start_tx(now, link, side, next, q);
+            self.start_tx(now, link, side, next, true, q);
         }
         let d = &mut self.links[link].dirs[side];
         if !d.queue.is_empty() {

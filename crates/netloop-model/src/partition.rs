@@ -506,7 +506,7 @@ fn hop_path(
 /// a rate).
 fn path_rate_bps(dirs: &[&crate::spec::DirectionSpec]) -> f64 {
     dirs.iter()
-        .map(|d| d.rate.map_or(10e9, |r| r.bps() as f64))
+        .map(|d| d.nominal_bps().map_or(10e9, |r| r as f64))
         .fold(10e9, f64::min)
 }
 

@@ -110,8 +110,12 @@ pub struct Wall {
 /// One direction of a link.
 #[derive(Clone, Debug, Serialize)]
 pub struct DirResult {
-    /// Line rate at the end of the run in bit/s (`null` = unlimited).
+    /// Line rate at the end of the run in bit/s (`null` = unlimited, or
+    /// a trace gives the capacity).
     pub rate_bps: Option<u64>,
+    /// The trace the direction followed at the end of the run, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceResult>,
     /// Propagation delay at the end of the run, ns.
     pub delay_ns: u64,
     /// Whether the direction was up at the end.
@@ -119,6 +123,18 @@ pub struct DirResult {
     /// Counters.
     #[serde(flatten)]
     pub stats: DirStats,
+}
+
+/// The trace a direction followed.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceResult {
+    /// `mahimahi` or `rates`.
+    pub kind: &'static str,
+    /// Where it came from: its file as the topology names it, or `inline`.
+    pub source: String,
+    /// Its mean rate, bit/s (over a period for Mahimahi; up to its last
+    /// change for a rate series).
+    pub mean_bps: u64,
 }
 
 /// A link.
@@ -409,6 +425,14 @@ impl SimView<'_> {
                     let d = &l.dirs[i];
                     DirResult {
                         rate_bps: d.channel.spec.rate.map(|r| r.bps()),
+                        trace: d.channel.spec.trace.as_ref().map(|t| TraceResult {
+                            kind: match t {
+                                crate::trace::TraceSpec::Mahimahi { .. } => "mahimahi",
+                                crate::trace::TraceSpec::Rates { .. } => "rates",
+                            },
+                            source: t.source().to_string(),
+                            mean_bps: t.mean_bps(),
+                        }),
                         delay_ns: d.channel.spec.delay.as_nanos(),
                         up: d.up,
                         stats: ds[i].stats.clone(),

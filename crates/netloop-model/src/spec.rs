@@ -350,8 +350,12 @@ pub struct LinkSpec {
 /// Parameters of one direction of a link.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DirectionSpec {
-    /// Line rate; `None` is unlimited (no serialization delay).
+    /// Line rate; `None` is unlimited (no serialization delay), unless a
+    /// trace gives the capacity.
     pub rate: Option<DataRate>,
+    /// Capacity from a trace instead of `rate` (which is then `None`).
+    #[serde(default)]
+    pub trace: Option<crate::trace::TraceSpec>,
     /// Propagation delay.
     pub delay: SimDuration,
     /// Random variation added to the delay.
@@ -376,7 +380,9 @@ impl DirectionSpec {
     /// Applies a run-time change (what a `[[event]]` with settings does).
     pub fn apply(&mut self, c: &LinkChange) {
         if let Some(r) = c.rate {
+            // A rate set at run time replaces a trace.
             self.rate = r;
+            self.trace = None;
         }
         if let Some(d) = c.delay {
             self.delay = d;
@@ -392,6 +398,15 @@ impl DirectionSpec {
         }
         if let Some(p) = c.duplicate {
             self.duplicate = p;
+        }
+    }
+
+    /// The rate of the line, or a trace's mean rate, bit/s; `None` if
+    /// unlimited. For estimates (a queue's idle time, a partition's load).
+    pub fn nominal_bps(&self) -> Option<u64> {
+        match (&self.trace, self.rate) {
+            (Some(t), _) => Some(t.mean_bps()),
+            (None, r) => r.map(|r| r.bps()),
         }
     }
 
@@ -416,6 +431,7 @@ impl Default for DirectionSpec {
     fn default() -> Self {
         DirectionSpec {
             rate: None,
+            trace: None,
             delay: SimDuration::ZERO,
             jitter: None,
             loss: LossSpec::None,

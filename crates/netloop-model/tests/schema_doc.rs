@@ -255,13 +255,23 @@ fn network() -> NetworkSpec {
     };
     let mut to_h2 = link("h2", "sw", d.clone());
     to_h2.b_to_a = slow;
+    // A direction that follows a trace, for its fields.
+    let mut to_r = link("sw", "r", d.clone());
+    to_r.b_to_a = DirectionSpec {
+        rate: None,
+        trace: Some(netloop_model::trace::TraceSpec::Rates {
+            source: "inline".into(),
+            steps: vec![(SimDuration::ZERO, DataRate::from_mbps(100))],
+        }),
+        ..d.clone()
+    };
     // The router is idle (it only hears ARP broadcasts), but its counters
     // must be documented too.
     let mut s = spec(
         SimDuration::from_secs(1),
         3,
         vec![host("h1"), host("h2"), switch("sw"), router("r")],
-        vec![link("h1", "sw", d.clone()), to_h2, link("sw", "r", d)],
+        vec![link("h1", "sw", d), to_h2, to_r],
         vec![
             TrafficSpec {
                 stop: Some(ms(200)),

@@ -125,6 +125,33 @@ def test_simulate_returns_results_objects() -> None:
         r.link("nope")
 
 
+def test_links_follow_traces_from_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Mahimahi file (found from the working directory: a network built
+    in Python has no topology file) and an inline rate series."""
+    monkeypatch.chdir(tmp_path)
+    # Two opportunities a millisecond: 24 Mbit/s of IP.
+    Path("two.trace").write_text("1\n1\n")
+    net = netloop.Network("afap", seed=1, duration="5s")
+    a, r, b = net.add_host("a"), net.add_router("r"), net.add_host("b")
+    net.add_link(a, r, rate="1Gbps", delay="1ms")
+    net.add_link(r, b, delay="10ms", a_to_b={"trace": "two.trace"},
+                 b_to_a={"trace": {"rates": [["0s", "2Mbps"], ["1s", "4Mbps"]]}})
+    net.add_traffic("tcp-bulk", a, b, name="bulk")
+    res = net.simulate()
+    link = res.link("r-b")
+    assert link["a_to_b"]["trace"] == {"kind": "mahimahi", "source": "two.trace", "mean_bps": 24_064_000}
+    assert link["b_to_a"]["trace"]["kind"] == "rates" and link["a_to_b"]["rate_bps"] is None
+    # TCP follows the trace: more than a 12 Mbit/s trace could carry, less
+    # than 24 Mbit/s.
+    assert 15e6 < res.flow("bulk")["throughput_bps"] < 24e6
+    assert res.conservation["unaccounted"] == 0
+    with pytest.raises(netloop.TopologyError, match="nope.trace"):
+        bad = netloop.Network("afap")
+        x, y = bad.add_host("x"), bad.add_host("y")
+        bad.add_link(x, y, trace="nope.trace")
+        bad.simulate()
+
+
 def test_simulate_is_reproducible_by_seed() -> None:
     one = bulk("10Mbps", "3s", seed=5, loss=0.02).simulate()
     two = bulk("10Mbps", "3s", seed=5, loss=0.02).simulate()

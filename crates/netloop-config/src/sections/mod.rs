@@ -22,6 +22,7 @@ mod node;
 mod params;
 mod route;
 mod run;
+mod trace;
 mod traffic;
 
 use std::collections::HashMap;

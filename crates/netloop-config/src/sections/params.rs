@@ -15,6 +15,7 @@ use netloop_model::spec::{
     CodelSpec, DirectionSpec, FqCodelSpec, JitterDistribution, JitterSpec, LinkChange, LossSpec,
     QueueDiscipline, RedSpec,
 };
+use netloop_model::trace::TraceSpec;
 use toml::de::{DeTable, DeValue};
 
 use super::Loader;
@@ -24,6 +25,7 @@ use crate::value;
 /// Every link parameter key.
 pub(crate) const KEYS: &[&str] = &[
     "rate",
+    "trace",
     "delay",
     "jitter",
     "jitter_distribution",
@@ -92,6 +94,9 @@ const DISCIPLINE_KEYS: &[(&str, &[&str])] = &[
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Params {
     pub(crate) rate: Option<Option<DataRate>>,
+    /// With `rate`, the direction's capacity: a layer that gives either
+    /// replaces both of the layers below.
+    pub(crate) trace: Option<TraceSpec>,
     pub(crate) delay: Option<SimDuration>,
     /// `Some(None)` is an explicit "none" (or zero): no jitter.
     pub(crate) jitter: Option<Option<SimDuration>>,
@@ -118,8 +123,16 @@ impl Params {
         fn pick<T: Clone>(low: &Option<T>, high: &Option<T>) -> Option<T> {
             high.clone().or_else(|| low.clone())
         }
+        // The capacity is one setting given by `rate` or `trace`: a trace
+        // above replaces a rate below, and the other way round.
+        let (rate, trace) = if top.rate.is_some() || top.trace.is_some() {
+            (top.rate, top.trace.clone())
+        } else {
+            (self.rate, self.trace.clone())
+        };
         Params {
-            rate: pick(&self.rate, &top.rate),
+            rate,
+            trace,
             delay: pick(&self.delay, &top.delay),
             jitter: pick(&self.jitter, &top.jitter),
             jitter_distribution: pick(&self.jitter_distribution, &top.jitter_distribution),
@@ -142,6 +155,7 @@ impl Params {
         if let Some(rate) = self.rate {
             d.rate = rate;
         }
+        d.trace = self.trace.clone();
         if let Some(delay) = self.delay {
             d.delay = delay;
         }
@@ -237,6 +251,16 @@ pub(crate) fn read(t: &mut Table<'_, '_>, d: &mut Diag<'_>) -> Params {
     };
     p.loss = read_loss(t, d);
     read_queue(t, d, &mut p);
+    let gave_rate = t.has("rate");
+    p.trace = super::trace::read(t, d);
+    if gave_rate && t.has("trace") {
+        t.error(
+            d,
+            "trace",
+            "a direction's capacity is its `rate` or its `trace`, not both",
+        );
+        p.trace = None;
+    }
     p
 }
 

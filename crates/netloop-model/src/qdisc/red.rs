@@ -54,9 +54,9 @@ impl Red {
     /// RED with `r`'s parameters and `spec`'s limits, on the line `dir`,
     /// drawing from `rng`.
     pub fn new(spec: &QueueSpec, r: RedSpec, dir: &DirectionSpec, rng: RngStream) -> Red {
-        let typical = dir.rate.map(|rate| {
+        let typical = dir.nominal_bps().map(|bps| {
             let frame = dir.mtu as u64 + crate::link::ETH_HEADER as u64 + dir.overhead as u64;
-            SimDuration::from_nanos((frame * 8 * 1_000_000_000).div_ceil(rate.bps().max(1)))
+            SimDuration::from_nanos((frame * 8 * 1_000_000_000).div_ceil(bps.max(1)))
         });
         Red {
             q: Fifo::default(),
