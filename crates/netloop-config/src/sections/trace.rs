@@ -83,16 +83,25 @@ fn base_dir(topology: &str) -> PathBuf {
 }
 
 fn read_file(base: &Path, path: &str) -> Result<String, String> {
+    use std::io::Read;
     let full = base.join(path);
-    let meta = std::fs::metadata(&full).map_err(|e| format!("{}: {e}", full.display()))?;
-    if meta.len() > MAX_FILE {
+    let shown = full.display();
+    let meta = std::fs::metadata(&full).map_err(|e| format!("{shown}: {e}"))?;
+    // Not a device or a pipe: /dev/zero has no end, a FIFO may never
+    // send one.
+    if !meta.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(&full)
+        .and_then(|f| f.take(MAX_FILE + 1).read_to_string(&mut text))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if text.len() as u64 > MAX_FILE {
         return Err(format!(
-            "{}: {} bytes is more than a trace netloop reads ({MAX_FILE})",
-            full.display(),
-            meta.len()
+            "{shown}: more than {MAX_FILE} bytes, more than a trace netloop reads"
         ));
     }
-    std::fs::read_to_string(&full).map_err(|e| format!("{}: {e}", full.display()))
+    Ok(text)
 }
 
 fn mahimahi_file(base: &Path, path: &str) -> Result<TraceSpec, String> {
@@ -267,6 +276,14 @@ mod tests {
             .unwrap_err()
             .contains("longer than 0 ms"));
         assert!(parse_mahimahi("").unwrap_err().contains("no timestamps"));
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let e = read_file(Path::new("/"), "dev/zero").unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_file(Path::new("/"), "no/such/trace").unwrap_err();
+        assert!(e.contains("no/such/trace"), "{e}");
     }
 
     #[test]
