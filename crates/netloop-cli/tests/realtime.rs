@@ -49,13 +49,7 @@ fn ping_and_tcp_between_two_real_hosts_through_two_simulated_routers() {
             "",
         ),
     );
-    let json = s.path("out.json");
-    let logs = s.path("logs");
-    let (run, id, st) = LiveRun::start(&["run", &topo, "--json", &json, "--log-dir", &logs])
-        .finish(Duration::from_secs(40));
-    assert_nothing_left(&id);
-    assert_eq!(st.code(), Some(0), "{}", run.output());
-    let r = load_json(&json);
+    let (r, id) = run_to_end(&s, &topo);
     check_realtime_results(&r, &id);
     let rt = &r["realtime"];
     assert_eq!(rt["end"], "control", "ends when h1's programs have exited");
@@ -80,14 +74,9 @@ fn ping_and_tcp_between_two_real_hosts_through_two_simulated_routers() {
     let iperf = command(&r, "h1", 1);
     assert_eq!(iperf["exit_code"], 0, "{iperf}");
     let log = read_log(&r, "h1", 1);
-    let j: Value = serde_json::from_str(&log[log.find('{').expect("iperf3 JSON")..])
-        .unwrap_or_else(|e| panic!("iperf3 -J output: {e}\n{log}"));
+    let (j, mbps) = iperf3_report(&log);
     let received = j["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0);
     assert!(received > 1e6, "iperf3 received {received} bytes\n{log}");
-    let mbps = j["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
     assert!(
         mbps < 1000.0,
         "faster than the 1 Gbit/s links: {mbps} Mbit/s"
@@ -165,22 +154,11 @@ fn codel_marks_linux_tcp_with_ecn_instead_of_dropping() {
             "rate = \"10Mbps\"\nqueue = { discipline = \"codel\", ecn = true }\n",
         ),
     );
-    let json = s.path("out.json");
-    let logs = s.path("logs");
-    let (run, id, st) = LiveRun::start(&["run", &topo, "--json", &json, "--log-dir", &logs])
-        .finish(Duration::from_secs(40));
-    assert_nothing_left(&id);
-    assert_eq!(st.code(), Some(0), "{}", run.output());
-    let r = load_json(&json);
+    let (r, id) = run_to_end(&s, &topo);
+    check_realtime_results(&r, &id);
     let iperf = command(&r, "h1", 0);
     assert_eq!(iperf["exit_code"], 0, "{iperf}\n{}", read_log(&r, "h1", 0));
-    let log = read_log(&r, "h1", 0);
-    let j: Value = serde_json::from_str(&log[log.find('{').expect("iperf3 JSON")..])
-        .unwrap_or_else(|e| panic!("iperf3 -J output: {e}\n{log}"));
-    let mbps = j["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
+    let (_, mbps) = iperf3_report(&read_log(&r, "h1", 0));
     let bottleneck = &link(&r, "r2-h2")["a_to_b"];
     let marked = u(&bottleneck["ecn_marked"]);
     let drops = counts(&bottleneck["drops"]);

@@ -272,18 +272,11 @@ impl<'h> Federate<'h> {
     /// HELICS's `query` (e.g. `current_state`); returns its answer, JSON
     /// for most queries.
     pub fn query(&mut self, target: &str, query: &str) -> Result<String, HelicsError> {
-        let (t, q) = (c(target, "query target")?, c(query, "query")?);
-        // SAFETY: a live federate; the strings outlive the calls; the answer
-        // is copied before the query is freed.
-        unsafe {
-            let h = self.h;
-            let qh = (h.helicsCreateQuery)(t.as_ptr(), q.as_ptr());
-            let mut e = (h.helicsErrorInitialize)();
-            let answer = cstr((h.helicsQueryExecute)(qh, self.fed, &mut e));
-            (h.helicsQueryFree)(qh);
-            check(h, &mut e, &format!("query '{query}' of '{target}'"))?;
-            Ok(answer)
-        }
+        let (h, fed) = (self.h, self.fed);
+        // SAFETY: a live federate.
+        run_query(h, target, query, |qh, e| unsafe {
+            (h.helicsQueryExecute)(qh, fed, e)
+        })
     }
 
     /// The federate's core, for queries from another thread: HELICS's core
@@ -339,18 +332,34 @@ impl CoreHandle<'_> {
     /// core's query timeout (then HELICS answers with a JSON error of code
     /// 504, "query timeout").
     pub fn query(&self, target: &str, query: &str) -> Result<String, HelicsError> {
-        let (t, q) = (c(target, "query target")?, c(query, "query")?);
-        // SAFETY: a live core; the strings outlive the calls; the answer is
-        // copied before the query is freed.
-        unsafe {
-            let h = self.h;
-            let qh = (h.helicsCreateQuery)(t.as_ptr(), q.as_ptr());
-            let mut e = (h.helicsErrorInitialize)();
-            let answer = cstr((h.helicsQueryCoreExecute)(qh, self.core, &mut e));
-            (h.helicsQueryFree)(qh);
-            check(h, &mut e, &format!("query '{query}' of '{target}'"))?;
-            Ok(answer)
-        }
+        let (h, core) = (self.h, self.core);
+        // SAFETY: a live core.
+        run_query(h, target, query, |qh, e| unsafe {
+            (h.helicsQueryCoreExecute)(qh, core, e)
+        })
+    }
+}
+
+/// Asks `target` HELICS's `query` with `execute` (through a federate or a
+/// core), which is given the query object and the error struct and returns
+/// HELICS's answer (owned by the query object, so copied before it is
+/// freed).
+fn run_query(
+    h: &Helics,
+    target: &str,
+    query: &str,
+    execute: impl FnOnce(Handle, *mut RawError) -> *const std::ffi::c_char,
+) -> Result<String, HelicsError> {
+    let (t, q) = (c(target, "query target")?, c(query, "query")?);
+    // SAFETY: the strings outlive the calls; the query object is freed once,
+    // after its answer is copied; `e` is HELICS's error struct.
+    unsafe {
+        let qh = (h.helicsCreateQuery)(t.as_ptr(), q.as_ptr());
+        let mut e = (h.helicsErrorInitialize)();
+        let answer = cstr(execute(qh, &mut e));
+        (h.helicsQueryFree)(qh);
+        check(h, &mut e, &format!("query '{query}' of '{target}'"))?;
+        Ok(answer)
     }
 }
 

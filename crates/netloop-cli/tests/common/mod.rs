@@ -768,6 +768,31 @@ addresses = ["198.18.2.1/24", "198.18.2.2/24"]
     )
 }
 
+/// Runs topology file `topo` with its results (`out.json`) and logs
+/// (`logs/`) in `s`, waits up to 40 s for it to end, and checks that it
+/// exited 0 and left nothing behind; returns its results and run id.
+pub fn run_to_end(s: &Scratch, topo: &str) -> (Value, String) {
+    let json = s.path("out.json");
+    let logs = s.path("logs");
+    let (run, id, st) = LiveRun::start(&["run", topo, "--json", &json, "--log-dir", &logs])
+        .finish(std::time::Duration::from_secs(40));
+    assert_nothing_left(&id);
+    assert_eq!(st.code(), Some(0), "{}", run.output());
+    (load_json(&json), id)
+}
+
+/// The report `iperf3 -J` wrote into a program's log, and the Mbit/s its
+/// receiver saw.
+pub fn iperf3_report(log: &str) -> (Value, f64) {
+    let j: Value = serde_json::from_str(&log[log.find('{').expect("iperf3 JSON")..])
+        .unwrap_or_else(|e| panic!("iperf3 -J output: {e}\n{log}"));
+    let mbps = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    (j, mbps)
+}
+
 pub fn cmd(cmd: &str, start: &str, wait: bool) -> String {
     format!("[[node.command]]\ncmd = \"{cmd}\"\nstart = \"{start}\"\nwait = {wait}\n")
 }
