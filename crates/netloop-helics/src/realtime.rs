@@ -46,6 +46,8 @@ use crate::cosim::{
     failed, hand_over, intake, join, left, lost_error, settings, watched, CosimError, CosimReport,
     Watched,
 };
+use crate::federate::Federate;
+use crate::watch::Watch;
 
 /// How far behind the wall clock HELICS may grant netloop's time when the
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
@@ -67,123 +69,28 @@ pub fn run_realtime(
     let mut s = settings(spec);
     s.realtime = Some((RT_LAG, Duration::ZERO));
     let (mut fed, mut report) = join(helics, &s, spec, endpoints, connected)?;
-    // HELICS's real-time clock starts as the federation starts executing.
-    // (Refined at each grant below: enterExecutingMode may return well after
-    // HELICS started the clock, on a machine busy setting up the run.)
-    let mut helics_zero = Instant::now();
-    let helics_now = |zero: Instant| zero.elapsed().as_nanos() as i64;
-    // The engine may still be setting up the real hosts: it answers once
-    // its clock runs.
-    let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
-    let mut offset = loop {
-        match remote.call(Request::Now, Duration::from_millis(500)) {
-            // The engine's clock less HELICS's, both read now.
-            Ok(Reply::Now(t)) => break t.as_nanos() as i64 - helics_now(helics_zero),
-            _ if Instant::now() < deadline && !stop() => continue,
-            _ => {
-                report.end = "run_ended";
-                fed.disconnect()?;
-                return Ok(report);
-            }
-        }
+    let Some(clocks) = Clocks::start(remote, spec, stop) else {
+        report.end = "run_ended";
+        fed.disconnect()?;
+        return Ok(report);
     };
-    let step_ns = spec.step.as_nanos() as i64;
-    let version = helics.version();
-    let mut granted = 0.0;
-    let mut waits: Vec<u64> = Vec::new();
-    let mut lags: Vec<u64> = Vec::new();
-    let mut checked = Instant::now();
+    let mut run = Served {
+        endpoints,
+        remote,
+        clocks,
+        step_ns: spec.step.as_nanos() as i64,
+        version: helics.version(),
+        granted: 0.0,
+        checked: Instant::now(),
+        lags: Vec::new(),
+        waits: Vec::new(),
+    };
     let Watched {
         out: served,
         disconnected,
         lost,
     } = watched(helics, &mut fed, spec, |fed, watch| {
-        loop {
-            if stop() {
-                report.end = "interrupted";
-                break;
-            }
-            if let Some(l) = watch.lost() {
-                return Err(lost_error(&l).into());
-            }
-            if left(fed, &mut report, &mut checked)? {
-                // The engine ends its run as if its duration were over.
-                let _ = remote.call(Request::Stop, Duration::from_secs(10));
-                break;
-            }
-            // The next step's boundary after the wall clock's now: asking for
-            // the granted time plus a step would let HELICS's time fall ever
-            // further behind the wall clock whenever a step costs more than a
-            // step (up to its real-time lag, where it forces grants).
-            let next = ((helics_now(helics_zero) / step_ns) + 1) * step_ns;
-            let want = (next as f64 / 1e9).max(granted + 1e-9);
-            let t0 = Instant::now();
-            let g = fed.request_time(want)?;
-            report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
-            report.grants += 1;
-            crate::cosim::warn_of_grant_limit(&report, &version);
-            if g < want - 1e-10 {
-                report.early_grants += 1;
-            }
-            granted = g;
-            // HELICS grants g once its clock has reached g: its clock started
-            // no later than g before now. Where that is earlier than thought,
-            // HELICS's clock is ahead of ours: move ours (and the offset) so
-            // that no arrival is stamped with a time before its own.
-            if let Some(start) = Instant::now().checked_sub(Duration::from_secs_f64(g.max(0.0))) {
-                if start < helics_zero {
-                    offset -= (helics_zero - start).as_nanos() as i64;
-                    helics_zero = start;
-                }
-            }
-            let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
-                intake(fed, endpoints.len(), &mut report)?
-                    .into_iter()
-                    .map(|(i, m)| (m.time, (i, m.data)))
-                    .unzip();
-            let reply = match remote.call(Request::Endpoints { sends }, Duration::from_secs(10)) {
-                Ok(r) => r,
-                // The run is over (its duration, Ctrl-C, an error it reports).
-                Err(_) => break,
-            };
-            let Reply::Endpoints {
-                now,
-                refused,
-                arrived,
-            } = reply
-            else {
-                if let Reply::Failed(why) = reply {
-                    return Err(CosimError::Topology(why));
-                }
-                break;
-            };
-            report.refused += refused.len() as u64;
-            // How long after its HELICS time each message entered the network.
-            let entered = now.as_nanos() as i64 - offset;
-            lags.extend(
-                times
-                    .iter()
-                    .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
-            );
-            waits.extend(
-                arrived
-                    .iter()
-                    .filter(|(i, _)| endpoints[*i].federate.is_some())
-                    .map(|(_, m)| (now - m.at).as_nanos()),
-            );
-            // Stamped with the grant, or with its arrival on HELICS's clock if that
-            // is later (the engine answers at its now, which may be past the
-            // grant): never earlier than it arrived. HELICS takes sends stamped
-            // at or after the federate's time.
-            let off = offset;
-            hand_over(
-                fed,
-                endpoints,
-                arrived,
-                |m| granted.max((m.at.as_nanos() as i64 - off) as f64 / 1e9),
-                &mut report,
-            )?;
-        }
+        while run.step(fed, watch, &mut report, stop)? {}
         Ok::<(), CosimError>(())
     })?;
     match served {
@@ -196,16 +103,197 @@ pub fn run_realtime(
         }
         Err(e) => return Err(e),
     }
-    report.offset_ns = Some(offset);
-    if !lags.is_empty() {
-        lags.sort_unstable();
-        report.intake_lag_p50_ns = Some(lags[lags.len() / 2]);
-        report.intake_lag_max_ns = lags.last().copied();
-    }
-    if !waits.is_empty() {
-        waits.sort_unstable();
-        report.handoff_wait_p50_ns = Some(waits[waits.len() / 2]);
-        report.handoff_wait_max_ns = waits.last().copied();
-    }
+    run.finish(&mut report);
     Ok(report)
+}
+
+/// HELICS's clock against the engine's: both follow the wall clock, from
+/// different moments.
+struct Clocks {
+    /// When HELICS's real-time clock started (as far as known).
+    helics_zero: Instant,
+    /// The engine's time less HELICS's, ns.
+    offset: i64,
+}
+
+impl Clocks {
+    /// Reads the offset once the engine's clock runs (it may still be
+    /// setting up the real hosts: it answers once its clock runs); `None`
+    /// if the run ended first, or did not start within the timeout.
+    fn start(remote: &RemoteHandle, spec: &HelicsSpec, stop: &dyn Fn() -> bool) -> Option<Clocks> {
+        // HELICS's real-time clock starts as the federation starts
+        // executing. (Refined at each grant: enterExecutingMode may return
+        // well after HELICS started the clock, on a machine busy setting up
+        // the run.)
+        let helics_zero = Instant::now();
+        let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
+        loop {
+            match remote.call(Request::Now, Duration::from_millis(500)) {
+                // The engine's clock less HELICS's, both read now.
+                Ok(Reply::Now(t)) => {
+                    let offset = t.as_nanos() as i64 - helics_zero.elapsed().as_nanos() as i64;
+                    return Some(Clocks {
+                        helics_zero,
+                        offset,
+                    });
+                }
+                _ if Instant::now() < deadline && !stop() => continue,
+                _ => return None,
+            }
+        }
+    }
+
+    /// HELICS's time now, ns.
+    fn helics_now(&self) -> i64 {
+        self.helics_zero.elapsed().as_nanos() as i64
+    }
+
+    /// HELICS granted `g` seconds: its clock has reached `g`, so it started
+    /// no later than `g` before now. Where that is earlier than thought,
+    /// HELICS's clock is ahead of ours: ours (and the offset) move, so that
+    /// no arrival is stamped with a time before its own.
+    fn granted(&mut self, g: f64) {
+        if let Some(start) = Instant::now().checked_sub(Duration::from_secs_f64(g.max(0.0))) {
+            if start < self.helics_zero {
+                self.offset -= (self.helics_zero - start).as_nanos() as i64;
+                self.helics_zero = start;
+            }
+        }
+    }
+}
+
+/// The loop's state between grants.
+struct Served<'a> {
+    endpoints: &'a [EndpointInfo],
+    remote: &'a RemoteHandle,
+    clocks: Clocks,
+    step_ns: i64,
+    version: String,
+    /// The last time granted, s.
+    granted: f64,
+    /// When the broker last said who left.
+    checked: Instant,
+    /// How long after its HELICS time each message from the federation
+    /// entered the network, ns.
+    lags: Vec<u64>,
+    /// How long each arrival at an endpoint waited for its hand-over, ns.
+    waits: Vec<u64>,
+}
+
+impl Served<'_> {
+    /// One step: a grant, the federation's messages into the network, the
+    /// arrivals out to it. False when the run is over.
+    fn step(
+        &mut self,
+        fed: &mut Federate<'_>,
+        watch: &Watch,
+        report: &mut CosimReport,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, CosimError> {
+        if stop() {
+            report.end = "interrupted";
+            return Ok(false);
+        }
+        if let Some(l) = watch.lost() {
+            return Err(lost_error(&l).into());
+        }
+        if left(fed, report, &mut self.checked)? {
+            // The engine ends its run as if its duration were over.
+            let _ = self.remote.call(Request::Stop, Duration::from_secs(10));
+            return Ok(false);
+        }
+        // The next step's boundary after the wall clock's now: asking for
+        // the granted time plus a step would let HELICS's time fall ever
+        // further behind the wall clock whenever a step costs more than a
+        // step (up to its real-time lag, where it forces grants).
+        let next = ((self.clocks.helics_now() / self.step_ns) + 1) * self.step_ns;
+        let want = (next as f64 / 1e9).max(self.granted + 1e-9);
+        let t0 = Instant::now();
+        let g = fed.request_time(want)?;
+        report.wait_wall_ns += t0.elapsed().as_nanos() as u64;
+        report.grants += 1;
+        crate::cosim::warn_of_grant_limit(report, &self.version);
+        if g < want - 1e-10 {
+            report.early_grants += 1;
+        }
+        self.granted = g;
+        self.clocks.granted(g);
+        self.exchange(fed, report)
+    }
+
+    /// Hands the federation's messages to the engine and its arrivals to
+    /// the federation. False when the run is over.
+    fn exchange(
+        &mut self,
+        fed: &mut Federate<'_>,
+        report: &mut CosimReport,
+    ) -> Result<bool, CosimError> {
+        let (times, sends): (Vec<f64>, Vec<(usize, Vec<u8>)>) =
+            intake(fed, self.endpoints.len(), report)?
+                .into_iter()
+                .map(|(i, m)| (m.time, (i, m.data)))
+                .unzip();
+        let reply = match self
+            .remote
+            .call(Request::Endpoints { sends }, Duration::from_secs(10))
+        {
+            Ok(r) => r,
+            // The run is over (its duration, Ctrl-C, an error it reports).
+            Err(_) => return Ok(false),
+        };
+        let Reply::Endpoints {
+            now,
+            refused,
+            arrived,
+        } = reply
+        else {
+            if let Reply::Failed(why) = reply {
+                return Err(CosimError::Topology(why));
+            }
+            return Ok(false);
+        };
+        report.refused += refused.len() as u64;
+        // How long after its HELICS time each message entered the network.
+        let entered = now.as_nanos() as i64 - self.clocks.offset;
+        self.lags.extend(
+            times
+                .iter()
+                .map(|&t| (entered - (t * 1e9).round() as i64).max(0) as u64),
+        );
+        self.waits.extend(
+            arrived
+                .iter()
+                .filter(|(i, _)| self.endpoints[*i].federate.is_some())
+                .map(|(_, m)| (now - m.at).as_nanos()),
+        );
+        // Stamped with the grant, or with its arrival on HELICS's clock if
+        // that is later (the engine answers at its now, which may be past
+        // the grant): never earlier than it arrived. HELICS takes sends
+        // stamped at or after the federate's time.
+        let (granted, off) = (self.granted, self.clocks.offset);
+        hand_over(
+            fed,
+            self.endpoints,
+            arrived,
+            |m| granted.max((m.at.as_nanos() as i64 - off) as f64 / 1e9),
+            report,
+        )?;
+        Ok(true)
+    }
+
+    /// The offset and the medians and maxima of the lags and waits, into
+    /// `report`.
+    fn finish(mut self, report: &mut CosimReport) {
+        report.offset_ns = Some(self.clocks.offset);
+        if !self.lags.is_empty() {
+            self.lags.sort_unstable();
+            report.intake_lag_p50_ns = Some(self.lags[self.lags.len() / 2]);
+            report.intake_lag_max_ns = self.lags.last().copied();
+        }
+        if !self.waits.is_empty() {
+            self.waits.sort_unstable();
+            report.handoff_wait_p50_ns = Some(self.waits[self.waits.len() / 2]);
+            report.handoff_wait_max_ns = self.waits.last().copied();
+        }
+    }
 }
