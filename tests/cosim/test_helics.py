@@ -15,10 +15,13 @@ beside other federations and other netloop runs on the machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -174,22 +177,34 @@ def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
     assert res["conservation"]["unaccounted"] == 0
 
 
-def test_a_federation_that_never_forms_is_an_error_after_the_timeout(tmp_path):
-    """A broker that waits for a federate that never comes (one that died
-    starting, as a sender did in CI): HELICS would wait for ever; netloop
-    gives up after its `timeout`, says why, and the broker is told."""
-    import time
-
+@contextlib.contextmanager
+def federation_without_its_other_federate(tmp_path, timeout: str):
+    """netloop's wan.toml (its `[helics] timeout` set to `timeout`) and a
+    broker that waits for two federates, of which only netloop will come;
+    yields (topology path, broker process) and ends the broker if it is
+    still there."""
     from run import broker_path, free_port
 
     port = free_port()
     topo = tmp_path / "wan.toml"
-    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "2s"\ninit = "--brokerport={port}"', 1))
+    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "{timeout}"\ninit = "--brokerport={port}"', 1))
     broker = subprocess.Popen(
         [str(broker_path()), "--federates=2", "--coretype=zmq", f"--port={port}", "--loglevel=error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
+        yield topo, broker
+    finally:
+        if broker.poll() is None:  # only what the test started, by its handle
+            broker.kill()
+            broker.wait()
+
+
+def test_a_federation_that_never_forms_is_an_error_after_the_timeout(tmp_path):
+    """A broker that waits for a federate that never comes (one that died
+    starting, as a sender did in CI): HELICS would wait for ever; netloop
+    gives up after its `timeout`, says why, and the broker is told."""
+    with federation_without_its_other_federate(tmp_path, "2s") as (topo, broker):
         t0 = time.monotonic()
         r = subprocess.run([NETLOOP, "run", str(topo), "-q"], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, VIRTUAL_ENV=sys.prefix))
@@ -200,43 +215,26 @@ def test_a_federation_that_never_forms_is_an_error_after_the_timeout(tmp_path):
         assert 2 <= took < 30, took
         # The abort reaches the broker, which ends too.
         broker.wait(timeout=20)
-    finally:
-        if broker.poll() is None:
-            broker.kill()
-            broker.wait()
 
 
 def test_ctrl_c_while_the_federation_never_forms_ends_the_run(tmp_path):
     """A broker that waits for a federate that never comes: netloop blocks
     in HELICS; Ctrl-C ends it (HELICS's wait is aborted) with 130."""
-    import signal
-    import time
-
-    from run import broker_path, free_port
-
-    port = free_port()
-    topo = tmp_path / "wan.toml"
-    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "20s"\ninit = "--brokerport={port}"', 1))
-    broker = subprocess.Popen(
-        [str(broker_path()), "--federates=2", "--coretype=zmq", f"--port={port}", "--loglevel=error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    nl = None
-    try:
+    with federation_without_its_other_federate(tmp_path, "20s") as (topo, _):
         nl = subprocess.Popen(
             [NETLOOP, "run", str(topo), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=dict(os.environ, VIRTUAL_ENV=sys.prefix),
         )
-        time.sleep(3)
-        assert nl.poll() is None, nl.communicate()
-        nl.send_signal(signal.SIGINT)
-        _, err = nl.communicate(timeout=20)
-        assert nl.returncode == 130, err
-    finally:
-        for p in (nl, broker):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        try:
+            time.sleep(3)
+            assert nl.poll() is None, nl.communicate()
+            nl.send_signal(signal.SIGINT)
+            _, err = nl.communicate(timeout=20)
+            assert nl.returncode == 130, err
+        finally:
+            if nl.poll() is None:
+                nl.kill()
+                nl.wait()
 
 
 def test_the_grid_study_shows_what_the_wan_does_to_frequency_control():
