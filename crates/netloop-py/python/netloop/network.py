@@ -300,9 +300,10 @@ class Network:
         b_to_a: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> Link:
-        """A link between two nodes with its parameters (``rate``, ``delay``,
-        ``jitter``, ``loss``, ``queue``, ``mtu``, …) as in a topology file;
-        ``a_to_b``/``b_to_a`` override them for one direction."""
+        """A link between two nodes with its parameters (``rate``, ``trace``,
+        ``delay``, ``jitter``, ``loss``, ``queue``, ``mtu``, …) as in a
+        topology file; ``a_to_b``/``b_to_a`` override them for one
+        direction. A ``trace`` file is found from the working directory."""
         self._editable()
         ends = [str(a), str(b)]
         link_name = name or f"{ends[0]}-{ends[1]}"
