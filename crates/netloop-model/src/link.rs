@@ -19,7 +19,7 @@ use rand_distr::{Distribution, Normal};
 use crate::qdisc::{self, QueueDisc};
 use crate::spec::{DirectionSpec, JitterDistribution, LinkChange, LossSpec};
 use crate::stats::DirStats;
-use crate::trace::{self, TraceCursor, TraceSpec};
+use crate::trace::TraceCursor;
 use crate::wire::Wire;
 use crate::{Frame, NodeId, PortId};
 
@@ -165,21 +165,13 @@ impl Channel {
         let Some(cursor) = &mut self.trace else {
             return now + self.tx_time_of(frame);
         };
-        let mahimahi = matches!(self.spec.trace, Some(TraceSpec::Mahimahi { .. }));
         let overhead = self.spec.overhead;
-        let cost = |len: usize| {
-            if mahimahi {
-                trace::mahimahi_cost(len)
-            } else {
-                trace::rate_cost(len, overhead)
-            }
-        };
         // A super-frame is cut before a traced direction; its segments
         // are counted one by one should one get here.
         let bytes = match frame.meta.gso {
-            None => cost(frame.len()),
+            None => cursor.cost(frame.len(), overhead),
             Some(g) => (0..usize::from(g.segs))
-                .map(|i| cost(g.seg_len(frame.len(), i)))
+                .map(|i| cursor.cost(g.seg_len(frame.len(), i), overhead))
                 .sum(),
         };
         cursor.finish(now, bytes, waited)

@@ -426,10 +426,7 @@ impl SimView<'_> {
                     DirResult {
                         rate_bps: d.channel.spec.rate.map(|r| r.bps()),
                         trace: d.channel.spec.trace.as_ref().map(|t| TraceResult {
-                            kind: match t {
-                                crate::trace::TraceSpec::Mahimahi { .. } => "mahimahi",
-                                crate::trace::TraceSpec::Rates { .. } => "rates",
-                            },
+                            kind: t.kind(),
                             source: t.source().to_string(),
                             mean_bps: t.mean_bps(),
                         }),

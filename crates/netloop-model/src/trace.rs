@@ -57,6 +57,14 @@ pub enum TraceSpec {
 }
 
 impl TraceSpec {
+    /// `mahimahi` or `rates`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TraceSpec::Mahimahi { .. } => "mahimahi",
+            TraceSpec::Rates { .. } => "rates",
+        }
+    }
+
     /// Where it came from.
     pub fn source(&self) -> &str {
         match self {
@@ -92,8 +100,9 @@ impl TraceSpec {
         }
     }
 
-    /// Checks what the kinds require (the loader says it better; this
-    /// keeps a hand-built spec from hanging a transmitter).
+    /// Checks what the kinds require, so that no transmitter waits for
+    /// ever (the loader uses it for rate series; it reads Mahimahi files
+    /// line by line, to name the line at fault).
     pub fn check(&self) -> Result<(), String> {
         match self {
             TraceSpec::Mahimahi { ms, .. } => {
@@ -108,14 +117,26 @@ impl TraceSpec {
                 }
             }
             TraceSpec::Rates { steps, .. } => {
-                if steps.first().map(|s| s.0) != Some(SimDuration::ZERO) {
-                    return Err("a rate series starts at time 0".into());
+                let Some(first) = steps.first() else {
+                    return Err("no rates".into());
+                };
+                if first.0 != SimDuration::ZERO {
+                    return Err(format!(
+                        "the series starts at {}, not at 0: what rate is there before?",
+                        first.0
+                    ));
                 }
-                if steps.windows(2).any(|w| w[1].0 <= w[0].0) {
-                    return Err("the times of a rate series must ascend".into());
+                if let Some(w) = steps.windows(2).find(|w| w[1].0 <= w[0].0) {
+                    return Err(format!(
+                        "{} comes after {}: times must ascend",
+                        w[1].0, w[0].0
+                    ));
                 }
                 if steps.last().is_some_and(|s| s.1.bps() == 0) {
-                    return Err("the last rate of a series holds for ever: it can't be 0".into());
+                    return Err(
+                        "the last rate holds for ever: it can't be 0 (frames would wait for ever)"
+                            .into(),
+                    );
                 }
             }
         }
@@ -171,9 +192,17 @@ impl TraceCursor {
         TraceCursor { kind }
     }
 
+    /// The bytes a frame of `len` bytes costs, as the kind counts them
+    /// ([`mahimahi_cost`], or [`rate_cost`] with the link's `overhead`).
+    pub fn cost(&self, len: usize, overhead: u32) -> u64 {
+        match self.kind {
+            Kind::Mahimahi { .. } => mahimahi_cost(len),
+            Kind::Rates { .. } => rate_cost(len, overhead),
+        }
+    }
+
     /// When a frame whose transmission starts at `now` has left: `cost` is
-    /// its bytes as the kind counts them ([`mahimahi_cost`] or
-    /// [`rate_cost`]). `waited` says the frame was waiting in the queue
+    /// its bytes as [`TraceCursor::cost`] counts them. `waited` says the frame was waiting in the queue
     /// while the one before it finished at `now` (the transmitter's own
     /// wake-up), so it may take what is left of that frame's last
     /// opportunity.
@@ -406,7 +435,10 @@ mod tests {
             .check()
             .unwrap_err()
             .contains("last rate"));
-        assert!(rates(vec![(1, 1)]).check().unwrap_err().contains("time 0"));
+        assert!(rates(vec![(1, 1)])
+            .check()
+            .unwrap_err()
+            .contains("not at 0"));
         assert!(rates(vec![(0, 1), (0, 2)])
             .check()
             .unwrap_err()

@@ -235,27 +235,11 @@ fn rate_of(s: &str) -> Result<DataRate, String> {
 }
 
 fn check_steps(steps: &[(SimDuration, DataRate)]) -> Result<(), String> {
-    let Some(first) = steps.first() else {
-        return Err("no rates".into());
-    };
-    if first.0 != SimDuration::ZERO {
-        return Err(format!(
-            "the series starts at {}, not at 0: what rate is there before?",
-            first.0
-        ));
+    TraceSpec::Rates {
+        source: String::new(),
+        steps: steps.to_vec(),
     }
-    if let Some(w) = steps.windows(2).find(|w| w[1].0 <= w[0].0) {
-        return Err(format!(
-            "{} comes after {}: times must ascend",
-            w[1].0, w[0].0
-        ));
-    }
-    if steps.last().is_some_and(|s| s.1.bps() == 0) {
-        return Err(
-            "the last rate holds for ever: it can't be 0 (frames would wait for ever)".into(),
-        );
-    }
-    Ok(())
+    .check()
 }
 
 #[cfg(test)]
