@@ -11,6 +11,7 @@ use netloop_io::pcapparts::PartedCaptures;
 use netloop_model::network::Node;
 use netloop_model::partition::PartitionTaps;
 use netloop_model::results::Results;
+use netloop_model::routing::{Prefix, Route};
 use netloop_model::Simulation;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -158,8 +159,9 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
                 .ports(id)
                 .iter()
                 .map(|p| {
+                    let v6 = p.addr6.map_or(String::new(), |a| format!(" {a}"));
                     format!(
-                        "{} {} {}",
+                        "{} {} {}{v6}",
                         p.name,
                         p.mac,
                         p.addr.map_or("-".to_string(), |a| a.to_string())
@@ -167,24 +169,32 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
                 })
                 .collect();
             println!("  {name}: {}", ifaces.join("; "));
-            let table = match sim.net.node(id) {
-                Node::Host(h) => Some(h.table().routes()),
-                Node::Router(r) => Some(r.table().routes()),
-                _ => None,
-            };
-            for r in table.into_iter().flatten() {
-                let via = r
-                    .via
-                    .map_or("connected".to_string(), |v| format!("via {v}"));
-                println!(
-                    "    {} {via} dev {}",
-                    r.prefix,
-                    sim.net.ports(id)[r.port].name
-                );
+            let ports = sim.net.ports(id);
+            match sim.net.node(id) {
+                Node::Host(h) => print_routes(h.table().routes(), ports),
+                Node::Router(r) => {
+                    print_routes(r.table().routes(), ports);
+                    print_routes(r.table6().routes(), ports);
+                }
+                _ => {}
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A routing table as `netloop check --verbose` shows it, one route a line.
+fn print_routes<P>(routes: Vec<Route<P>>, ports: &[netloop_model::node::PortInfo])
+where
+    P: Prefix + std::fmt::Display,
+    P::Addr: std::fmt::Display,
+{
+    for r in routes {
+        let via = r
+            .via
+            .map_or("connected".to_string(), |v| format!("via {v}"));
+        println!("    {} {via} dev {}", r.prefix, ports[r.port].name);
+    }
 }
 
 /// The directory `path` goes in, and the temporary file it is first written

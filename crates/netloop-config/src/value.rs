@@ -10,7 +10,7 @@
 use std::net::Ipv4Addr;
 
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
-use netloop_model::spec::Ipv4Cidr;
+use netloop_model::spec::{Ipv4Cidr, Ipv6Cidr};
 use toml::de::DeValue;
 use toml::Spanned;
 
@@ -296,6 +296,24 @@ pub(crate) fn cidr(v: &Value<'_>) -> Read<Ipv4Cidr> {
 /// `ip route add 10.0.0.1/24` for the same reason: it is ambiguous).
 pub(crate) fn network(v: &Value<'_>) -> Read<Ipv4Cidr> {
     let c = cidr(v)?;
+    if c.network() != c.addr {
+        return Err(format!(
+            "'{c}' has host bits set: a network prefix must end in zero bits; did you mean '{}/{}'?",
+            c.network(),
+            c.prefix
+        ));
+    }
+    Ok(c)
+}
+
+/// An IPv6 network prefix such as `"2001:2::/48"`, host bits zero.
+pub(crate) fn network6(v: &Value<'_>) -> Read<Ipv6Cidr> {
+    let c = match v.get_ref() {
+        DeValue::String(s) => {
+            Ipv6Cidr::parse(s).map_err(|e| format!("{e} (expected e.g. '2001:2::/48')"))?
+        }
+        other => return expected("an IPv6 prefix string like '2001:2::/48'", other),
+    };
     if c.network() != c.addr {
         return Err(format!(
             "'{c}' has host bits set: a network prefix must end in zero bits; did you mean '{}/{}'?",

@@ -49,6 +49,25 @@ fn check(name: &str, expected: &[Expect<'_>]) -> netloop_config::ConfigErrors {
 }
 
 #[test]
+fn ipv6_settings_are_checked() {
+    check(
+        "ipv6-pool.toml",
+        &[
+            (3, &["run, field 'ipv6'", "expected true or false"]),
+            (4, &["field 'address_pool6'", "cannot hold a /64 per link"]),
+        ],
+    );
+    check(
+        "ipv6-off.toml",
+        &[(3, &["field 'address_pool6'", "add 'ipv6 = true' to [run]"])],
+    );
+    check(
+        "ipv6-host-bits.toml",
+        &[(4, &["host bits set", "did you mean '2001:2::/48'?"])],
+    );
+}
+
+#[test]
 fn queue_disciplines_take_only_their_own_parameters() {
     check(
         "queue-disciplines.toml",

@@ -334,6 +334,30 @@ fn the_documented_real_nodes_load_and_build() {
 }
 
 #[test]
+fn the_documented_ipv6_example_numbers_as_it_says() {
+    let blocks = doc_blocks("toml ipv6");
+    assert_eq!(blocks.len(), 1, "docs/topology.md shows one IPv6 example");
+    let l = netloop_config::parse_str(&blocks[0], "docs/topology.md").unwrap();
+    let sim = netloop_model::Simulation::build(&l.spec)
+        .unwrap_or_else(|e| panic!("{}", l.sources.located(&e)));
+    let v6 = |name: &str| {
+        let r = sim.real.iter().find(|r| r.name == name).unwrap();
+        (r.port.addr6.unwrap().to_string(), r.routes6.clone())
+    };
+    let (h1, h1_routes) = v6("h1");
+    let (h2, _) = v6("h2");
+    assert_eq!(h1, "2001:2::1/64");
+    assert_eq!(h2, "2001:2:0:1::2/64", "the address the example pings");
+    assert_eq!(h1_routes.len(), 1);
+    assert_eq!(h1_routes[0].prefix.prefix, 0, "a default route");
+    assert_eq!(
+        h1_routes[0].via,
+        Some("2001:2::2".parse().unwrap()),
+        "via r1"
+    );
+}
+
+#[test]
 fn documented_fragments_are_valid_link_parameters() {
     let fragments = doc_blocks("toml fragment");
     assert!(!fragments.is_empty());

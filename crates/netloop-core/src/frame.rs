@@ -63,6 +63,13 @@ pub enum GsoKind {
     },
     /// UDP over IPv4 (`UDP_SEGMENT`): each segment a datagram of its own.
     UdpV4,
+    /// TCP over IPv6 (TSO6), as [`GsoKind::TcpV4`].
+    TcpV6 {
+        /// `VIRTIO_NET_HDR_GSO_ECN`.
+        ecn: bool,
+    },
+    /// UDP over IPv6 (`UDP_SEGMENT`).
+    UdpV6,
 }
 
 /// A GSO super-frame: one buffer that stands for `segs` wire frames, each

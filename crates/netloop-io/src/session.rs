@@ -280,14 +280,8 @@ impl Session {
         reply_rx
             .recv()
             .map_err(|_| Error::msg("the program launcher thread has stopped"))??;
-        // No IPv6: the model does not route it, and a kernel's router
-        // solicitations and DAD probes would only be dropped as unsupported.
         if Path::new("/proc/sys/net/ipv6").exists() {
-            netns::sh_in(
-                &ns,
-                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
-                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
-            )?;
+            netns::sh_in(&ns, ipv6_sysctls(r.port.addr6.is_some()))?;
         }
         netns::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         Ok(ns)
@@ -315,6 +309,12 @@ impl Session {
         if let Some(a) = r.port.addr {
             netns::ip(&["-n", ns, "addr", "add", &a.to_string(), "dev", name])?;
         }
+        if let Some(a) = r.port.addr6 {
+            // No duplicate address detection: the model numbered the link,
+            // and DAD would hold the address back for a second.
+            let a = a.to_string();
+            netns::ip(&["-n", ns, "-6", "addr", "add", &a, "dev", name, "nodad"])?;
+        }
         netns::ip(&["-n", ns, "link", "set", "dev", name, "up"])?;
         if let Some(mask) = &self.rps_mask {
             // Best effort: without RPS the work stays on the loop's CPU,
@@ -324,24 +324,17 @@ impl Session {
                 &format!("echo {mask} > /sys/class/net/{name}/queues/rx-0/rps_cpus"),
             );
         }
-        for route in &r.routes {
-            let Some(via) = route.via else { continue };
-            let prefix = if route.prefix.prefix == 0 {
-                "default".to_string()
-            } else {
-                route.prefix.to_string()
-            };
-            netns::ip(&[
-                "-n",
-                ns,
-                "route",
-                "add",
-                &prefix,
-                "via",
-                &via.to_string(),
-                "dev",
-                name,
-            ])?;
+        let v4 = r.routes.iter().filter_map(|rt| {
+            let via = rt.via?;
+            Some((rt.prefix.prefix, rt.prefix.to_string(), via.to_string()))
+        });
+        let v6 = r.routes6.iter().filter_map(|rt| {
+            let via = rt.via?;
+            Some((rt.prefix.prefix, rt.prefix.to_string(), via.to_string()))
+        });
+        for (len, prefix, via) in v4.chain(v6) {
+            let prefix = if len == 0 { "default".into() } else { prefix };
+            netns::ip(&["-n", ns, "route", "add", &prefix, "via", &via, "dev", name])?;
         }
         Ok(())
     }
@@ -557,5 +550,25 @@ impl Drop for Session {
         if !rep.failures.is_empty() {
             eprintln!("netloop: {rep}\n(run `netloop clean` to retry)");
         }
+    }
+}
+
+/// The IPv6 settings of a new namespace, as a shell command. Without IPv6
+/// in the topology it is off: the model would drop a kernel's router
+/// solicitations and DAD probes as unsupported. With it, on, but without
+/// what netloop does for the host instead: duplicate address detection
+/// (the model numbered the link), router solicitations and advertisements
+/// (its address and routes come from the topology).
+fn ipv6_sysctls(on: bool) -> &'static str {
+    if on {
+        "for c in all default; do \
+           echo 0 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; \
+           echo 0 > /proc/sys/net/ipv6/conf/$c/accept_dad; \
+           echo 0 > /proc/sys/net/ipv6/conf/$c/accept_ra; \
+           echo 0 > /proc/sys/net/ipv6/conf/$c/router_solicitations; \
+         done"
+    } else {
+        "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
+         echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"
     }
 }

@@ -53,12 +53,12 @@ pub fn classify_read(n: usize, buf_len: usize) -> ReadClass {
 }
 
 /// `TUNSETOFFLOAD` flags (linux/if_tun.h): what netloop takes from the
-/// kernel — partial checksums, TCP/IPv4 super-frames (with ECN), UDP
-/// super-frames (UDP_SEGMENT; Linux 6.2 and later, which takes IPv4 and
-/// IPv6 only together; netloop refuses an IPv6 one, counted, as it refuses
-/// IPv6 anyway).
+/// kernel — partial checksums, TCP super-frames over IPv4 and IPv6 (with
+/// ECN), UDP super-frames (UDP_SEGMENT; Linux 6.2 and later, which takes
+/// IPv4 and IPv6 only together).
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
 const TUN_F_TSO_ECN: libc::c_uint = 0x08;
 const TUN_F_USO4: libc::c_uint = 0x20;
 const TUN_F_USO6: libc::c_uint = 0x40;
@@ -196,8 +196,8 @@ impl TapDevice {
             .ctx(|| format!("turning off offloads of TAP device '{}'", self.ifname))
     }
 
-    /// Tells the kernel that netloop takes super-frames (TCP/IPv4 with ECN,
-    /// UDP/IPv4 where the kernel has it) and partial checksums, so the
+    /// Tells the kernel that netloop takes super-frames (TCP over IPv4 and
+    /// IPv6 with ECN, UDP where the kernel has it) and partial checksums, so the
     /// namespace's stack hands over its large sends whole, as to a NIC with
     /// TSO. Only for a device made with [`TapDevice::create_gso`].
     pub fn set_offload_gso(&self) -> Result<()> {
@@ -208,7 +208,7 @@ impl TapDevice {
                 what()
             )));
         }
-        let tcp = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
+        let tcp = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
         match sys::tun_set_offload(self.file.as_fd(), tcp | TUN_F_USO4 | TUN_F_USO6) {
             Ok(()) => Ok(()),
             // A kernel before 6.2 has no UDP segmentation offload for TAP.

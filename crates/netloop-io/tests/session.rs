@@ -37,6 +37,7 @@ fn real_node(name: &str, node: usize, net: u8, via: HostLink) -> RealNode {
                 addr: Ipv4Addr::new(198, 18, net, 2),
                 prefix: 24,
             }),
+            addr6: None,
             mtu: 1400,
             link: 0,
             name: "eth0".into(),
@@ -49,6 +50,7 @@ fn real_node(name: &str, node: usize, net: u8, via: HostLink) -> RealNode {
             via: Some(Ipv4Addr::new(198, 18, net, 1)),
             port: 0,
         }],
+        routes6: vec![],
     }
 }
 

@@ -1,109 +1,37 @@
-//! ARP (RFC 826) and the neighbour cache shared by routers and hosts.
-//!
-//! Frames for a next hop whose MAC is unknown wait here (a bounded number per
-//! neighbour) while requests are retried; when the reply comes they leave in
-//! order, and if it never comes they are dropped as `arp_unresolved` (or `arp_queue_full` when too many wait). Waiting
-//! frames count as in flight for packet conservation.
-//!
-//! Entries follow RFC 826's merge rule (update what we have; add only when the
-//! packet is for us), restricted to our own subnets; they live for `lifetime`
-//! and the table is bounded.
-//!
-//! An entry past its lifetime is *stale*, as in Linux's neighbour state
-//! machine: traffic keeps using its address while requests re-confirm it (up
-//! to `attempts`, `retry` apart); only if none is answered is it dropped. A
-//! flow never stalls, and never loses frames, because its next hop's entry
-//! aged out (with a hard expiry, every flow stopped once a minute for an ARP
-//! round trip and lost what did not fit in the wait queue).
+//! ARP (RFC 826): IPv4's neighbour resolution, on the cache of
+//! [`crate::neighbour`].
 
-use netloop_core::{SimDuration, SimTime};
-use rustc_hash::FxHashMap as HashMap;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
     EthernetRepr,
 };
 use std::net::Ipv4Addr;
 
+pub use crate::neighbour::{NeighbourConfig as ArpConfig, NEIGHBOUR_TIMER as ARP_TIMER};
+use crate::neighbour::{Neighbours, Protocol};
 use crate::node::{NodeCtx, PortInfo};
-use crate::stats::{DropReason, Origin};
+use crate::stats::DropReason;
 use crate::{Frame, PortId};
 
-/// Timer token used by the ARP retry tick; nodes route it to [`Arp::timer`].
-pub const ARP_TIMER: u64 = 1 << 63;
+/// IPv4 over Ethernet: requests to the broadcast address.
+pub struct ArpProto;
 
-/// Bounds and timers of the neighbour cache.
-#[derive(Clone, Debug)]
-pub struct ArpConfig {
-    /// Time between retries of an unanswered request.
-    pub retry: SimDuration,
-    /// Requests sent before giving up.
-    pub attempts: u8,
-    /// Frames that may wait for one neighbour.
-    pub max_pending: usize,
-    /// Frames that may wait for all neighbours together: without it, a flood
-    /// towards every address of a large connected subnet could hold
-    /// `max_entries × max_pending` frames (a quarter of a million).
-    pub max_pending_total: usize,
-    /// How long a learned entry lives.
-    pub lifetime: SimDuration,
-    /// Most entries held.
-    pub max_entries: usize,
-}
-
-impl Default for ArpConfig {
-    fn default() -> Self {
-        ArpConfig {
-            retry: SimDuration::from_secs(1),
-            attempts: 3,
-            max_pending: 64,
-            max_pending_total: 8192,
-            lifetime: SimDuration::from_secs(60),
-            max_entries: 4096,
-        }
+impl Protocol for ArpProto {
+    type Addr = Ipv4Addr;
+    fn solicit(info: &PortInfo, target: Ipv4Addr) -> Option<Frame> {
+        let me = info.addr?;
+        Some(arp_frame(
+            ArpOperation::Request,
+            info.mac,
+            me.addr,
+            EthernetAddress::BROADCAST,
+            target,
+        ))
     }
 }
 
-enum State {
-    Resolved {
-        mac: EthernetAddress,
-        expires: SimTime,
-        /// Re-confirming a stale entry in use: requests sent so far and when
-        /// the next is due.
-        probe: Option<(u8, SimTime)>,
-    },
-    Pending {
-        frames: Vec<Frame>,
-        tries: u8,
-        next_retry: SimTime,
-    },
-}
-
-struct Entry {
-    port: PortId,
-    state: State,
-}
-
-/// A neighbour cache with its waiting frames.
-pub struct Arp {
-    config: ArpConfig,
-    origin: Origin,
-    entries: HashMap<Ipv4Addr, Entry>,
-    pending_frames: u64,
-    /// When the one retry tick that counts is due: every entry that needs a
-    /// tick asks for one, and without this a flood of new neighbours would
-    /// leave a tick in the event queue per neighbour, each scanning the
-    /// whole table (ticks at other times are stale and ignored).
-    armed: Option<SimTime>,
-    /// Until when a full table certainly has no expired entry to make room
-    /// with (the earliest expiry seen by the last sweep that found none): a
-    /// flood of new neighbours into a table full of live ones would
-    /// otherwise scan the whole table for every frame.
-    no_victim_until: SimTime,
-    /// Requests sent, replies sent (for reports).
-    pub requests_sent: u64,
-    /// Replies sent.
-    pub replies_sent: u64,
-}
+/// An IPv4 neighbour cache.
+pub type Arp = Neighbours<ArpProto>;
 
 /// Builds an ARP frame.
 fn arp_frame(
@@ -140,178 +68,7 @@ fn arp_frame(
     buf
 }
 
-impl Arp {
-    /// An empty cache; frames it creates (requests, replies) are recorded with
-    /// `origin`.
-    pub fn new(config: ArpConfig, origin: Origin) -> Self {
-        Arp {
-            config,
-            origin,
-            entries: HashMap::default(),
-            pending_frames: 0,
-            armed: None,
-            no_victim_until: SimTime::ZERO,
-            requests_sent: 0,
-            replies_sent: 0,
-        }
-    }
-
-    /// Frames waiting for resolution.
-    pub fn in_flight(&self) -> u64 {
-        self.pending_frames
-    }
-
-    /// Asks for the retry tick at `at` unless one is due no later.
-    fn arm(&mut self, at: SimTime, ctx: &mut NodeCtx) {
-        if self.armed.is_none_or(|t| at < t) {
-            self.armed = Some(at);
-            ctx.timer(at, ARP_TIMER);
-        }
-    }
-
-    /// The MAC of `ip` if it is known, fresh or stale; using a stale entry
-    /// starts re-confirming it (one request now, the rest from the timer).
-    fn use_entry(
-        &mut self,
-        port: PortId,
-        info: &PortInfo,
-        ip: Ipv4Addr,
-        ctx: &mut NodeCtx,
-    ) -> Option<EthernetAddress> {
-        let now = ctx.now;
-        let retry = self.config.retry;
-        let Some(Entry {
-            state:
-                State::Resolved {
-                    mac,
-                    expires,
-                    probe,
-                },
-            ..
-        }) = self.entries.get_mut(&ip)
-        else {
-            return None;
-        };
-        let mac = *mac;
-        if *expires <= now && probe.is_none() {
-            *probe = Some((1, now + retry));
-            self.request(port, info, ip, ctx);
-            self.arm(now + retry, ctx);
-        }
-        Some(mac)
-    }
-
-    /// Sends `frame` (an Ethernet frame whose destination MAC will be filled
-    /// in) to next hop `ip` out of `port`, resolving `ip` first if needed.
-    pub fn send(
-        &mut self,
-        port: PortId,
-        info: &PortInfo,
-        ip: Ipv4Addr,
-        mut frame: Frame,
-        ctx: &mut NodeCtx,
-    ) {
-        if let Some(mac) = self.use_entry(port, info, ip, ctx) {
-            frame[0..6].copy_from_slice(mac.as_bytes());
-            ctx.send(port, frame);
-            return;
-        }
-        if frame.is_super() {
-            // Frames wait for resolution one by one, within the queue's
-            // bound per neighbour.
-            crate::gso::cut(frame, &mut |seg| self.send(port, info, ip, seg, ctx));
-            return;
-        }
-        let now = ctx.now;
-        let entry = self.entries.get(&ip);
-        let is_new = !matches!(
-            entry,
-            Some(Entry {
-                state: State::Pending { .. },
-                ..
-            })
-        );
-        if is_new {
-            if self.entries.len() >= self.config.max_entries
-                && !self.entries.contains_key(&ip)
-                && !self.evict_one(now)
-            {
-                ctx.drop_frame(DropReason::ArpQueueFull);
-                return;
-            }
-            self.entries.insert(
-                ip,
-                Entry {
-                    port,
-                    state: State::Pending {
-                        frames: Vec::new(),
-                        tries: 1,
-                        next_retry: now + self.config.retry,
-                    },
-                },
-            );
-            self.request(port, info, ip, ctx);
-            self.arm(now + self.config.retry, ctx);
-        }
-        let Some(Entry {
-            state: State::Pending { frames, .. },
-            ..
-        }) = self.entries.get_mut(&ip)
-        else {
-            unreachable!("entry was just made pending")
-        };
-        if frames.len() >= self.config.max_pending
-            || self.pending_frames >= self.config.max_pending_total as u64
-        {
-            ctx.drop_frame(DropReason::ArpQueueFull);
-        } else {
-            frames.push(frame);
-            self.pending_frames += 1;
-        }
-    }
-
-    /// Makes room in a full table by removing every expired entry (as
-    /// Linux's forced garbage collection does); false if none had expired.
-    /// A sweep that finds none remembers the earliest expiry, and until then
-    /// the answer is no without a scan: an entry resolved later expires later
-    /// still, so no victim can appear sooner.
-    fn evict_one(&mut self, now: SimTime) -> bool {
-        if now < self.no_victim_until {
-            return false;
-        }
-        let before = self.entries.len();
-        let mut earliest = now + self.config.lifetime;
-        self.entries.retain(|_, e| match e.state {
-            State::Resolved { expires, .. } if expires <= now => false,
-            State::Resolved { expires, .. } => {
-                earliest = earliest.min(expires);
-                true
-            }
-            State::Pending { .. } => true,
-        });
-        if self.entries.len() < before {
-            return true;
-        }
-        self.no_victim_until = earliest;
-        false
-    }
-
-    fn request(&mut self, port: PortId, info: &PortInfo, ip: Ipv4Addr, ctx: &mut NodeCtx) {
-        let Some(me) = info.addr else { return };
-        ctx.create(self.origin);
-        self.requests_sent += 1;
-        ctx.send(
-            port,
-            arp_frame(
-                ArpOperation::Request,
-                info.mac,
-                me.addr,
-                EthernetAddress::BROADCAST,
-                ip,
-            ),
-        );
-    }
-
+impl Neighbours<ArpProto> {
     /// Handles an ARP frame that arrived on `port` (the whole Ethernet frame).
     /// Consumes it: the caller must not count it again.
     pub fn receive(&mut self, port: PortId, info: &PortInfo, frame: &[u8], ctx: &mut NodeCtx) {
@@ -335,123 +92,21 @@ impl Arp {
             ctx.drop_frame(DropReason::NotForUs);
             return;
         };
-        ctx.deliver(crate::stats::Sink::from_origin(self.origin));
+        ctx.deliver(crate::stats::Sink::from_origin(self.origin()));
         // RFC 826's merge rule: update an entry we already have; add one only
         // if the packet is for us. Only neighbours on our own subnet with a
         // unicast MAC: overheard broadcasts must not fill the table.
         let for_us = tip == me.addr;
-        if me.contains(sip)
-            && smac.is_unicast()
-            && sip != me.addr
-            && (for_us || self.entries.contains_key(&sip))
-        {
-            self.learn(port, info, sip, smac, ctx);
+        if me.contains(sip) && smac.is_unicast() && sip != me.addr && (for_us || self.knows(sip)) {
+            self.learn(port, sip, smac, ctx);
         }
         if operation == ArpOperation::Request && tip == me.addr {
-            ctx.create(self.origin);
+            ctx.create(self.origin());
             self.replies_sent += 1;
             ctx.send(
                 port,
                 arp_frame(ArpOperation::Reply, info.mac, me.addr, smac, sip),
             );
-        }
-    }
-
-    fn learn(
-        &mut self,
-        port: PortId,
-        _info: &PortInfo,
-        ip: Ipv4Addr,
-        mac: EthernetAddress,
-        ctx: &mut NodeCtx,
-    ) {
-        let expires = ctx.now + self.config.lifetime;
-        if !self.entries.contains_key(&ip)
-            && self.entries.len() >= self.config.max_entries
-            && !self.evict_one(ctx.now)
-        {
-            return;
-        }
-        let old = self.entries.insert(
-            ip,
-            Entry {
-                port,
-                state: State::Resolved {
-                    mac,
-                    expires,
-                    probe: None,
-                },
-            },
-        );
-        if let Some(Entry {
-            port: wport,
-            state: State::Pending { frames, .. },
-        }) = old
-        {
-            self.pending_frames -= frames.len() as u64;
-            for mut f in frames {
-                f[0..6].copy_from_slice(mac.as_bytes());
-                ctx.send(wport, f);
-            }
-        }
-    }
-
-    /// The retry tick: re-sends requests that are due and gives up on
-    /// neighbours that never answered. `ports` are the node's ports.
-    pub fn timer(&mut self, ports: &[PortInfo], ctx: &mut NodeCtx) {
-        let now = ctx.now;
-        if self.armed != Some(now) {
-            return; // superseded by an earlier tick
-        }
-        self.armed = None;
-        let mut retry = Vec::new();
-        let mut give_up = Vec::new();
-        let mut next: Option<SimTime> = None;
-        for (ip, e) in &mut self.entries {
-            // Pending entries and stale ones being re-confirmed retry alike.
-            let (tries, next_retry) = match &mut e.state {
-                State::Pending {
-                    tries, next_retry, ..
-                } => (tries, next_retry),
-                State::Resolved {
-                    probe: Some((tries, next_retry)),
-                    ..
-                } => (tries, next_retry),
-                State::Resolved { probe: None, .. } => continue,
-            };
-            if *next_retry > now {
-                next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
-            } else if *tries >= self.config.attempts {
-                give_up.push(*ip);
-            } else {
-                *tries += 1;
-                *next_retry = now + self.config.retry;
-                next = Some(next.map_or(*next_retry, |n: SimTime| n.min(*next_retry)));
-                retry.push((*ip, e.port));
-            }
-        }
-        // Deterministic order regardless of the hash map's.
-        retry.sort();
-        give_up.sort();
-        for (ip, port) in retry {
-            self.request(port, &ports[port], ip, ctx);
-        }
-        for ip in give_up {
-            // A stale entry nobody confirmed is simply forgotten; frames that
-            // were waiting for a new one are dropped.
-            if let Some(Entry {
-                state: State::Pending { frames, .. },
-                ..
-            }) = self.entries.remove(&ip)
-            {
-                self.pending_frames -= frames.len() as u64;
-                for _ in frames {
-                    ctx.drop_frame(DropReason::ArpUnresolved);
-                }
-            }
-        }
-        if let Some(t) = next {
-            self.arm(t, ctx);
         }
     }
 }

@@ -8,12 +8,16 @@
 //!   subnet, unique in the network); the rest are numbered from .1 upward.
 //!   Automatic subnets come from the address pool (198.18.0.0/15 by default):
 //!   a /24 per segment while the pool has room, smaller blocks beyond.
+//!   With IPv6 on ([`crate::spec::RunSpec::ipv6`]) every segment also gets a
+//!   /64 from the IPv6 pool (2001:2::/48 by default: `2001:2:0:k::/64` for
+//!   the k-th segment), and each interface the same host number as in IPv4
+//!   (198.18.3.2 is 2001:2:0:3::2 when the two pools line up).
 //! - **Routes.** Each router and host gets a connected route per subnet and a
 //!   route to every other subnet via the first hop of a shortest path (fewest
 //!   router hops; ties go to the lower port, then the earlier neighbour, so
 //!   routing is deterministic). A host on one subnet with one router gets a
 //!   default route instead. Static routes from the spec are added last and
-//!   win for their exact prefix.
+//!   win for their exact prefix. IPv6 tables follow the same paths.
 //! - **Traffic.** Each flow becomes a source application on its sending host
 //!   and a sink/server on its receiving host, with ports assigned per host.
 //!
@@ -23,7 +27,7 @@
 use netloop_core::{EventQueue, RngStream, RunStats, SimDuration, SimTime};
 use rand::RngCore;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::apps::{
     self, App, Pattern, TcpClient, TcpMode, TcpServer, TcpStats, Traceroute, UdpSink, UdpSource,
@@ -35,10 +39,10 @@ use crate::link::{Link, LinkDir};
 use crate::network::{Event, External, Network, Node, Sources};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
-use crate::routing::{Route, RoutingTable};
+use crate::routing::{Route, Route6, RoutingTable, RoutingTable6};
 use crate::spec::{
-    DirectionSpec, EndpointSpec, EndpointTarget, Ipv4Cidr, LinkAction, LossSpec, NetworkSpec,
-    NodeKind, TrafficKind, Transport,
+    DirectionSpec, EndpointSpec, EndpointTarget, Ipv4Cidr, Ipv6Cidr, LinkAction, LossSpec,
+    NetworkSpec, NodeKind, TrafficKind, Transport,
 };
 use crate::switch::Switch;
 use crate::{LinkId, NodeId, PortId};
@@ -52,6 +56,13 @@ pub const TCP_BUFFER: usize = 256 * 1024;
 pub const DEFAULT_POOL: Ipv4Cidr = Ipv4Cidr {
     addr: Ipv4Addr::new(198, 18, 0, 0),
     prefix: 15,
+};
+
+/// The default pool for automatic IPv6 subnets (RFC 5180's benchmarking
+/// range).
+pub const DEFAULT_POOL6: Ipv6Cidr = Ipv6Cidr {
+    addr: Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0),
+    prefix: 48,
 };
 
 /// One simulated flow, as built.
@@ -126,6 +137,8 @@ pub struct RealNode {
     /// Routes through a gateway (connected subnets excluded), e.g. the
     /// default route via the neighbouring router.
     pub routes: Vec<Route>,
+    /// The same for IPv6, if the network has it.
+    pub routes6: Vec<Route6>,
 }
 
 impl Simulation {
@@ -179,6 +192,18 @@ pub(crate) fn find(parent: &mut [usize], x: usize) -> usize {
         y = next;
     }
     r
+}
+
+/// How a node reaches the segments of the network ([`Builder::paths`]).
+#[derive(Default)]
+struct Paths {
+    /// (segment, port) for each segment a port is on.
+    connected: Vec<(usize, PortId)>,
+    /// The one router of a single-homed host: (router, its port).
+    default: Option<(NodeId, PortId)>,
+    /// (segment, our port towards it, first hop: router and its port on
+    /// our segment).
+    remote: Vec<(usize, PortId, (NodeId, PortId))>,
 }
 
 /// A broadcast domain: one or more links joined by switches.
@@ -301,6 +326,9 @@ impl<'a> Builder<'a> {
         self.check_switch_loops()?;
         self.make_segments()?;
         self.assign_addresses()?;
+        if spec.run.ipv6 {
+            self.assign_addresses6()?;
+        }
         let tables = self.routing_tables()?;
         self.finish(tables)
     }
@@ -481,6 +509,7 @@ impl<'a> Builder<'a> {
                 self.ports[node].push(PortInfo {
                     mac: mac_for(node, port),
                     addr: None,
+                    addr6: None,
                     mtu: dir.mtu,
                     link: i,
                     name: format!("eth{port}"),
@@ -754,90 +783,191 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// A /64 per segment from the IPv6 pool, in segment order, and each
+    /// interface its IPv4 host number in it (or its place on the segment).
+    fn assign_addresses6(&mut self) -> Result<(), BuildError> {
+        let pool = self.spec.address_pool6.unwrap_or(DEFAULT_POOL6);
+        if pool.prefix > 64 {
+            return Err(self.err(
+                ItemRef::Run,
+                Some("address_pool6"),
+                format!("'{pool}' cannot hold a /64 per link: expected a prefix of /64 or shorter"),
+            ));
+        }
+        let room = 1u128 << (64 - u32::from(pool.prefix)).min(127);
+        let mut k: u128 = 0;
+        for si in 0..self.segments.len() {
+            if self.segments[si].ifaces.is_empty() {
+                continue;
+            }
+            if k >= room {
+                let li = self.segments[si].links[0];
+                return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("the IPv6 address pool {pool} has no /64 left for this link; give a larger address_pool6")));
+            }
+            let net = u128::from(pool.network()) | (k << 64);
+            k += 1;
+            let v4 = self.segments[si].subnet;
+            for (i, &(node, port, ..)) in self.segments[si].ifaces.iter().enumerate() {
+                // Simulated hosts have no IPv6 stack yet: their interfaces
+                // stay IPv4-only (and IPv6 to them finds no neighbour).
+                if matches!(self.spec.nodes[node].kind, NodeKind::Host) {
+                    continue;
+                }
+                let host = match (v4, self.ports[node][port].addr) {
+                    (Some(s), Some(a)) => u128::from(u32::from(a.addr) - u32::from(s.network())),
+                    _ => i as u128 + 1,
+                };
+                // Host 0 (a /31's first address) would be the subnet-router
+                // anycast address in IPv6 (RFC 4291 §2.6.1).
+                let host = if host == 0 { 1 << 32 } else { host };
+                self.ports[node][port].addr6 = Some(Ipv6Cidr {
+                    addr: Ipv6Addr::from(net | host),
+                    prefix: 64,
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn is_router(&self, n: NodeId) -> bool {
         matches!(self.spec.nodes[n].kind, NodeKind::Router(_))
     }
 
-    /// Connected routes plus shortest-path routes, for every router and host.
-    fn routing_tables(&self) -> Result<Vec<RoutingTable>, BuildError> {
+    /// Where node `n` reaches each segment: connected ones on their port,
+    /// the rest through the first router of a shortest path. A host on one
+    /// segment with exactly one router has a default route through it
+    /// instead.
+    fn paths(&self, n: NodeId) -> Paths {
+        let mut p = Paths::default();
+        for (port, seg) in self.port_segment[n].iter().enumerate() {
+            if let Some(seg) = *seg {
+                p.connected.push((seg, port));
+            }
+        }
+        // A host on one segment with exactly one router: default route.
+        if !self.is_router(n) && self.ports[n].len() == 1 {
+            if let Some(seg) = self.port_segment[n][0] {
+                let routers: Vec<_> = self.segments[seg]
+                    .ifaces
+                    .iter()
+                    .filter(|&&(m, ..)| self.is_router(m))
+                    .collect();
+                if routers.len() == 1 {
+                    let &(r, rp, ..) = routers[0];
+                    p.default = Some((r, rp));
+                    return p;
+                }
+            }
+        }
+        // Breadth-first search over segments, through routers only; each
+        // remote segment is reached by the first hop (router, its port on
+        // our segment) and our port towards it.
+        let mut seen_seg = vec![false; self.segments.len()];
+        let mut seen_node = vec![false; self.spec.nodes.len()];
+        seen_node[n] = true;
+        let mut q: VecDeque<(NodeId, PortId, (NodeId, PortId))> = VecDeque::new();
+        for (port, seg) in self.port_segment[n].iter().enumerate() {
+            let Some(seg) = *seg else { continue };
+            seen_seg[seg] = true;
+            for &(m, mp, ..) in &self.segments[seg].ifaces {
+                let addressed = self.ports[m][mp].addr.is_some();
+                if m != n && self.is_router(m) && !seen_node[m] && addressed {
+                    seen_node[m] = true;
+                    q.push_back((m, port, (m, mp)));
+                }
+            }
+        }
+        while let Some((r, out_port, via)) = q.pop_front() {
+            for seg in self.port_segment[r].iter().flatten().copied() {
+                if seen_seg[seg] {
+                    continue;
+                }
+                seen_seg[seg] = true;
+                p.remote.push((seg, out_port, via));
+                for &(m, ..) in &self.segments[seg].ifaces {
+                    if self.is_router(m) && !seen_node[m] {
+                        seen_node[m] = true;
+                        q.push_back((m, out_port, via));
+                    }
+                }
+            }
+        }
+        p
+    }
+
+    /// Connected routes plus shortest-path routes, for every router and
+    /// host, in both families (the IPv6 tables are empty without IPv6).
+    fn routing_tables(&self) -> Result<Vec<(RoutingTable, RoutingTable6)>, BuildError> {
         let spec = self.spec;
-        let mut tables = vec![RoutingTable::new(); spec.nodes.len()];
-        for (n, table) in tables.iter_mut().enumerate() {
+        let mut tables = vec![(RoutingTable::new(), RoutingTable6::new()); spec.nodes.len()];
+        for (n, (table, table6)) in tables.iter_mut().enumerate() {
             if is_switch(&spec.nodes[n].kind) {
                 continue;
             }
-            for (port, info) in self.ports[n].iter().enumerate() {
-                if let (Some(s), Some(_)) = (
-                    self.port_segment[n][port].and_then(|s| self.segments[s].subnet),
-                    info.addr,
-                ) {
+            let p = self.paths(n);
+            let subnet6 = |seg: usize| {
+                let a = self.segments[seg]
+                    .ifaces
+                    .iter()
+                    .find_map(|&(m, mp, ..)| self.ports[m][mp].addr6)?;
+                Some(Ipv6Cidr {
+                    addr: a.network(),
+                    prefix: a.prefix,
+                })
+            };
+            for &(seg, port) in &p.connected {
+                let info = &self.ports[n][port];
+                if let (Some(s), Some(_)) = (self.segments[seg].subnet, info.addr) {
                     table.insert(Route {
                         prefix: s,
                         via: None,
                         port,
                     });
                 }
-            }
-            // A host on one segment with exactly one router: default route.
-            if !self.is_router(n) && self.ports[n].len() == 1 {
-                if let Some(seg) = self.port_segment[n][0] {
-                    let routers: Vec<_> = self.segments[seg]
-                        .ifaces
-                        .iter()
-                        .filter(|&&(m, ..)| self.is_router(m))
-                        .collect();
-                    if routers.len() == 1 {
-                        let &(r, rp, ..) = routers[0];
-                        if let Some(a) = self.ports[r][rp].addr {
-                            table.insert(Route {
-                                prefix: Ipv4Cidr {
-                                    addr: Ipv4Addr::UNSPECIFIED,
-                                    prefix: 0,
-                                },
-                                via: Some(a.addr),
-                                port: 0,
-                            });
-                        }
-                        continue;
-                    }
+                if let (Some(s), Some(_)) = (subnet6(seg), info.addr6) {
+                    table6.insert(Route6 {
+                        prefix: s,
+                        via: None,
+                        port,
+                    });
                 }
             }
-            // Breadth-first search over segments, through routers only.
-            let mut seen_seg = vec![false; self.segments.len()];
-            let mut seen_node = vec![false; spec.nodes.len()];
-            seen_node[n] = true;
-            let mut q: VecDeque<(NodeId, PortId, Ipv4Addr)> = VecDeque::new();
-            for (port, seg) in self.port_segment[n].iter().enumerate() {
-                let Some(seg) = *seg else { continue };
-                seen_seg[seg] = true;
-                for &(m, mp, ..) in &self.segments[seg].ifaces {
-                    if m != n && self.is_router(m) && !seen_node[m] {
-                        if let Some(a) = self.ports[m][mp].addr {
-                            seen_node[m] = true;
-                            q.push_back((m, port, a.addr));
-                        }
-                    }
+            if let Some((r, rp)) = p.default {
+                if let Some(a) = self.ports[r][rp].addr {
+                    table.insert(Route {
+                        prefix: Ipv4Cidr {
+                            addr: Ipv4Addr::UNSPECIFIED,
+                            prefix: 0,
+                        },
+                        via: Some(a.addr),
+                        port: 0,
+                    });
+                }
+                if let Some(a) = self.ports[r][rp].addr6 {
+                    table6.insert(Route6 {
+                        prefix: Ipv6Cidr {
+                            addr: Ipv6Addr::UNSPECIFIED,
+                            prefix: 0,
+                        },
+                        via: Some(a.addr),
+                        port: 0,
+                    });
                 }
             }
-            while let Some((r, out_port, via)) = q.pop_front() {
-                for seg in self.port_segment[r].iter().flatten().copied() {
-                    if seen_seg[seg] {
-                        continue;
-                    }
-                    seen_seg[seg] = true;
-                    if let Some(s) = self.segments[seg].subnet {
-                        table.insert(Route {
-                            prefix: s,
-                            via: Some(via),
-                            port: out_port,
-                        });
-                    }
-                    for &(m, ..) in &self.segments[seg].ifaces {
-                        if self.is_router(m) && !seen_node[m] {
-                            seen_node[m] = true;
-                            q.push_back((m, out_port, via));
-                        }
-                    }
+            for &(seg, port, (m, mp)) in &p.remote {
+                if let (Some(s), Some(a)) = (self.segments[seg].subnet, self.ports[m][mp].addr) {
+                    table.insert(Route {
+                        prefix: s,
+                        via: Some(a.addr),
+                        port,
+                    });
+                }
+                if let (Some(s), Some(a)) = (subnet6(seg), self.ports[m][mp].addr6) {
+                    table6.insert(Route6 {
+                        prefix: s,
+                        via: Some(a.addr),
+                        port,
+                    });
                 }
             }
         }
@@ -867,7 +997,7 @@ impl<'a> Builder<'a> {
                 addr: r.prefix.network(),
                 prefix: r.prefix.prefix,
             };
-            tables[n].insert(Route {
+            tables[n].0.insert(Route {
                 prefix,
                 via: Some(r.via),
                 port,
@@ -876,7 +1006,10 @@ impl<'a> Builder<'a> {
         Ok(tables)
     }
 
-    fn finish(self, mut tables: Vec<RoutingTable>) -> Result<Simulation, BuildError> {
+    fn finish(
+        self,
+        mut tables: Vec<(RoutingTable, RoutingTable6)>,
+    ) -> Result<Simulation, BuildError> {
         let spec = self.spec;
         let src = Sources::new(spec.nodes.len(), spec.links.len()).ok_or_else(|| {
             self.err(
@@ -896,14 +1029,14 @@ impl<'a> Builder<'a> {
         let mut real = Vec::new();
         for (i, n) in spec.nodes.iter().enumerate() {
             let ports = self.ports[i].clone();
-            let table = std::mem::take(&mut tables[i]);
+            let (table, table6) = std::mem::take(&mut tables[i]);
             nodes.push(match &n.kind {
                 NodeKind::Host => {
                     let hseed = RngStream::new(seed, &format!("host/{}", n.name)).next_u64();
                     Node::Host(Box::new(Host::new(ports, table, hseed)))
                 }
                 NodeKind::Router(r) => {
-                    Node::Router(Box::new(Router::new(&n.name, ports, r, table)))
+                    Node::Router(Box::new(Router::new(&n.name, ports, r, table, table6)))
                 }
                 NodeKind::Switch(s) => Node::Switch(Switch::new(ports, s.clone())),
                 NodeKind::Namespace(_) | NodeKind::Attached(_) => {
@@ -913,6 +1046,11 @@ impl<'a> Builder<'a> {
                         kind: n.kind.clone(),
                         port: ports[0].clone(),
                         routes: table
+                            .routes()
+                            .into_iter()
+                            .filter(|r| r.via.is_some())
+                            .collect(),
+                        routes6: table6
                             .routes()
                             .into_iter()
                             .filter(|r| r.via.is_some())

@@ -21,9 +21,15 @@
 //!   its own with `gso_size` bytes of payload, its UDP length and checksum
 //!   computed anew, and the identification incrementing as for TCP.
 //!
-//! Anything else — another GSO kind (IPv6, the legacy UDP fragmentation
-//! offload), a super-frame whose headers do not say what the GSO kind does —
-//! is refused with the reason, and the caller drops and counts it.
+//! - TCP and UDP over IPv6 (`ipv6_gso_segment`): the same, with the IPv6
+//!   payload length computed anew instead of a total length, and neither an
+//!   identification nor a header checksum to set. Linux's stacks put no
+//!   extension header in front of what they segment.
+//!
+//! Anything else — another GSO kind (the legacy UDP fragmentation offload),
+//! IPv6 extension headers in a super-frame, a super-frame whose headers do
+//! not say what the GSO kind does — is refused with the reason, and the
+//! caller drops and counts it.
 
 use crate::link::ETH_HEADER;
 use crate::Frame;
@@ -125,10 +131,13 @@ impl std::fmt::Display for GsoError {
 /// Where a super-frame's headers are, and what cutting it gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
-    /// Offset of the IPv4 header (14, or 18 behind a VLAN tag).
+    /// Offset of the IP header (14, or 18 behind a VLAN tag).
     l3: usize,
-    /// IPv4 header length.
+    /// IP header length (IPv6: the fixed header; extension headers are
+    /// refused).
     ihl: usize,
+    /// IPv6 rather than IPv4.
+    v6: bool,
     /// Offset of the TCP/UDP header.
     l4: usize,
     /// TCP/UDP header length.
@@ -153,9 +162,10 @@ impl Layout {
     /// `gso_type` without [`gso_type::ECN`]) and segment size `mss`.
     fn of(frame: &[u8], kind: u8, mss: usize) -> Result<Layout, GsoError> {
         use GsoError::Malformed;
-        let proto = match kind {
-            gso_type::TCPV4 => 6,
-            gso_type::UDP_L4 => 17,
+        let (proto, v6) = match kind {
+            gso_type::TCPV4 => (6, false),
+            gso_type::UDP_L4 => (17, false),
+            gso_type::TCPV6 => (6, true),
             other => return Err(GsoError::Unsupported(other)),
         };
         if mss == 0 {
@@ -173,24 +183,47 @@ impl Layout {
             ethertype = u16::from_be_bytes([frame[16], frame[17]]);
             l3 = 18;
         }
-        if ethertype != 0x0800 {
-            return Err(Malformed("not IPv4"));
-        }
-        let ip = &frame[l3..];
-        if ip.len() < 20 || ip[0] >> 4 != 4 {
-            return Err(Malformed("not an IPv4 header"));
-        }
-        let ihl = usize::from(ip[0] & 0x0f) * 4;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        if ihl < 20 || total < ihl || total > ip.len() {
-            return Err(Malformed("IPv4 lengths do not fit the frame"));
-        }
-        if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
-            return Err(Malformed("a fragment"));
-        }
-        if ip[9] != proto {
-            return Err(Malformed("the IPv4 protocol is not the GSO type's"));
-        }
+        // UDP_L4 says nothing of the family: the EtherType does.
+        let v6 = v6 || (kind == gso_type::UDP_L4 && ethertype == 0x86dd);
+        let (ihl, total) = if v6 {
+            if ethertype != 0x86dd {
+                return Err(Malformed("not IPv6"));
+            }
+            let ip = &frame[l3..];
+            if ip.len() < 40 || ip[0] >> 4 != 6 {
+                return Err(Malformed("not an IPv6 header"));
+            }
+            let total = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if total > ip.len() {
+                return Err(Malformed("IPv6 payload length does not fit the frame"));
+            }
+            // Linux's stacks put no extension header in front of TCP or UDP
+            // they segment; one would need its own handling.
+            if ip[6] != proto {
+                return Err(Malformed("the IPv6 next header is not the GSO type's"));
+            }
+            (40, total)
+        } else {
+            if ethertype != 0x0800 {
+                return Err(Malformed("not IPv4"));
+            }
+            let ip = &frame[l3..];
+            if ip.len() < 20 || ip[0] >> 4 != 4 {
+                return Err(Malformed("not an IPv4 header"));
+            }
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            if ihl < 20 || total < ihl || total > ip.len() {
+                return Err(Malformed("IPv4 lengths do not fit the frame"));
+            }
+            if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+                return Err(Malformed("a fragment"));
+            }
+            if ip[9] != proto {
+                return Err(Malformed("the IPv4 protocol is not the GSO type's"));
+            }
+            (ihl, total)
+        };
         let l4 = l3 + ihl;
         let l4_len = if proto == 6 {
             if total < ihl + 20 {
@@ -217,6 +250,7 @@ impl Layout {
         Ok(Layout {
             l3,
             ihl,
+            v6,
             l4,
             l4_len,
             end,
@@ -234,15 +268,22 @@ impl Layout {
         buf.clear();
         buf.extend_from_slice(&frame[..headers]);
         buf.extend_from_slice(chunk);
-        // IPv4: total length, identification, header checksum.
-        let ip_total = (self.ihl + self.l4_len + chunk.len()) as u16;
-        let id0 = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
-        buf[l3 + 2..l3 + 4].copy_from_slice(&ip_total.to_be_bytes());
-        buf[l3 + 4..l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-        buf[l3 + 10] = 0;
-        buf[l3 + 11] = 0;
-        let c = ipv4_header_checksum(&buf[l3..l3 + self.ihl]);
-        buf[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        if self.v6 {
+            // IPv6: the payload length only (no identification, no header
+            // checksum).
+            let payload = (self.l4_len + chunk.len()) as u16;
+            buf[l3 + 4..l3 + 6].copy_from_slice(&payload.to_be_bytes());
+        } else {
+            // IPv4: total length, identification, header checksum.
+            let ip_total = (self.ihl + self.l4_len + chunk.len()) as u16;
+            let id0 = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
+            buf[l3 + 2..l3 + 4].copy_from_slice(&ip_total.to_be_bytes());
+            buf[l3 + 4..l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            buf[l3 + 10] = 0;
+            buf[l3 + 11] = 0;
+            let c = ipv4_header_checksum(&buf[l3..l3 + self.ihl]);
+            buf[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
         if self.proto == 6 {
             let seq0 =
                 u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]);
@@ -305,12 +346,12 @@ pub fn describe(frame: &[u8], hdr: &VnetHdr) -> Result<Option<Gso>, GsoError> {
     if lay.segs < 2 {
         return Ok(None);
     }
-    let kind = if lay.proto == 6 {
-        GsoKind::TcpV4 {
-            ecn: hdr.gso_type & gso_type::ECN != 0,
-        }
-    } else {
-        GsoKind::UdpV4
+    let ecn = hdr.gso_type & gso_type::ECN != 0;
+    let kind = match (lay.proto, lay.v6) {
+        (6, false) => GsoKind::TcpV4 { ecn },
+        (6, true) => GsoKind::TcpV6 { ecn },
+        (_, false) => GsoKind::UdpV4,
+        (_, true) => GsoKind::UdpV6,
     };
     Ok(Some(Gso {
         kind,
@@ -327,7 +368,8 @@ pub fn describe(frame: &[u8], hdr: &VnetHdr) -> Result<Option<Gso>, GsoError> {
 pub fn vnet_for(g: &Gso) -> VnetHdr {
     let (gso_type, csum_offset) = match g.kind {
         GsoKind::TcpV4 { ecn } => (gso_type::TCPV4 | if ecn { gso_type::ECN } else { 0 }, 16),
-        GsoKind::UdpV4 => (gso_type::UDP_L4, 6),
+        GsoKind::TcpV6 { ecn } => (gso_type::TCPV6 | if ecn { gso_type::ECN } else { 0 }, 16),
+        GsoKind::UdpV4 | GsoKind::UdpV6 => (gso_type::UDP_L4, 6),
     };
     VnetHdr {
         flags: F_NEEDS_CSUM,
@@ -402,7 +444,8 @@ pub fn cut(frame: Frame, out: &mut dyn FnMut(Frame)) {
     };
     let kind = match g.kind {
         GsoKind::TcpV4 { .. } => gso_type::TCPV4,
-        GsoKind::UdpV4 => gso_type::UDP_L4,
+        GsoKind::TcpV6 { .. } => gso_type::TCPV6,
+        GsoKind::UdpV4 | GsoKind::UdpV6 => gso_type::UDP_L4,
     };
     match Layout::of(&frame, kind, usize::from(g.size)) {
         Ok(lay) => {
@@ -423,10 +466,10 @@ pub fn cut(frame: Frame, out: &mut dyn FnMut(Frame)) {
     }
 }
 
-/// Computes the TCP or UDP checksum of an IPv4 frame in place (pseudo-header
-/// and segment), for frames whose sender left it to checksum offload.
-/// Returns whether it did (not for other protocols, fragments, or frames too
-/// short for their headers).
+/// Computes the TCP or UDP checksum of an IPv4 or IPv6 frame in place
+/// (pseudo-header and segment, past any IPv6 extension headers), for frames
+/// whose sender left it to checksum offload. Returns whether it did (not for
+/// other protocols, fragments, or frames too short for their headers).
 pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
     if frame.len() < ETH_HEADER {
         return false;
@@ -440,24 +483,39 @@ pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
         ethertype = u16::from_be_bytes([frame[16], frame[17]]);
         l3 += 4;
     }
-    if ethertype != 0x0800 || frame.len() < l3 + 20 {
-        return false;
-    }
-    let ip = &frame[l3..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let fragmented = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
-    if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
-        return false;
-    }
-    let proto = ip[9];
+    // Where the TCP/UDP header is, its length, and the pseudo-header's
+    // addresses (RFC 793 / RFC 8200 §8.1).
+    let (proto, l4, len, addrs) = match ethertype {
+        0x0800 if frame.len() >= l3 + 20 => {
+            let ip = &frame[l3..];
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let fragmented = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+            if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
+                return false;
+            }
+            (ip[9], l3 + ihl, total - ihl, l3 + 12..l3 + 20)
+        }
+        0x86dd => {
+            let ip = &frame[l3..];
+            let Ok(total) = crate::ipv6::validate(ip) else {
+                return false;
+            };
+            let Ok(u) = crate::ipv6::upper_layer(&ip[..total]) else {
+                return false;
+            };
+            if u.fragment {
+                return false;
+            }
+            (u.proto, l3 + u.offset, total - u.offset, l3 + 8..l3 + 40)
+        }
+        _ => return false,
+    };
     let csum_at = match proto {
         6 => 16,
         17 => 6,
         _ => return false,
     };
-    let l4 = l3 + ihl;
-    let len = total - ihl;
     if len < csum_at + 2 {
         return false;
     }
@@ -471,9 +529,9 @@ pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
             sum += u32::from(*last) << 8;
         }
     };
-    add(&frame[l3 + 12..l3 + 20]);
+    add(&frame[addrs]);
     add(&[0, proto]);
-    add(&(len as u16).to_be_bytes());
+    add(&(len as u32).to_be_bytes());
     frame[l4 + csum_at] = 0;
     frame[l4 + csum_at + 1] = 0;
     add(&frame[l4..l4 + len]);
@@ -649,6 +707,59 @@ mod tests {
         assert_eq!(segs[0].len(), bare.len());
     }
 
+    /// The IPv4 super-frame's TCP segment behind an IPv6 header instead.
+    fn tcp6_super(payload: &[u8], flags: u8, seq: u32) -> Vec<u8> {
+        let v4 = tcp_super(payload, flags, 0, seq);
+        let mut f = v4[..12].to_vec();
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&((32 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[6, 64]);
+        f.extend_from_slice(&[0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0x20, 0x01, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(&v4[34..]);
+        f
+    }
+
+    #[test]
+    fn tcp_over_ipv6_is_cut_with_its_payload_length_and_checksums() {
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+        let sup = tcp6_super(&payload, 0x19, 1000);
+        let hdr = VnetHdr {
+            gso_type: gso_type::TCPV6,
+            hdr_len: 86,
+            csum_start: 54,
+            ..tcp_hdr(1448)
+        };
+        let g = describe(&sup, &hdr).unwrap().expect("3 segments");
+        assert_eq!(g.kind, GsoKind::TcpV6 { ecn: false });
+        assert_eq!((g.segs, g.hdr_len), (3, 86));
+        let segs = cut(&sup, hdr).unwrap();
+        assert_eq!(segs.len(), 3);
+        let mut joined = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            let ip = &s[14..];
+            assert_eq!(crate::ipv6::validate(ip), Ok(ip.len()), "segment {i}");
+            let seq = u32::from_be_bytes([ip[44], ip[45], ip[46], ip[47]]);
+            assert_eq!(seq, 1000 + 1448 * i as u32);
+            assert_eq!(ip[53] & 0x09 != 0, i == 2, "PSH and FIN only on the last");
+            let (src, dst) = (crate::ipv6::src_addr(ip), crate::ipv6::dst_addr(ip));
+            assert_eq!(
+                crate::ipv6::checksum(src, dst, 6, &ip[40..]),
+                0,
+                "segment {i}"
+            );
+            joined.extend_from_slice(&ip[72..]);
+        }
+        assert_eq!(joined, payload);
+        // Extension headers in front of TCP are refused, not mis-cut.
+        let mut ext = sup.clone();
+        ext[20] = 0;
+        assert_eq!(
+            cut(&ext, hdr).unwrap_err(),
+            GsoError::Malformed("the IPv6 next header is not the GSO type's")
+        );
+    }
+
     #[test]
     fn what_cannot_be_cut_is_refused_with_the_reason() {
         let sup = tcp_super(&[1; 3000], 0x10, 1, 1);
@@ -661,7 +772,7 @@ mod tests {
                     ..tcp_hdr(1448)
                 }
             ),
-            GsoError::Unsupported(gso_type::TCPV6)
+            GsoError::Malformed("not IPv6")
         );
         assert_eq!(
             err(

@@ -763,7 +763,10 @@ impl Host {
             let Some(peer) = s.remote_endpoint() else {
                 continue;
             };
-            let smoltcp::wire::IpAddress::Ipv4(peer) = peer.addr;
+            // The host's stack has IPv4 addresses only.
+            let smoltcp::wire::IpAddress::Ipv4(peer) = peer.addr else {
+                continue;
+            };
             if only.is_some_and(|d| d != peer) {
                 continue;
             }
@@ -1356,6 +1359,7 @@ mod tests {
         let port = PortInfo {
             mac: EthernetAddress([0x02, 0, 0, 0, 0, 1]),
             addr: Some(Ipv4Cidr::parse("10.0.0.1/24").unwrap()),
+            addr6: None,
             mtu: 1500,
             link: 0,
             name: "eth0".into(),

@@ -12,8 +12,9 @@
 
 use netloop_core::SimTime;
 use smoltcp::wire::EthernetAddress;
+use std::net::Ipv6Addr;
 
-use crate::spec::Ipv4Cidr;
+use crate::spec::{Ipv4Cidr, Ipv6Cidr};
 use crate::stats::{DropReason, Ledger, Origin, Sink};
 use crate::{Frame, LinkId, PortId};
 
@@ -24,12 +25,42 @@ pub struct PortInfo {
     pub mac: EthernetAddress,
     /// Its IPv4 address, if it has one (switch ports don't).
     pub addr: Option<Ipv4Cidr>,
+    /// Its global IPv6 address, if the network has IPv6 (its link-local
+    /// address is [`PortInfo::link_local`]).
+    pub addr6: Option<Ipv6Cidr>,
     /// MTU of the attached link (largest IP packet), in bytes.
     pub mtu: u32,
     /// The link it is attached to.
     pub link: LinkId,
     /// The port's interface name, e.g. `eth0`.
     pub name: String,
+}
+
+impl PortInfo {
+    /// The port's IPv6 link-local address, `fe80::` with the interface
+    /// identifier made from its MAC (modified EUI-64, RFC 4291 appendix A),
+    /// as Linux makes it.
+    pub fn link_local(&self) -> Ipv6Addr {
+        let m = self.mac.0;
+        Ipv6Addr::from([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            m[0] ^ 0x02,
+            m[1],
+            m[2],
+            0xff,
+            0xfe,
+            m[3],
+            m[4],
+            m[5],
+        ])
+    }
 }
 
 /// A node's window onto the network while it handles one event.

@@ -816,6 +816,9 @@ impl Crossing {
                     GsoKind::TcpV4 { ecn: false } => 1,
                     GsoKind::TcpV4 { ecn: true } => 2,
                     GsoKind::UdpV4 => 3,
+                    GsoKind::TcpV6 { ecn: false } => 4,
+                    GsoKind::TcpV6 { ecn: true } => 5,
+                    GsoKind::UdpV6 => 6,
                 },
                 g.hdr_len,
                 g.size,
@@ -870,6 +873,9 @@ impl Crossing {
             1 => Some(GsoKind::TcpV4 { ecn: false }),
             2 => Some(GsoKind::TcpV4 { ecn: true }),
             3 => Some(GsoKind::UdpV4),
+            4 => Some(GsoKind::TcpV6 { ecn: false }),
+            5 => Some(GsoKind::TcpV6 { ecn: true }),
+            6 => Some(GsoKind::UdpV6),
             _ => {
                 return Err(DecodeError {
                     at: start + pos - 7,

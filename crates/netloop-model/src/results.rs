@@ -280,6 +280,8 @@ pub struct Interface {
     pub mac: String,
     /// IPv4 address with prefix, if any.
     pub address: Option<String>,
+    /// Global IPv6 address with prefix, if the network has IPv6.
+    pub address6: Option<String>,
     /// The link it is attached to.
     pub link: String,
 }
@@ -471,6 +473,7 @@ impl SimView<'_> {
                             name: p.name.clone(),
                             mac: p.mac.to_string(),
                             address: p.addr.map(|a| a.to_string()),
+                            address6: p.addr6.map(|a| a.to_string()),
                             link: net.links()[p.link].name.clone(),
                         })
                         .collect(),

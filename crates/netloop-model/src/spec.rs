@@ -11,7 +11,7 @@
 
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// An IPv4 address with its prefix length, e.g. `198.18.0.1/24`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,6 +62,55 @@ impl std::fmt::Display for Ipv4Cidr {
     }
 }
 
+/// An IPv6 address with its prefix length, e.g. `2001:2:0:1::1/64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ipv6Cidr {
+    /// The address.
+    pub addr: Ipv6Addr,
+    /// The prefix length, 0..=128.
+    pub prefix: u8,
+}
+
+impl Ipv6Cidr {
+    /// The network mask as a `u128`.
+    pub fn mask(self) -> u128 {
+        if self.prefix == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(self.prefix.min(128)))
+        }
+    }
+    /// The network address (host bits cleared).
+    pub fn network(self) -> Ipv6Addr {
+        Ipv6Addr::from(u128::from(self.addr) & self.mask())
+    }
+    /// Whether `ip` lies in this prefix.
+    pub fn contains(self, ip: Ipv6Addr) -> bool {
+        u128::from(ip) & self.mask() == u128::from(self.addr) & self.mask()
+    }
+    /// Parses `"2001:2::1/64"`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (a, p) = text
+            .split_once('/')
+            .ok_or_else(|| format!("'{text}' is not an IPv6 prefix: missing '/length'"))?;
+        let addr: Ipv6Addr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{text}' is not an IPv6 prefix: '{a}' is not an IPv6 address"))?;
+        let prefix: u8 =
+            p.trim().parse().ok().filter(|p| *p <= 128).ok_or_else(|| {
+                format!("'{text}' is not an IPv6 prefix: length '{p}' is not 0..128")
+            })?;
+        Ok(Ipv6Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 /// A whole network and how to run it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NetworkSpec {
@@ -80,6 +129,11 @@ pub struct NetworkSpec {
     /// The block from which link subnets are assigned automatically
     /// (default `198.18.0.0/15`, the benchmarking range of RFC 2544).
     pub address_pool: Option<Ipv4Cidr>,
+    /// The block from which link subnets get their IPv6 /64s when
+    /// [`RunSpec::ipv6`] is on (default `2001:2::/48`, the benchmarking
+    /// range of RFC 5180).
+    #[serde(default)]
+    pub address_pool6: Option<Ipv6Cidr>,
     /// Message endpoints: sockets on simulated hosts through which the
     /// outside (a co-simulation, a Python script) sends and receives.
     #[serde(default)]
@@ -180,6 +234,10 @@ pub struct RunSpec {
     /// stops sleeping and spins on the clock. Longer is more precise and costs
     /// more CPU; zero never spins.
     pub spin: SimDuration,
+    /// Dual stack: every router and host interface gets an IPv6 address
+    /// too, routers forward IPv6, and real hosts have it on.
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 /// The default spin window of the real-time scheduler: covers the wake-up
@@ -195,6 +253,7 @@ impl Default for RunSpec {
             duration: SimDuration::from_secs(10),
             seed: 1,
             spin: DEFAULT_SPIN,
+            ipv6: false,
         }
     }
 }

@@ -50,7 +50,8 @@ pub enum DropReason {
     BadChecksum,
     /// The frame could not be parsed (truncated, bad lengths).
     Malformed,
-    /// A protocol netloop does not model yet (e.g. IPv6, 802.1Q); counted,
+    /// A protocol netloop does not model yet (e.g. IPv6 where the network
+    /// has none, 802.1Q); counted,
     /// not silently ignored.
     Unsupported,
     /// A unicast frame for another MAC address reached a host or router.
@@ -75,11 +76,14 @@ pub enum DropReason {
     /// (Where ECN lets the discipline mark instead, the packet goes on with
     /// CE set and is counted in `ecn_marked`, not here.)
     AqmDrop,
+    /// An IPv6 packet too big for the next link (IPv6 routers never
+    /// fragment; ICMPv6 Packet Too Big was sent, RFC 8201).
+    PacketTooBig,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (for tables and arrays).
-    pub const ALL: [DropReason; 21] = [
+    pub const ALL: [DropReason; 22] = [
         DropReason::QueueFull,
         DropReason::RandomLoss,
         DropReason::LinkDown,
@@ -101,6 +105,7 @@ impl DropReason {
         DropReason::ReassemblyInvalid,
         DropReason::ReassemblyFull,
         DropReason::AqmDrop,
+        DropReason::PacketTooBig,
     ];
     /// The name used in tables and JSON.
     pub fn as_str(self) -> &'static str {
@@ -126,6 +131,7 @@ impl DropReason {
             DropReason::ReassemblyInvalid => "reassembly_invalid",
             DropReason::ReassemblyFull => "reassembly_full",
             DropReason::AqmDrop => "aqm_drop",
+            DropReason::PacketTooBig => "packet_too_big",
         }
     }
 }

@@ -16,7 +16,7 @@ use netloop_core::{PacketRate, SimDuration, SimTime};
 use netloop_model::arp::ARP_TIMER;
 use netloop_model::node::{mac_for, NodeCtx, PortInfo};
 use netloop_model::router::Router;
-use netloop_model::routing::{Route, RoutingTable};
+use netloop_model::routing::{Route, RoutingTable, RoutingTable6};
 use netloop_model::spec::{Ipv4Cidr, RouterSpec};
 use netloop_model::stats::{DropReason, Ledger, Origin, Sink};
 use netloop_model::{Frame, PortId};
@@ -72,6 +72,7 @@ impl Bench {
         .map(|(i, (a, mtu))| PortInfo {
             mac: port_mac(i),
             addr: Some(cidr(a)),
+            addr6: None,
             mtu: *mtu,
             link: i,
             name: format!("eth{i}"),
@@ -95,7 +96,7 @@ impl Bench {
             port: 1,
         });
         Bench {
-            router: Router::new("r1", ports, &spec, table),
+            router: Router::new("r1", ports, &spec, table, RoutingTable6::new()),
             now: SimTime::ZERO,
             out: Vec::new(),
             timers: Vec::new(),

@@ -331,6 +331,8 @@ fn network() -> NetworkSpec {
         to: None,
         federate: None,
     });
+    // Dual stack, so that routers' interfaces have IPv6 addresses.
+    s.run.ipv6 = true;
     s
 }
 

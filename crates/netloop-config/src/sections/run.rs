@@ -1,5 +1,5 @@
-//! `[run]`: how long to run, the seed, the pool of automatic addresses, and
-//! the real-time scheduler's spin window.
+//! `[run]`: how long to run, the seed, IPv6 on or off, the pools of
+//! automatic addresses, and the real-time scheduler's spin window.
 
 use std::ops::Range;
 
@@ -12,7 +12,14 @@ use crate::reader::{record_locations, Table};
 use crate::value;
 
 /// The keys of `[run]`.
-pub(crate) const KEYS: &[&str] = &["duration", "seed", "address_pool", "spin"];
+pub(crate) const KEYS: &[&str] = &[
+    "duration",
+    "seed",
+    "address_pool",
+    "spin",
+    "ipv6",
+    "address_pool6",
+];
 
 /// The longest spin window allowed: past a few milliseconds, spinning costs a
 /// core and buys nothing that sleeping doesn't already give.
@@ -51,6 +58,26 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
             t.error(l.d, "address_pool", format!("'{pool}' is too small to hold even one link's subnet: expected a prefix of /30 or shorter"));
         } else {
             l.spec.address_pool = Some(pool);
+        }
+    }
+    if let Some(on) = t.opt(l.d, "ipv6", value::boolean) {
+        l.spec.run.ipv6 = on;
+    }
+    if let Some(pool) = t.opt(l.d, "address_pool6", value::network6) {
+        if pool.prefix > 64 {
+            t.error(
+                l.d,
+                "address_pool6",
+                format!("'{pool}' cannot hold a /64 per link: expected a prefix of /64 or shorter"),
+            );
+        } else if !l.spec.run.ipv6 {
+            t.error(
+                l.d,
+                "address_pool6",
+                "an IPv6 pool without IPv6: add 'ipv6 = true' to [run]".to_string(),
+            );
+        } else {
+            l.spec.address_pool6 = Some(pool);
         }
     }
 }

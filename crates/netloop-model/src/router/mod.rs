@@ -1,5 +1,6 @@
-//! An IPv4 router: what happens to a frame between arriving on one of a
-//! router's ports and leaving on another.
+//! A router: what happens to a frame between arriving on one of a router's
+//! ports and leaving on another. This module is the router and its IPv4
+//! path; the IPv6 path is [`v6`], on the same forwarding engine.
 //!
 //! This module owns, per arriving frame:
 //! - **Ingress checks**: the Ethernet destination (the port's MAC or
@@ -67,7 +68,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 use smoltcp::wire::{EthernetAddress, EthernetProtocol};
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::gso;
@@ -76,12 +77,15 @@ use crate::ipv4::{
     more_fragments, src_addr, validate, IP_HEADER, MAX_DATAGRAM, PROTO_ICMP, PROTO_UDP,
 };
 use crate::link::ETH_HEADER;
+use crate::ndp::Ndp;
 use crate::node::{NodeCtx, PortInfo};
 use crate::reassembly::{Outcome, Reassembler};
-use crate::routing::RoutingTable;
+use crate::routing::{RoutingTable, RoutingTable6};
 use crate::spec::RouterSpec;
 use crate::stats::{DropCounts, DropReason, Origin, Sink};
 use crate::{Frame, PortId};
+
+mod v6;
 
 /// TTL of packets the router originates (RFC 1812 §4.2.2.9 asks for a
 /// configurable default; 64 is what Linux and most routers use).
@@ -112,14 +116,34 @@ pub struct IcmpSent {
     pub fragmentation_needed: u64,
 }
 
+/// ICMPv6 messages the router sent, by kind.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Icmpv6Sent {
+    /// Echo replies (type 129).
+    pub echo_reply: u64,
+    /// Time exceeded, hop limit exceeded in transit (type 3 code 0).
+    pub time_exceeded: u64,
+    /// Destination unreachable, no route (type 1 code 0).
+    pub no_route: u64,
+    /// Destination unreachable, beyond scope of source address (type 1
+    /// code 2).
+    pub beyond_scope: u64,
+    /// Destination unreachable, port unreachable (type 1 code 4).
+    pub port_unreachable: u64,
+    /// Packet Too Big (type 2), carrying the next link's MTU.
+    pub packet_too_big: u64,
+}
+
 /// Router counters.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RouterStats {
     /// Frames that arrived on any port.
     pub received: u64,
-    /// IPv4 packets forwarded (a packet that was fragmented counts once).
+    /// IP packets forwarded, both families (a packet that was fragmented
+    /// counts once).
     pub forwarded: u64,
-    /// IPv4 packets addressed to the router (its addresses or a broadcast).
+    /// IP packets addressed to the router (its addresses, a broadcast, or
+    /// an IPv6 group it is in).
     pub local: u64,
     /// Packets that had to be fragmented.
     pub fragmented: u64,
@@ -127,6 +151,8 @@ pub struct RouterStats {
     pub fragments_created: u64,
     /// ICMP messages sent, by kind.
     pub icmp_sent: IcmpSent,
+    /// ICMPv6 messages sent, by kind (neighbour discovery's apart).
+    pub icmpv6_sent: Icmpv6Sent,
     /// ICMP errors that were due but not sent: forbidden by RFC 1812
     /// §4.3.2.7 (about an ICMP error, a non-first fragment, a broadcast…) or
     /// no route back to the source.
@@ -138,6 +164,10 @@ pub struct RouterStats {
     pub arp_requests_sent: u64,
     /// ARP replies sent.
     pub arp_replies_sent: u64,
+    /// IPv6 neighbour solicitations sent.
+    pub ndp_solicitations_sent: u64,
+    /// IPv6 neighbour advertisements sent.
+    pub ndp_advertisements_sent: u64,
     /// Frames this router dropped, by reason (including ARP's drops).
     pub drops: DropCounts,
 }
@@ -163,6 +193,13 @@ pub struct Router {
     directed: FxHashSet<u32>,
     table: RoutingTable,
     arp: Arp,
+    /// Whether any port has an IPv6 address: otherwise IPv6 is dropped as
+    /// `unsupported`, as before the network had it.
+    ipv6: bool,
+    /// The router's IPv6 addresses, global and link-local.
+    own6: FxHashSet<Ipv6Addr>,
+    table6: RoutingTable6,
+    ndp: Ndp,
     /// Time per packet of the forwarding engine; `None` is unlimited.
     service: Option<SimDuration>,
     /// Bound of `waiting`.
@@ -183,9 +220,15 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router called `name` with `ports`, settings `spec` and routing table
-    /// `table`.
-    pub fn new(name: &str, ports: Vec<PortInfo>, spec: &RouterSpec, table: RoutingTable) -> Self {
+    /// A router called `name` with `ports`, settings `spec` and routing
+    /// tables `table` (IPv4) and `table6` (IPv6).
+    pub fn new(
+        name: &str,
+        ports: Vec<PortInfo>,
+        spec: &RouterSpec,
+        table: RoutingTable,
+        table6: RoutingTable6,
+    ) -> Self {
         let addrs = || ports.iter().filter_map(|p| p.addr);
         let own = addrs().map(|a| u32::from(a.addr)).collect();
         // /31 and /32 have no directed broadcast (RFC 3021).
@@ -193,6 +236,15 @@ impl Router {
             .filter(|a| a.prefix <= 30)
             .map(|a| u32::from(a.network()) | !a.mask())
             .collect();
+        let ipv6 = ports.iter().any(|p| p.addr6.is_some());
+        let own6 = if ipv6 {
+            ports
+                .iter()
+                .flat_map(|p| p.addr6.map(|a| a.addr).into_iter().chain([p.link_local()]))
+                .collect()
+        } else {
+            FxHashSet::default()
+        };
         Router {
             name: name.to_string(),
             ports,
@@ -200,6 +252,10 @@ impl Router {
             directed,
             table,
             arp: Arp::new(ArpConfig::default(), Origin::Router),
+            ipv6,
+            own6,
+            table6,
+            ndp: Ndp::new(ArpConfig::default(), Origin::Router),
             service: spec.forwarding_rate.map(|r| r.interval()),
             queue_limit: spec.forwarding_queue as usize,
             waiting: VecDeque::new(),
@@ -222,6 +278,11 @@ impl Router {
         &self.table
     }
 
+    /// The IPv6 routing table.
+    pub fn table6(&self) -> &RoutingTable6 {
+        &self.table6
+    }
+
     /// Counters.
     pub fn stats(&self) -> &RouterStats {
         &self.stats
@@ -233,6 +294,7 @@ impl Router {
         self.waiting.len() as u64
             + self.in_service.is_some() as u64
             + self.arp.in_flight()
+            + self.ndp.in_flight()
             + self.reassembly.held_frames()
     }
 
@@ -255,8 +317,8 @@ impl Router {
     }
 
     /// Whether super-frame `frame` from `port` takes the plain forwarding
-    /// path whole: an unlimited engine; for this router's MAC; a valid IPv4
-    /// header; a unicast destination that is not the router's, with a route,
+    /// path whole: an unlimited engine; for this router's MAC; a valid IP
+    /// header (IPv6: see [`Router::forwards_whole6`]); a unicast destination that is not the router's, with a route,
     /// out of a port whose MTU holds each segment; a TTL that stays above
     /// zero. Every segment would meet the same decision, so the super-frame
     /// is forwarded as one.
@@ -267,27 +329,34 @@ impl Router {
         if self.service.is_some()
             || frame.len() < ETH_HEADER
             || frame[0..6] != *self.ports[port].mac.as_bytes()
-            || u16::from_be_bytes([frame[12], frame[13]]) != u16::from(EthernetProtocol::Ipv4)
-            || validate(&frame[ETH_HEADER..]).is_err()
         {
             return false;
         }
         let ip = &frame[ETH_HEADER..];
-        let (src, dst) = (src_addr(ip), dst_addr(ip));
-        if self.is_own(dst)
-            || self.is_broadcast(dst)
-            || dst.is_multicast()
-            || is_martian(dst)
-            || !is_unicast_host(src)
-            || ip[8] <= 1
-        {
-            return false;
-        }
-        let Some(route) = self.table.lookup(dst) else {
-            return false;
+        let out = match u16::from_be_bytes([frame[12], frame[13]]) {
+            t if t == u16::from(EthernetProtocol::Ipv4) => {
+                if validate(ip).is_err() {
+                    return false;
+                }
+                let (src, dst) = (src_addr(ip), dst_addr(ip));
+                if self.is_own(dst)
+                    || self.is_broadcast(dst)
+                    || dst.is_multicast()
+                    || is_martian(dst)
+                    || !is_unicast_host(src)
+                    || ip[8] <= 1
+                {
+                    return false;
+                }
+                self.table.lookup(dst).map(|r| r.port)
+            }
+            crate::ipv6::ETHERTYPE => self.forwards_whole6(ip),
+            _ => None,
         };
-        usize::from(g.hdr_len).saturating_sub(ETH_HEADER) + usize::from(g.size)
-            <= self.ports[route.port].mtu as usize
+        out.is_some_and(|p| {
+            usize::from(g.hdr_len).saturating_sub(ETH_HEADER) + usize::from(g.size)
+                <= self.ports[p].mtu as usize
+        })
     }
 
     /// Handles timer `token`: ARP's retry tick, or the forwarding engine
@@ -295,7 +364,9 @@ impl Router {
     pub fn timer(&mut self, token: u64, ctx: &mut NodeCtx) {
         let before = ctx.ledger.dropped.clone();
         if token & ARP_TIMER != 0 {
+            // The tick is shared: each cache ignores one it did not ask for.
             self.arp.timer(&self.ports, ctx);
+            self.ndp.timer(&self.ports, ctx);
         } else if token == REASSEMBLY_TIMER {
             self.reassembly_timeout(ctx);
         } else if self.in_service.as_ref().is_some_and(|(t, _)| *t == token) {
@@ -318,6 +389,8 @@ impl Router {
         }
         self.stats.arp_requests_sent = self.arp.requests_sent;
         self.stats.arp_replies_sent = self.arp.replies_sent;
+        self.stats.ndp_solicitations_sent = self.ndp.requests_sent;
+        self.stats.ndp_advertisements_sent = self.ndp.replies_sent;
     }
 
     /// Ethernet-level checks, then ARP or the IPv4 path.
@@ -327,8 +400,9 @@ impl Router {
             return;
         }
         let dst = EthernetAddress::from_bytes(&frame[0..6]);
-        let l2_broadcast = dst.is_broadcast();
-        // Multicast MACs are not for us: the router joins no groups.
+        // IPv4 multicast MACs are not for us: the router joins no IPv4
+        // groups. IPv6's are, for the groups neighbour discovery needs.
+        let l2_broadcast = dst.is_broadcast() || self.listens6(port, dst);
         if dst != self.ports[port].mac && !l2_broadcast {
             ctx.drop_frame(DropReason::NotForUs);
             return;
@@ -349,7 +423,8 @@ impl Router {
                 }
                 Err(reason) => ctx.drop_frame(reason),
             },
-            // IPv6, 802.1Q-tagged frames and everything else.
+            EthernetProtocol::Ipv6 => self.ingress6(port, frame, l2_broadcast, ctx),
+            // 802.1Q-tagged frames and everything else.
             _ => ctx.drop_frame(DropReason::Unsupported),
         }
     }
@@ -380,8 +455,13 @@ impl Router {
         ctx.timer(ctx.now + service, token);
     }
 
-    /// The forwarding decision for one valid IPv4 packet (RFC 1812 §5.2).
+    /// The forwarding decision for one valid IP packet: IPv6's is [`v6`]'s,
+    /// IPv4's follows RFC 1812 §5.2.
     fn process(&mut self, job: Job, ctx: &mut NodeCtx) {
+        if job.frame[12..14] == crate::ipv6::ETHERTYPE.to_be_bytes() {
+            self.process6(job, ctx);
+            return;
+        }
         let ip = &job.frame[ETH_HEADER..];
         let src = src_addr(ip);
         let dst = dst_addr(ip);

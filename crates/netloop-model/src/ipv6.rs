@@ -1,0 +1,308 @@
+//! IPv6 packets as bytes (RFC 8200): header fields, validation, the
+//! extension-header chain, the upper-layer checksum with its pseudo-header,
+//! and building the packets a node originates; shared by routers and
+//! neighbour discovery.
+//!
+//! Functions here take the IPv6 packet (from the version nibble on) and
+//! expect at least the fixed header, which [`validate`] checks for packets
+//! from the wire.
+
+use std::net::Ipv6Addr;
+
+use crate::ipv4::fold;
+use crate::link::ETH_HEADER;
+use crate::stats::DropReason;
+use crate::Frame;
+
+/// The fixed IPv6 header.
+pub const IPV6_HEADER: usize = 40;
+/// The smallest MTU every IPv6 link carries (RFC 8200 §5): the size an
+/// ICMPv6 error is kept within.
+pub const MIN_MTU: usize = 1280;
+/// EtherType of IPv6.
+pub const ETHERTYPE: u16 = 0x86dd;
+
+/// Next-header values (IANA "Assigned Internet Protocol Numbers").
+pub mod next {
+    /// Hop-by-Hop Options (RFC 8200 §4.3).
+    pub const HOP_BY_HOP: u8 = 0;
+    /// TCP.
+    pub const TCP: u8 = 6;
+    /// UDP.
+    pub const UDP: u8 = 17;
+    /// Routing header (§4.4).
+    pub const ROUTING: u8 = 43;
+    /// Fragment header (§4.5).
+    pub const FRAGMENT: u8 = 44;
+    /// Encapsulating Security Payload (RFC 4303): what follows is opaque.
+    pub const ESP: u8 = 50;
+    /// Authentication Header (RFC 4302; its length is in 4-byte units).
+    pub const AH: u8 = 51;
+    /// ICMPv6.
+    pub const ICMPV6: u8 = 58;
+    /// No next header.
+    pub const NONE: u8 = 59;
+    /// Destination Options (§4.6).
+    pub const DEST_OPTS: u8 = 60;
+}
+
+/// Checks a received IPv6 header: at least the fixed header, version 6, and
+/// a payload length the frame holds. Returns the packet's length (header
+/// plus payload), so that Ethernet padding can be trimmed. A payload length
+/// of 0 with a Hop-by-Hop header could be a jumbogram (RFC 2675), which no
+/// Ethernet link carries: it is taken as an empty payload and fails later.
+pub fn validate(ip: &[u8]) -> Result<usize, DropReason> {
+    if ip.len() < IPV6_HEADER || ip[0] >> 4 != 6 {
+        return Err(DropReason::Malformed);
+    }
+    let total = IPV6_HEADER + usize::from(payload_len(ip));
+    if total > ip.len() {
+        return Err(DropReason::Malformed);
+    }
+    Ok(total)
+}
+
+/// The payload length field.
+pub fn payload_len(ip: &[u8]) -> u16 {
+    u16::from_be_bytes([ip[4], ip[5]])
+}
+/// The Next Header field of the fixed header.
+pub fn next_header(ip: &[u8]) -> u8 {
+    ip[6]
+}
+/// The hop limit.
+pub fn hop_limit(ip: &[u8]) -> u8 {
+    ip[7]
+}
+/// The source address.
+pub fn src_addr(ip: &[u8]) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).expect("16 bytes"))
+}
+/// The destination address.
+pub fn dst_addr(ip: &[u8]) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).expect("16 bytes"))
+}
+
+/// Where the upper layer starts, past the extension headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpperLayer {
+    /// Its protocol (the last Next Header value).
+    pub proto: u8,
+    /// Its offset in the packet.
+    pub offset: usize,
+    /// The packet is a fragment (it has a Fragment header): the upper layer
+    /// is only whole after reassembly.
+    pub fragment: bool,
+    /// A non-first fragment: what follows the Fragment header is not the
+    /// upper layer's start.
+    pub later_fragment: bool,
+}
+
+/// Walks the extension-header chain of a validated packet (RFC 8200 §4) to
+/// its upper layer. Every header must lie within the packet
+/// (`malformed` otherwise); the chain stops at a Fragment header of a
+/// non-first fragment, at ESP (whose content is encrypted) and at any
+/// protocol that is not an extension header. Bounded by the packet's
+/// length: each header is at least 8 bytes.
+pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
+    let mut proto = next_header(ip);
+    let mut at = IPV6_HEADER;
+    let mut fragment = false;
+    loop {
+        let len = match proto {
+            next::HOP_BY_HOP | next::ROUTING | next::DEST_OPTS => {
+                let h = ip.get(at..at + 2).ok_or(DropReason::Malformed)?;
+                8 + usize::from(h[1]) * 8
+            }
+            next::AH => {
+                let h = ip.get(at..at + 2).ok_or(DropReason::Malformed)?;
+                (usize::from(h[1]) + 2) * 4
+            }
+            next::FRAGMENT => {
+                let h = ip.get(at..at + 8).ok_or(DropReason::Malformed)?;
+                fragment = true;
+                if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
+                    return Ok(UpperLayer {
+                        proto: h[0],
+                        offset: at + 8,
+                        fragment,
+                        later_fragment: true,
+                    });
+                }
+                8
+            }
+            _ => {
+                return Ok(UpperLayer {
+                    proto,
+                    offset: at,
+                    fragment,
+                    later_fragment: false,
+                })
+            }
+        };
+        if at + len > ip.len() {
+            return Err(DropReason::Malformed);
+        }
+        proto = ip[at];
+        at += len;
+    }
+}
+
+/// The one's-complement sum of the pseudo-header (RFC 8200 §8.1): source,
+/// destination, upper-layer length and next header.
+fn pseudo_sum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) -> u32 {
+    let mut sum: u32 = 0;
+    for a in [src.octets(), dst.octets()] {
+        for w in a.chunks_exact(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+    }
+    sum += (len as u32) >> 16;
+    sum += len as u32 & 0xffff;
+    sum + u32::from(proto)
+}
+
+/// The upper-layer checksum of `data` (an ICMPv6, UDP or TCP message whose
+/// checksum field is either zero — the result is the value to put there —
+/// or filled in — the result is 0 if it verifies).
+pub fn checksum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, data: &[u8]) -> u16 {
+    let mut sum = pseudo_sum(src, dst, proto, data.len());
+    let mut words = data.chunks_exact(2);
+    for w in &mut words {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    if let [last] = words.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    !fold(sum)
+}
+
+/// An Ethernet frame (MACs zero, to be filled in) holding an IPv6 packet
+/// from `src` to `dst` with hop limit `hops` and traffic class `tclass`,
+/// whose payload is the ICMPv6 message `icmp` (checksum field zero: it is
+/// computed here).
+pub fn icmp_frame(src: Ipv6Addr, dst: Ipv6Addr, hops: u8, tclass: u8, icmp: &[u8]) -> Frame {
+    let mut frame = Frame::zeroed(ETH_HEADER + IPV6_HEADER + icmp.len());
+    frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    let ip = &mut frame[ETH_HEADER..];
+    ip[0] = 0x60 | tclass >> 4;
+    ip[1] = tclass << 4;
+    ip[4..6].copy_from_slice(&(icmp.len() as u16).to_be_bytes());
+    ip[6] = next::ICMPV6;
+    ip[7] = hops;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&dst.octets());
+    let body = &mut ip[IPV6_HEADER..];
+    body.copy_from_slice(icmp);
+    body[2..4].fill(0);
+    let c = checksum(src, dst, next::ICMPV6, body);
+    body[2..4].copy_from_slice(&c.to_be_bytes());
+    frame
+}
+
+/// The traffic class.
+pub fn traffic_class(ip: &[u8]) -> u8 {
+    (ip[0] << 4) | (ip[1] >> 4)
+}
+
+/// The Ethernet multicast address of IPv6 group `group` (RFC 2464 §7):
+/// 33:33 and the group's last 32 bits.
+pub fn multicast_mac(group: Ipv6Addr) -> [u8; 6] {
+    let o = group.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
+}
+
+/// The solicited-node multicast group of `addr` (RFC 4291 §2.7.1):
+/// `ff02::1:ff00:0/104` and its last 24 bits.
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::from([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, o[13], o[14], o[15],
+    ])
+}
+
+/// Whether `a` is link-local unicast (`fe80::/10`).
+pub fn is_link_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// The all-nodes group, `ff02::1`.
+pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+/// The all-routers group, `ff02::2`.
+pub const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; IPV6_HEADER];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+        p[6] = next;
+        p[7] = 64;
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn the_chain_is_walked_to_the_upper_layer_and_bounded() {
+        // Hop-by-Hop (8 bytes) → Destination Options (16 bytes) → UDP.
+        let mut ext = vec![next::DEST_OPTS, 0, 1, 4, 0, 0, 0, 0];
+        ext.extend_from_slice(&[next::UDP, 1]);
+        ext.extend_from_slice(&[0; 14]);
+        ext.extend_from_slice(&[0; 8]);
+        let p = packet(next::HOP_BY_HOP, &ext);
+        assert_eq!(validate(&p), Ok(p.len()));
+        let u = upper_layer(&p).unwrap();
+        assert_eq!((u.proto, u.offset, u.fragment), (next::UDP, 64, false));
+        // A header that claims more than the packet has.
+        let mut bad = packet(next::HOP_BY_HOP, &[next::UDP, 9, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(upper_layer(&bad), Err(DropReason::Malformed));
+        bad.truncate(IPV6_HEADER + 1);
+        bad[4..6].copy_from_slice(&1u16.to_be_bytes());
+        assert_eq!(upper_layer(&bad), Err(DropReason::Malformed));
+        // A later fragment stops at its Fragment header.
+        let p = packet(
+            next::FRAGMENT,
+            &[next::ICMPV6, 0, 0x05, 0x00, 0, 0, 0, 1, 1, 2, 3],
+        );
+        let u = upper_layer(&p).unwrap();
+        assert!(u.fragment && u.later_fragment);
+        assert_eq!(u.proto, next::ICMPV6);
+    }
+
+    #[test]
+    fn validation_checks_version_and_length() {
+        let p = packet(next::NONE, &[1, 2, 3]);
+        assert_eq!(validate(&p), Ok(43));
+        let mut padded = p.clone();
+        padded.extend_from_slice(&[0; 5]);
+        assert_eq!(validate(&padded), Ok(43));
+        let mut v4 = p.clone();
+        v4[0] = 0x45;
+        assert_eq!(validate(&v4), Err(DropReason::Malformed));
+        assert_eq!(validate(&p[..42]), Err(DropReason::Malformed));
+        assert_eq!(validate(&p[..39]), Err(DropReason::Malformed));
+    }
+
+    #[test]
+    fn a_checksum_written_verifies_and_a_flipped_bit_does_not() {
+        let src: Ipv6Addr = "2001:2::1".parse().unwrap();
+        let dst: Ipv6Addr = "2001:2:0:1::2".parse().unwrap();
+        let f = icmp_frame(src, dst, 64, 0, &[128, 0, 0, 0, 0, 1, 0, 1, 9, 9, 9]);
+        let ip = &f[ETH_HEADER..];
+        assert_eq!(validate(ip), Ok(ip.len()));
+        assert_eq!(checksum(src, dst, next::ICMPV6, &ip[IPV6_HEADER..]), 0);
+        let mut g = ip.to_vec();
+        g[IPV6_HEADER + 5] ^= 1;
+        assert_ne!(checksum(src, dst, next::ICMPV6, &g[IPV6_HEADER..]), 0);
+        assert_eq!(
+            solicited_node("2001:2::1:2:3".parse().unwrap()),
+            "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(is_link_local("fe80::1".parse().unwrap()));
+        assert!(!is_link_local("fec0::1".parse().unwrap()));
+    }
+}

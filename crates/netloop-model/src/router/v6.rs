@@ -1,0 +1,407 @@
+//! The router's IPv6 path (RFC 8200, RFC 4443, RFC 4861): what happens to an
+//! IPv6 packet between its arrival and its departure, beside the IPv4 path
+//! of the parent module. The forwarding engine (its rate and queue) is
+//! shared: a packet of either family takes one service slot.
+//!
+//! - **Ingress**: frames to the port's MAC, or to the IPv6 multicast MACs of
+//!   the groups the port is in (all-nodes, all-routers, the solicited-node
+//!   groups of its addresses); the header is validated
+//!   ([`crate::ipv6::validate`]) and Ethernet padding trimmed.
+//! - **Forwarding**: hop limit check and decrement (no checksum in IPv6),
+//!   longest-prefix match, neighbour discovery for the next hop's MAC
+//!   ([`crate::ndp`]). A packet too big for the egress link is dropped as
+//!   `packet_too_big` and answered with ICMPv6 Packet Too Big carrying the
+//!   link's MTU: IPv6 routers never fragment, and path MTU discovery (RFC
+//!   8201) depends on this answer. Extension headers are forwarded
+//!   untouched, whatever they are (a router only looks into Hop-by-Hop, and
+//!   this one processes none of its options: a deviation, see below).
+//! - **Not forwarded**: link-local destinations (`not_for_us`), link-local
+//!   sources towards a wider scope (`martian`, with ICMPv6 "beyond scope of
+//!   source address"), unspecified, loopback or multicast sources and
+//!   unspecified or loopback destinations (`martian`), multicast
+//!   destinations beyond the groups the router is in (`not_for_us` for
+//!   link-scope groups it has not joined, such as MLD reports, `unsupported`
+//!   for wider scopes: no multicast routing).
+//! - **Packets for the router** (any of its global or link-local
+//!   addresses, or a group it is in): neighbour solicitations and
+//!   advertisements to [`crate::ndp`]; echo requests answered (from the
+//!   address they were sent to); UDP answered with port unreachable so that
+//!   `traceroute -6` to a router address ends there; anything else consumed.
+//!   The ICMPv6 checksum is verified first (`bad_checksum`).
+//! - **ICMPv6 errors** (RFC 4443 §3): time exceeded, destination unreachable
+//!   (no route, beyond scope, port unreachable) and Packet Too Big, quoting
+//!   as much of the packet as keeps the error within 1280 bytes, from the
+//!   address of the port the packet arrived on (as for IPv4, see the parent
+//!   module), never about an ICMPv6 error, a packet to a multicast group or
+//!   link-layer broadcast (except Packet Too Big, §2.4 (e.3)), or from an
+//!   address that is not a single node's.
+//!
+//! Deviations, each on purpose:
+//! - Fragments addressed to the router itself are dropped as `unsupported`
+//!   (it does not reassemble IPv6; forwarded fragments pass untouched).
+//! - Hop-by-Hop options are not processed (Router Alert, for MLD, has no
+//!   use without multicast routing); the header is forwarded.
+//! - No ICMPv6 rate limiting (RFC 4443 §2.4 (f)), for the reason the parent
+//!   module gives for IPv4: each error answers one packet dropped here.
+//! - No Parameter Problem, Redirects or Router Advertisements: real hosts
+//!   get their addresses and routes from netloop, not from the router.
+//! - Packets the router originates that do not fit the egress link (an echo
+//!   reply to a large request, sent out of a smaller link) are dropped as
+//!   `mtu_exceeded` rather than fragmented at the source.
+
+use smoltcp::wire::EthernetAddress;
+use std::net::Ipv6Addr;
+
+use super::{Job, Router};
+use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
+use crate::link::ETH_HEADER;
+use crate::ndp;
+use crate::node::NodeCtx;
+use crate::stats::{DropReason, Origin, Sink};
+use crate::{Frame, PortId};
+
+/// Hop limit of packets the router originates (Linux's default).
+const ORIGINATED_HOPS: u8 = 64;
+/// Traffic class of ICMPv6 errors: CS6, network control, as for IPv4.
+const ERROR_TCLASS: u8 = 0xc0;
+
+const ICMPV6_DST_UNREACHABLE: u8 = 1;
+const ICMPV6_PACKET_TOO_BIG: u8 = 2;
+const ICMPV6_TIME_EXCEEDED: u8 = 3;
+const ICMPV6_ECHO_REQUEST: u8 = 128;
+const ICMPV6_ECHO_REPLY: u8 = 129;
+
+/// The ICMPv6 errors a router sends.
+#[derive(Clone, Copy)]
+pub(super) enum Icmpv6Error {
+    /// Hop limit exceeded in transit (type 3 code 0).
+    TimeExceeded,
+    /// No route to destination (type 1 code 0).
+    NoRoute,
+    /// Beyond scope of source address (type 1 code 2).
+    BeyondScope,
+    /// Port unreachable (type 1 code 4).
+    PortUnreachable,
+    /// Packet Too Big (type 2), with the next link's MTU.
+    PacketTooBig(u32),
+}
+
+impl Router {
+    /// Whether Ethernet multicast address `mac` is one that `port` listens
+    /// to: all-nodes, all-routers, or the solicited-node group of one of its
+    /// addresses.
+    pub(super) fn listens6(&self, port: PortId, mac: EthernetAddress) -> bool {
+        let info = &self.ports[port];
+        let m = mac.0;
+        if !self.ipv6 || m[0..2] != [0x33, 0x33] {
+            return false;
+        }
+        [ipv6::ALL_NODES, ipv6::ALL_ROUTERS]
+            .into_iter()
+            .chain(info.addr6.map(|a| ipv6::solicited_node(a.addr)))
+            .chain([ipv6::solicited_node(info.link_local())])
+            .any(|g| ipv6::multicast_mac(g) == m)
+    }
+
+    /// Whether `dst` is a group `port` is in.
+    fn in_group(&self, port: PortId, dst: Ipv6Addr) -> bool {
+        let info = &self.ports[port];
+        dst == ipv6::ALL_NODES
+            || dst == ipv6::ALL_ROUTERS
+            || info
+                .addr6
+                .is_some_and(|a| dst == ipv6::solicited_node(a.addr))
+            || dst == ipv6::solicited_node(info.link_local())
+    }
+
+    /// An IPv6 frame after the Ethernet checks: validated, trimmed and
+    /// handed to the forwarding engine. `l2_group`: it came to a multicast
+    /// or broadcast MAC.
+    pub(super) fn ingress6(
+        &mut self,
+        port: PortId,
+        mut frame: Frame,
+        l2_group: bool,
+        ctx: &mut NodeCtx,
+    ) {
+        if !self.ipv6 {
+            ctx.drop_frame(DropReason::Unsupported);
+            return;
+        }
+        match ipv6::validate(&frame[ETH_HEADER..]) {
+            Ok(total) => {
+                frame.truncate(ETH_HEADER + total);
+                self.enqueue(
+                    Job {
+                        port,
+                        frame,
+                        l2_broadcast: l2_group,
+                    },
+                    ctx,
+                );
+            }
+            Err(reason) => ctx.drop_frame(reason),
+        }
+    }
+
+    /// For a super-frame's IPv6 packet `ip`: the port it leaves by if each
+    /// of its segments would be plainly forwarded (valid, unicast to
+    /// another node beyond this link, hop limit above 1, a route), else
+    /// `None`. The caller checks the segments fit the port's MTU.
+    pub(super) fn forwards_whole6(&self, ip: &[u8]) -> Option<PortId> {
+        if !self.ipv6 || ipv6::validate(ip).is_err() {
+            return None;
+        }
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        let plain = |a: Ipv6Addr| {
+            !(a.is_multicast() || a.is_unspecified() || a.is_loopback() || ipv6::is_link_local(a))
+        };
+        if self.own6.contains(&dst) || !plain(dst) || !plain(src) || ipv6::hop_limit(ip) <= 1 {
+            return None;
+        }
+        self.table6.lookup(dst).map(|r| r.port)
+    }
+
+    /// The forwarding decision for one valid IPv6 packet.
+    pub(super) fn process6(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        if self.own6.contains(&dst) || self.in_group(job.port, dst) {
+            self.local6(job, ctx);
+            return;
+        }
+        if dst.is_multicast() {
+            // Link scope (ff02::/16, e.g. MLD reports to ff02::16): a group
+            // this router has not joined. Wider: no multicast routing.
+            let link_scope = dst.segments()[0] & 0x000f == 2;
+            ctx.drop_frame(if link_scope {
+                DropReason::NotForUs
+            } else {
+                DropReason::Unsupported
+            });
+            return;
+        }
+        // A unicast packet sent to a link-layer group, or a link-local
+        // destination that is not ours: not to be forwarded (RFC 4291
+        // §2.5.6).
+        if job.l2_broadcast || ipv6::is_link_local(dst) {
+            ctx.drop_frame(DropReason::NotForUs);
+            return;
+        }
+        if src.is_multicast()
+            || src.is_unspecified()
+            || src.is_loopback()
+            || dst.is_unspecified()
+            || dst.is_loopback()
+        {
+            ctx.drop_frame(DropReason::Martian);
+            return;
+        }
+        if ipv6::is_link_local(src) {
+            ctx.drop_frame(DropReason::Martian);
+            self.icmp6_error(&job, Icmpv6Error::BeyondScope, ctx);
+            return;
+        }
+        if ipv6::hop_limit(ip) <= 1 {
+            ctx.drop_frame(DropReason::TtlExpired);
+            self.icmp6_error(&job, Icmpv6Error::TimeExceeded, ctx);
+            return;
+        }
+        let Some(route) = self.table6.lookup(dst).copied() else {
+            ctx.drop_frame(DropReason::NoRoute);
+            self.icmp6_error(&job, Icmpv6Error::NoRoute, ctx);
+            return;
+        };
+        let mtu = self.ports[route.port].mtu;
+        if !job.frame.is_super() && ip.len() > mtu as usize {
+            ctx.drop_frame(DropReason::PacketTooBig);
+            self.icmp6_error(&job, Icmpv6Error::PacketTooBig(mtu), ctx);
+            return;
+        }
+        let mut frame = job.frame;
+        frame[ETH_HEADER + 7] -= 1;
+        self.stats.forwarded += frame.segs();
+        self.transmit6(route.port, route.via.unwrap_or(dst), frame, ctx);
+    }
+
+    /// Sends an IPv6 frame out of `port` towards `next_hop`, resolving its
+    /// MAC by neighbour discovery.
+    fn transmit6(&mut self, port: PortId, next_hop: Ipv6Addr, mut frame: Frame, ctx: &mut NodeCtx) {
+        frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
+        self.ndp.send(port, &self.ports[port], next_hop, frame, ctx);
+    }
+
+    /// A packet for the router: to neighbour discovery, answered, or
+    /// consumed.
+    fn local6(&mut self, job: Job, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
+        let upper = match ipv6::upper_layer(ip) {
+            Ok(u) => u,
+            Err(reason) => {
+                ctx.drop_frame(reason);
+                return;
+            }
+        };
+        if upper.fragment {
+            // Not reassembled here (see the module docs).
+            ctx.drop_frame(DropReason::Unsupported);
+            return;
+        }
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        let unicast = self.own6.contains(&dst);
+        match upper.proto {
+            next::ICMPV6 => {
+                let msg = &ip[upper.offset..];
+                // RFC 4443 §2.4 (a), (b): an unreadable message or a bad
+                // checksum is discarded.
+                if msg.len() < 4 || ipv6::checksum(src, dst, next::ICMPV6, msg) != 0 {
+                    ctx.drop_frame(DropReason::BadChecksum);
+                    return;
+                }
+                if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
+                    let port = job.port;
+                    let info = &self.ports[port];
+                    self.ndp
+                        .receive(port, info, &job.frame, upper.offset, true, ctx);
+                    return;
+                }
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+                if msg[0] == ICMPV6_ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 && unicast {
+                    let mut reply = msg.to_vec();
+                    reply[0] = ICMPV6_ECHO_REPLY;
+                    let tclass = ipv6::traffic_class(ip);
+                    if self.originate6(src, Some(dst), Some(job.port), tclass, &reply, ctx) {
+                        self.stats.icmpv6_sent.echo_reply += 1;
+                    }
+                }
+            }
+            next::UDP if unicast => {
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+                self.send_error6(&job, Icmpv6Error::PortUnreachable, Some(dst), ctx);
+            }
+            _ => {
+                ctx.deliver(Sink::Router);
+                self.stats.local += 1;
+            }
+        }
+    }
+
+    /// Sends ICMPv6 error `kind` about the transit packet `job`, from the
+    /// address of the port it arrived on.
+    pub(super) fn icmp6_error(&mut self, job: &Job, kind: Icmpv6Error, ctx: &mut NodeCtx) {
+        let from = self.ports[job.port].addr6.map(|a| a.addr);
+        self.send_error6(job, kind, from, ctx);
+    }
+
+    /// Sends ICMPv6 error `kind` about `job`'s packet from `from` (else the
+    /// egress port's address), unless RFC 4443 §2.4 (e) forbids it.
+    fn send_error6(
+        &mut self,
+        job: &Job,
+        kind: Icmpv6Error,
+        from: Option<Ipv6Addr>,
+        ctx: &mut NodeCtx,
+    ) {
+        let ip = &job.frame[ETH_HEADER..];
+        let too_big = matches!(kind, Icmpv6Error::PacketTooBig(_));
+        if !self.may_send_error6(ip, job.l2_broadcast, too_big) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let (ty, code, word) = match kind {
+            Icmpv6Error::TimeExceeded => (ICMPV6_TIME_EXCEEDED, 0, 0),
+            Icmpv6Error::NoRoute => (ICMPV6_DST_UNREACHABLE, 0, 0),
+            Icmpv6Error::BeyondScope => (ICMPV6_DST_UNREACHABLE, 2, 0),
+            Icmpv6Error::PortUnreachable => (ICMPV6_DST_UNREACHABLE, 4, 0),
+            Icmpv6Error::PacketTooBig(mtu) => (ICMPV6_PACKET_TOO_BIG, 0, mtu),
+        };
+        // §2.4 (c): as much of the packet as fits in the minimum MTU.
+        let room = MIN_MTU - IPV6_HEADER - 8;
+        let quoted = &ip[..ip.len().min(room)];
+        let mut msg = Vec::with_capacity(8 + quoted.len());
+        msg.extend_from_slice(&[ty, code, 0, 0]);
+        msg.extend_from_slice(&word.to_be_bytes());
+        msg.extend_from_slice(quoted);
+        let src = ipv6::src_addr(ip);
+        if !self.originate6(src, from, Some(job.port), ERROR_TCLASS, &msg, ctx) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let s = &mut self.stats.icmpv6_sent;
+        match kind {
+            Icmpv6Error::TimeExceeded => s.time_exceeded += 1,
+            Icmpv6Error::NoRoute => s.no_route += 1,
+            Icmpv6Error::BeyondScope => s.beyond_scope += 1,
+            Icmpv6Error::PortUnreachable => s.port_unreachable += 1,
+            Icmpv6Error::PacketTooBig(_) => s.packet_too_big += 1,
+        }
+    }
+
+    /// RFC 4443 §2.4 (e): no error about an ICMPv6 error message, a packet
+    /// to a multicast group or a link-layer group (but Packet Too Big may
+    /// answer those), or a packet whose source is not a single node.
+    fn may_send_error6(&self, ip: &[u8], l2_group: bool, too_big: bool) -> bool {
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        if (dst.is_multicast() || l2_group) && !too_big {
+            return false;
+        }
+        if src.is_unspecified() || src.is_multicast() || self.own6.contains(&src) {
+            return false;
+        }
+        match ipv6::upper_layer(ip) {
+            // An error message (type < 128), or one too short to tell.
+            Ok(u) if u.proto == next::ICMPV6 && !u.later_fragment => {
+                ip.get(u.offset).is_some_and(|t| *t >= 128)
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// Sends an ICMPv6 message the router originates, to `dst`: out of
+    /// `link_port` if `dst` is link-local (its scope is that link), else
+    /// routed by longest-prefix match; from `src`, or else the egress port's
+    /// address. False, having created nothing, if there is no route or no
+    /// source address, or `dst` is the router's own.
+    fn originate6(
+        &mut self,
+        dst: Ipv6Addr,
+        src: Option<Ipv6Addr>,
+        link_port: Option<PortId>,
+        tclass: u8,
+        msg: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> bool {
+        if self.own6.contains(&dst) {
+            return false;
+        }
+        let (port, next_hop) = if ipv6::is_link_local(dst) {
+            let Some(p) = link_port else { return false };
+            (p, dst)
+        } else {
+            let Some(route) = self.table6.lookup(dst) else {
+                return false;
+            };
+            (route.port, route.via.unwrap_or(dst))
+        };
+        let info = &self.ports[port];
+        let src = src.or_else(|| {
+            if ipv6::is_link_local(dst) {
+                Some(info.link_local())
+            } else {
+                info.addr6.map(|a| a.addr)
+            }
+        });
+        let Some(src) = src else { return false };
+        let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, tclass, msg);
+        ctx.create(Origin::Router);
+        if frame.len() - ETH_HEADER > info.mtu as usize {
+            ctx.drop_frame(DropReason::MtuExceeded);
+            return true;
+        }
+        self.transmit6(port, next_hop, frame, ctx);
+        true
+    }
+}
