@@ -20,7 +20,8 @@
 //! | … | the frame: Ethernet header onward, no FCS |
 //!
 //! The MAC rewrite lets the fuzzer reach the IPv4, ARP and TCP code behind a
-//! node's address check without guessing 48 bits.
+//! node's address check without guessing 48 bits. The topologies are dual
+//! stack, so IPv6 and neighbour discovery are reached the same way.
 //!
 //! The `frames_super` target's records carry a GSO header after the length:
 //! bytes 3–4, `gso_size` (little-endian), byte 5, `gso_type` (as in a
@@ -90,6 +91,7 @@ impl Target {
 const SUPER_TOPOLOGY: &str = r#"
 [run]
 duration = "1s"
+ipv6 = true
 [[node]]
 name = "x"
 kind = "namespace"
@@ -143,6 +145,7 @@ bytes = "20KB"
 const ROUTER_TOPOLOGY: &str = r#"
 [run]
 duration = "1s"
+ipv6 = true
 [defaults.link]
 rate = "100Mbps"
 delay = "100us"
@@ -185,6 +188,7 @@ bytes = "20KB"
 const SWITCH_TOPOLOGY: &str = r#"
 [run]
 duration = "1s"
+ipv6 = true
 [defaults.link]
 rate = "100Mbps"
 delay = "100us"
@@ -236,6 +240,7 @@ size = "200B"
 const HOST_TOPOLOGY: &str = r#"
 [run]
 duration = "1s"
+ipv6 = true
 [defaults.link]
 rate = "100Mbps"
 delay = "100us"
@@ -352,6 +357,24 @@ impl Harness {
             None => self.sim.net.ports(id).iter().find_map(|p| p.addr),
         };
         addr.map(|a| a.addr.octets())
+    }
+
+    /// The global IPv6 addresses of node `name`'s interfaces, in port
+    /// order (the topologies are dual stack).
+    pub fn addresses6_of(&self, name: &str) -> Vec<[u8; 16]> {
+        let Some(id) = self.sim.net.node_id(name) else {
+            return Vec::new();
+        };
+        match self.sim.real.iter().find(|r| r.node == id) {
+            Some(r) => r.port.addr6.iter().map(|a| a.addr.octets()).collect(),
+            None => self
+                .sim
+                .net
+                .ports(id)
+                .iter()
+                .filter_map(|p| p.addr6.map(|a| a.addr.octets()))
+                .collect(),
+        }
     }
 
     /// Feeds the records in `data` to the network, lets it settle and checks
@@ -537,17 +560,21 @@ pub fn gso(data: &[u8]) {
         return;
     };
     assert_eq!(n, segs.len());
-    // A cut frame is IPv4 with a TCP or UDP header behind it (the cutter
-    // checked that much): find where the payload starts.
-    let l3 = if u16::from_be_bytes([frame[12], frame[13]]) == 0x0800 {
-        14
+    // A cut frame is IPv4 or IPv6 with a TCP or UDP header behind it (the
+    // cutter checked that much): find where the payload starts.
+    let tagged = matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8);
+    let l3 = if tagged { 18 } else { 14 };
+    let v6 = frame[l3] >> 4 == 6;
+    let (ihl, total, proto) = if v6 {
+        let payload = usize::from(u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]));
+        (40, 40 + payload, frame[l3 + 6])
     } else {
-        18
+        let ihl = usize::from(frame[l3] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]));
+        (ihl, total, frame[l3 + 9])
     };
-    let ihl = usize::from(frame[l3] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]));
     let l4 = l3 + ihl;
-    let l4_len = if frame[l3 + 9] == 6 {
+    let l4_len = if proto == 6 {
         usize::from(frame[l4 + 12] >> 4) * 4
     } else {
         8
@@ -557,17 +584,22 @@ pub fn gso(data: &[u8]) {
     for s in &segs {
         assert!(s.len() >= headers && s.len() - headers <= usize::from(hdr.gso_size).max(1));
         assert_eq!(s[..12], frame[..12], "MAC addresses copied");
-        let ip = &s[l3..l3 + ihl];
-        let sum = ip
-            .chunks_exact(2)
-            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-            .sum::<u32>();
-        let folded = (sum & 0xffff) + (sum >> 16);
-        assert_eq!(
-            (folded & 0xffff) + (folded >> 16),
-            0xffff,
-            "IPv4 header checksum"
-        );
+        if v6 {
+            let len = usize::from(u16::from_be_bytes([s[l3 + 4], s[l3 + 5]]));
+            assert_eq!(l3 + 40 + len, s.len(), "IPv6 payload length");
+        } else {
+            let ip = &s[l3..l3 + ihl];
+            let sum = ip
+                .chunks_exact(2)
+                .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+                .sum::<u32>();
+            let folded = (sum & 0xffff) + (sum >> 16);
+            assert_eq!(
+                (folded & 0xffff) + (folded >> 16),
+                0xffff,
+                "IPv4 header checksum"
+            );
+        }
         let (_, l4sum) = l4_checksum_at(s).expect("a TCP/UDP segment");
         assert_eq!(l4sum, 0xffff, "TCP/UDP checksum of a segment");
         payload.extend_from_slice(&s[headers..]);
@@ -575,9 +607,11 @@ pub fn gso(data: &[u8]) {
     assert_eq!(payload, frame[headers..l3 + total], "the payload, in order");
 }
 
-/// Where the TCP/UDP checksum field of an IPv4 frame is, and the folded
-/// one's-complement sum over its pseudo-header and segment (0xffff when the
-/// checksum is right), written apart from netloop's to check it.
+/// Where the TCP/UDP checksum field of an IPv4 or IPv6 frame is, and the
+/// folded one's-complement sum over its pseudo-header and segment (0xffff
+/// when the checksum is right), written apart from netloop's to check it.
+/// IPv6 extension headers (Hop-by-Hop, Routing, Destination Options,
+/// Authentication) are skipped.
 fn l4_checksum_at(f: &[u8]) -> Option<(usize, u16)> {
     let mut l3 = 14;
     let mut ty = u16::from_be_bytes([f[12], f[13]]);
@@ -585,19 +619,41 @@ fn l4_checksum_at(f: &[u8]) -> Option<(usize, u16)> {
         ty = u16::from_be_bytes([*f.get(16)?, *f.get(17)?]);
         l3 = 18;
     }
-    let ip = f.get(l3..).filter(|_| ty == 0x0800)?;
-    let hl = usize::from(*ip.first()? & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
-    let seg = ip.get(hl..total)?;
-    let field = match ip[9] {
+    let ip = f.get(l3..)?;
+    let (l4, end, proto, addrs) = match ty {
+        0x0800 => {
+            let hl = usize::from(*ip.first()? & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+            (hl, total, *ip.get(9)?, ip.get(12..20)?)
+        }
+        0x86dd => {
+            let end = 40 + usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
+            let (mut next, mut at) = (*ip.get(6)?, 40);
+            while matches!(next, 0 | 43 | 51 | 60) {
+                let len = usize::from(*ip.get(at + 1)?);
+                let len = if next == 51 {
+                    (len + 2) * 4
+                } else {
+                    8 + len * 8
+                };
+                next = *ip.get(at)?;
+                at += len;
+            }
+            (at, end, next, ip.get(8..40)?)
+        }
+        _ => return None,
+    };
+    let seg = ip.get(l4..end)?;
+    let field = match proto {
         6 => 16,
         17 => 6,
         _ => return None,
     };
-    let mut words: Vec<u8> = ip[12..20].to_vec();
-    words.extend_from_slice(&[0, ip[9]]);
-    words.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    let mut words: Vec<u8> = addrs.to_vec();
+    words.extend_from_slice(&[0, proto]);
+    // IPv6's upper-layer length is 32 bits; IPv4's 16 (the same sum).
+    words.extend_from_slice(&(seg.len() as u32).to_be_bytes());
     words.extend_from_slice(seg);
     let sum = !wire::checksum(&words);
-    Some((l3 + hl + field, sum))
+    Some((l3 + l4 + field, sum))
 }

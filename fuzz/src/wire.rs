@@ -1,10 +1,11 @@
-//! Hand-built frames for seeds and tests: just enough IPv4, ICMP, UDP, TCP
-//! and ARP to reach deep into a node, with correct checksums (a library
+//! Hand-built frames for seeds and tests: just enough IPv4, ICMP, UDP, TCP,
+//! ARP, IPv6, ICMPv6 and neighbour discovery to reach deep into a node, with correct checksums (a library
 //! such as smoltcp's `wire` refuses to build the malformed variants the
 //! seeds also need).
 
 pub const ETH_IPV4: u16 = 0x0800;
 pub const ETH_ARP: u16 = 0x0806;
+pub const ETH_IPV6: u16 = 0x86dd;
 
 pub fn checksum(data: &[u8]) -> u16 {
     let mut sum = 0u32;
@@ -117,6 +118,98 @@ pub fn arp(op: u16, sender_ip: [u8; 4], target_ip: [u8; 4]) -> Vec<u8> {
     a.extend_from_slice(&[0; 6]);
     a.extend_from_slice(&target_ip);
     eth(ETH_ARP, &a)
+}
+
+/// An IPv6 header in front of `payload`, whose first header is `next`.
+pub struct Ip6 {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub hops: u8,
+    pub next: u8,
+}
+
+impl Ip6 {
+    pub fn new(src: [u8; 16], dst: [u8; 16], next: u8) -> Ip6 {
+        Ip6 {
+            src,
+            dst,
+            hops: 64,
+            next,
+        }
+    }
+
+    pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
+        let mut h = vec![0x60, 0, 0, 0];
+        h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        h.extend_from_slice(&[self.next, self.hops]);
+        h.extend_from_slice(&self.src);
+        h.extend_from_slice(&self.dst);
+        h.extend_from_slice(payload);
+        h
+    }
+}
+
+/// The upper-layer checksum over the IPv6 pseudo-header (RFC 8200 §8.1).
+pub fn checksum6(src: [u8; 16], dst: [u8; 16], proto: u8, data: &[u8]) -> u16 {
+    let mut words = Vec::with_capacity(40 + data.len());
+    words.extend_from_slice(&src);
+    words.extend_from_slice(&dst);
+    words.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    words.extend_from_slice(&[0, 0, 0, proto]);
+    words.extend_from_slice(data);
+    checksum(&words)
+}
+
+/// An ICMPv6 message of `ty`/`code` and `body` (after the checksum), its
+/// checksum filled in.
+pub fn icmp6(src: [u8; 16], dst: [u8; 16], ty: u8, code: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![ty, code, 0, 0];
+    m.extend_from_slice(body);
+    let c = checksum6(src, dst, 58, &m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// The solicited-node group of `a`.
+pub fn solicited_node(a: [u8; 16]) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[0..2].copy_from_slice(&[0xff, 0x02]);
+    g[11] = 1;
+    g[12] = 0xff;
+    g[13..].copy_from_slice(&a[13..]);
+    g
+}
+
+/// A neighbour solicitation (type 135) or advertisement (136, with
+/// `flags`) for `target`, with a link-layer option of `mac` (source for a
+/// solicitation, target for an advertisement) unless `mac` is `None`, as a
+/// whole IPv6 packet with hop limit `hops`.
+pub fn ndp(
+    ty: u8,
+    flags: u8,
+    src: [u8; 16],
+    dst: [u8; 16],
+    target: [u8; 16],
+    mac: Option<[u8; 6]>,
+    hops: u8,
+) -> Vec<u8> {
+    let mut body = vec![flags, 0, 0, 0];
+    body.extend_from_slice(&target);
+    if let Some(m) = mac {
+        body.extend_from_slice(&[if ty == 135 { 1 } else { 2 }, 1]);
+        body.extend_from_slice(&m);
+    }
+    let mut ip = Ip6::new(src, dst, 58);
+    ip.hops = hops;
+    ip.packet(&icmp6(src, dst, ty, 0, &body))
+}
+
+/// UDP over IPv6, checksum filled in (IPv6 requires one).
+pub fn udp6(src: [u8; 16], dst: [u8; 16], dport: u16, data: &[u8]) -> Vec<u8> {
+    let mut m = udp(dport, data);
+    let c = checksum6(src, dst, 17, &m);
+    m[6..8].copy_from_slice(&c.to_be_bytes());
+    m
 }
 
 /// Records of the harness's format.
