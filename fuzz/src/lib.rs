@@ -133,7 +133,7 @@ endpoints = ["r1", "r2"]
 jitter = "20us"
 [[link]]
 endpoints = ["r2", "b"]
-mtu = 1000
+mtu = 1280
 [[traffic]]
 name = "ab"
 kind = "tcp-bulk"
@@ -172,7 +172,7 @@ endpoints = ["x", "r1"]
 mtu = 1500
 [[link]]
 endpoints = ["r1", "a"]
-mtu = 576
+mtu = 1280
 [[link]]
 endpoints = ["r1", "r2"]
 [[link]]

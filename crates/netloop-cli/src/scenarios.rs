@@ -54,12 +54,14 @@ fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
     let end = |node: &str| EndpointSpec {
         node: node.into(),
         address: None,
+        address6: None,
     };
     LinkSpec {
         name: format!("{a}-{b}"),
         a: end(a),
         b: end(b),
         subnet: None,
+        subnet6: None,
         a_to_b: d.clone(),
         b_to_a: d,
     }

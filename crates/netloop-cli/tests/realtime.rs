@@ -164,13 +164,14 @@ fn codel_marks_linux_tcp_with_ecn_instead_of_dropping() {
     let drops = counts(&bottleneck["drops"]);
     println!("iperf3 {mbps:.2} Mbit/s, {marked} marked, drops {drops:?}");
     // CoDel acted, by marking: Linux's ECT packets were marked, not
-    // dropped (a drop-only CoDel drops tens of packets in such a run).
+    // dropped (a drop-only CoDel drops tens of packets in such a run). A
+    // packet that is not ECN-capable is still dropped when CoDel is in its
+    // dropping state: a retransmission (Linux sends those without ECT, RFC
+    // 3168 §6.1.5) or the handshake; seen once in a run (1 drop beside 409
+    // marks), so a few are allowed, far fewer than the marks.
     assert!(marked >= 5, "{bottleneck}");
-    assert_eq!(
-        drops.get("aqm_drop").copied().unwrap_or(0),
-        0,
-        "{bottleneck}"
-    );
+    let aqm_drops = drops.get("aqm_drop").copied().unwrap_or(0);
+    assert!(aqm_drops * 20 <= marked, "{bottleneck}");
     // The sender answered the marks: the line stayed busy, and the
     // queue did not fill.
     assert!(mbps > 7.0, "{mbps} Mbit/s");

@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
 use netloop_model::spec::{Ipv4Cidr, Ipv6Cidr};
+use std::net::{IpAddr, Ipv6Addr};
 use toml::de::DeValue;
 use toml::Spanned;
 
@@ -280,48 +281,174 @@ pub(crate) fn probability(v: &Value<'_>) -> Read<f64> {
     Ok(p)
 }
 
-/// An IPv4 prefix such as `"198.18.0.1/24"` (host bits allowed: an
-/// interface address).
-pub(crate) fn cidr(v: &Value<'_>) -> Read<Ipv4Cidr> {
+/// What reading an address needs of its family: IPv4's [`Ipv4Cidr`] or
+/// IPv6's [`Ipv6Cidr`], so that links, routes and pools read both with one
+/// piece of code.
+pub(crate) trait Cidr: Copy + PartialEq + std::fmt::Display + 'static {
+    /// The family's address.
+    type Addr: Copy + Eq + std::hash::Hash + std::fmt::Display + std::str::FromStr + Into<IpAddr>;
+    /// "IPv4" or "IPv6".
+    const FAMILY: &'static str;
+    /// An interface address, as an example in messages.
+    const EXAMPLE: &'static str;
+    /// A network prefix, as an example in messages.
+    const EXAMPLE_NET: &'static str;
+    /// The longest prefix that leaves room for the two ends of a link.
+    const LONGEST: u8;
+    fn parse(text: &str) -> Result<Self, String>;
+    fn of(addr: Self::Addr, prefix: u8) -> Self;
+    fn addr(self) -> Self::Addr;
+    fn prefix(self) -> u8;
+    fn network(self) -> Self::Addr;
+    fn contains(self, a: Self::Addr) -> bool;
+    /// Why this cannot be an interface's address beyond its subnet's
+    /// checks (a network or broadcast address, a /32), if it cannot.
+    fn not_a_host(self) -> Option<String>;
+}
+
+impl Cidr for Ipv4Cidr {
+    type Addr = Ipv4Addr;
+    const FAMILY: &'static str = "IPv4";
+    const EXAMPLE: &'static str = "198.18.0.1/24";
+    const EXAMPLE_NET: &'static str = "198.18.0.0/24";
+    const LONGEST: u8 = 31;
+    fn parse(text: &str) -> Result<Self, String> {
+        Ipv4Cidr::parse(text)
+    }
+    fn of(addr: Ipv4Addr, prefix: u8) -> Self {
+        Ipv4Cidr { addr, prefix }
+    }
+    fn addr(self) -> Ipv4Addr {
+        self.addr
+    }
+    fn prefix(self) -> u8 {
+        self.prefix
+    }
+    fn network(self) -> Ipv4Addr {
+        Ipv4Cidr::network(self)
+    }
+    fn contains(self, a: Ipv4Addr) -> bool {
+        Ipv4Cidr::contains(self, a)
+    }
+    fn not_a_host(self) -> Option<String> {
+        if self.prefix == 32 {
+            return Some(format!(
+                "'{self}' is a /32: it leaves no subnet to share with the other end of the link"
+            ));
+        }
+        if self.prefix <= 30 {
+            let broadcast = Ipv4Addr::from(u32::from(self.network()) | !self.mask());
+            if self.addr == self.network() {
+                return Some(format!(
+                    "'{self}' is the network address of its subnet, not a host address"
+                ));
+            }
+            if self.addr == broadcast {
+                return Some(format!(
+                    "'{self}' is the broadcast address of its subnet, not a host address"
+                ));
+            }
+        }
+        None
+    }
+}
+
+impl Cidr for Ipv6Cidr {
+    type Addr = Ipv6Addr;
+    const FAMILY: &'static str = "IPv6";
+    const EXAMPLE: &'static str = "2001:2:0:9::1/64";
+    const EXAMPLE_NET: &'static str = "2001:2:0:9::/64";
+    const LONGEST: u8 = 127;
+    fn parse(text: &str) -> Result<Self, String> {
+        Ipv6Cidr::parse(text)
+    }
+    fn of(addr: Ipv6Addr, prefix: u8) -> Self {
+        Ipv6Cidr { addr, prefix }
+    }
+    fn addr(self) -> Ipv6Addr {
+        self.addr
+    }
+    fn prefix(self) -> u8 {
+        self.prefix
+    }
+    fn network(self) -> Ipv6Addr {
+        Ipv6Cidr::network(self)
+    }
+    fn contains(self, a: Ipv6Addr) -> bool {
+        Ipv6Cidr::contains(self, a)
+    }
+    fn not_a_host(self) -> Option<String> {
+        if self.prefix == 128 {
+            return Some(format!(
+                "'{self}' is a /128: it leaves no subnet to share with the other end of the link"
+            ));
+        }
+        if self.addr.is_multicast() || self.addr.is_unspecified() || self.addr.is_loopback() {
+            return Some(format!("'{self}' is not a unicast address"));
+        }
+        // RFC 4291 §2.6.1; a /127 has no such address (RFC 6164).
+        if self.prefix < 127 && self.addr == self.network() {
+            return Some(format!(
+                "'{self}' is the subnet-router anycast address of its subnet, not a host address"
+            ));
+        }
+        None
+    }
+}
+
+/// An address with its prefix, such as `"198.18.0.1/24"` or
+/// `"2001:2::1/64"` (host bits allowed: an interface address).
+pub(crate) fn cidr<C: Cidr>(v: &Value<'_>) -> Read<C> {
     match v.get_ref() {
         DeValue::String(s) => {
-            Ipv4Cidr::parse(s).map_err(|e| format!("{e} (expected e.g. '198.18.0.1/24')"))
+            C::parse(s).map_err(|e| format!("{e} (expected e.g. '{}')", C::EXAMPLE))
         }
-        other => expected("an IPv4 prefix string like '198.18.0.0/24'", other),
+        other => expected(
+            &format!("an {} prefix string like '{}'", C::FAMILY, C::EXAMPLE_NET),
+            other,
+        ),
     }
 }
 
-/// A network prefix: an IPv4 prefix whose host bits are all zero, as a
-/// subnet, a pool or a route's destination must be (Linux refuses
-/// `ip route add 10.0.0.1/24` for the same reason: it is ambiguous).
-pub(crate) fn network(v: &Value<'_>) -> Read<Ipv4Cidr> {
-    let c = cidr(v)?;
-    if c.network() != c.addr {
+/// A network prefix: a prefix whose host bits are all zero, as a subnet, a
+/// pool or a route's destination must be (Linux refuses `ip route add
+/// 10.0.0.1/24` for the same reason: it is ambiguous).
+pub(crate) fn network<C: Cidr>(v: &Value<'_>) -> Read<C> {
+    let c: C = cidr(v)?;
+    if c.network() != c.addr() {
         return Err(format!(
             "'{c}' has host bits set: a network prefix must end in zero bits; did you mean '{}/{}'?",
             c.network(),
-            c.prefix
+            c.prefix()
         ));
     }
     Ok(c)
 }
 
-/// An IPv6 network prefix such as `"2001:2::/48"`, host bits zero.
-pub(crate) fn network6(v: &Value<'_>) -> Read<Ipv6Cidr> {
-    let c = match v.get_ref() {
+/// The family of an address or prefix string: IPv6 if it has a ':'.
+pub(crate) fn is_ipv6(v: &Value<'_>) -> bool {
+    matches!(v.get_ref(), DeValue::String(s) if s.contains(':'))
+}
+
+/// A single IPv6 address, without a prefix length.
+pub(crate) fn ipv6(v: &Value<'_>) -> Read<Ipv6Addr> {
+    match v.get_ref() {
         DeValue::String(s) => {
-            Ipv6Cidr::parse(s).map_err(|e| format!("{e} (expected e.g. '2001:2::/48')"))?
+            if s.contains('/') {
+                return Err(format!(
+                    "'{}' is not an IPv6 address: expected an address without '/length', e.g. '2001:2:0:1::2'",
+                    quote(s)
+                ));
+            }
+            s.trim().parse().map_err(|_| {
+                format!(
+                    "'{}' is not an IPv6 address (expected e.g. '2001:2:0:1::2')",
+                    quote(s)
+                )
+            })
         }
-        other => return expected("an IPv6 prefix string like '2001:2::/48'", other),
-    };
-    if c.network() != c.addr {
-        return Err(format!(
-            "'{c}' has host bits set: a network prefix must end in zero bits; did you mean '{}/{}'?",
-            c.network(),
-            c.prefix
-        ));
+        other => expected("an IPv6 address string like '2001:2:0:1::2'", other),
     }
-    Ok(c)
 }
 
 /// A single IPv4 address, without a prefix length.
@@ -425,13 +552,15 @@ mod tests {
     #[test]
     fn addresses() {
         assert_eq!(
-            cidr(&val("'198.18.0.1/24'")).unwrap().to_string(),
+            cidr::<Ipv4Cidr>(&val("'198.18.0.1/24'"))
+                .unwrap()
+                .to_string(),
             "198.18.0.1/24"
         );
-        assert!(cidr(&val("'198.18.0.1'"))
+        assert!(cidr::<Ipv4Cidr>(&val("'198.18.0.1'"))
             .unwrap_err()
             .contains("missing '/length'"));
-        assert!(network(&val("'198.18.0.1/24'"))
+        assert!(network::<Ipv4Cidr>(&val("'198.18.0.1/24'"))
             .unwrap_err()
             .contains("'198.18.0.0/24'"));
         assert_eq!(ipv4(&val("'198.18.0.2'")), Ok(Ipv4Addr::new(198, 18, 0, 2)));
@@ -439,6 +568,16 @@ mod tests {
             .unwrap_err()
             .contains("without '/length'"));
         assert!(ipv4(&val("'198.18.0.256'")).is_err());
+        assert!(network::<Ipv6Cidr>(&val("'2001:2::1/48'"))
+            .unwrap_err()
+            .contains("did you mean '2001:2::/48'?"));
+        assert!(cidr::<Ipv6Cidr>(&val("'2001:2::1/129'")).is_err());
+        assert_eq!(
+            Ipv6Cidr::parse("2001:2:0:9::/64").unwrap().not_a_host(),
+            Some("'2001:2:0:9::/64' is the subnet-router anycast address of its subnet, not a host address".into())
+        );
+        assert_eq!(ipv6(&val("'2001:2::2'")), Ok("2001:2::2".parse().unwrap()));
+        assert!(ipv6(&val("'2001:2::2/64'")).is_err());
     }
 
     #[test]

@@ -779,6 +779,63 @@ fn routes() {
         "{NODES}[[route]]\nnode = \"r1\"\nprefix = \"198.19.0.1/24\"\nvia = \"198.18.0.2\"\n"
     ));
     assert!(e.contains("host bits set"), "{e}");
+    // IPv6: the next hop of the prefix's family.
+    let v6 = "[[route]]\nnode = \"r1\"\nprefix = \"2001:2:9::/48\"\nvia = \"2001:2::2\"\n";
+    let l = ok(&format!("{NODES}{v6}"));
+    assert_eq!(l.spec.routes[0].prefix.to_string(), "2001:2:9::/48");
+    assert_eq!(l.spec.routes[0].via.to_string(), "2001:2::2");
+    let e = one_error(&format!(
+        "{NODES}[[route]]\nnode = \"r1\"\nprefix = \"198.19.0.0/24\"\nvia = \"2001:2::2\"\n"
+    ));
+    assert!(e.contains("an IPv6 next hop for the IPv4 prefix"), "{e}");
+    let e = one_error(&format!(
+        "{NODES}[[route]]\nnode = \"r1\"\nprefix = \"2001:2:9::/48\"\nvia = \"198.18.0.2\"\n"
+    ));
+    assert!(e.contains("is not an IPv6 address"), "{e}");
+}
+
+#[test]
+fn ipv6_addresses_of_links() {
+    let link = |extra: &str| format!("{NODES}[[link]]\nendpoints = [\"h1\", \"r1\"]\n{extra}");
+    let l = ok(&link(
+        "addresses6 = [\"2001:2:9::5\", \"auto\"]\nsubnet6 = \"2001:2:9::/64\"\n",
+    ));
+    assert_eq!(
+        l.spec.links[0].a.address6.unwrap().to_string(),
+        "2001:2:9::5/64"
+    );
+    assert_eq!(l.spec.links[0].b.address6, None);
+    assert_eq!(
+        l.spec.links[0].subnet6.unwrap().to_string(),
+        "2001:2:9::/64"
+    );
+    for (extra, says) in [
+        (
+            "addresses6 = [\"2001:2:9::/64\", \"auto\"]",
+            "subnet-router anycast",
+        ),
+        (
+            "addresses6 = [\"2001:2:9::1/64\", \"2001:2:8::2/64\"]",
+            "different subnets",
+        ),
+        (
+            "addresses6 = [\"2001:2:9::1\", \"auto\"]",
+            "no prefix length",
+        ),
+        (
+            "addresses6 = [\"ff02::1/64\", \"auto\"]",
+            "not a unicast address",
+        ),
+        (
+            "addresses6 = [\"198.18.0.1/24\", \"auto\"]",
+            "not an IPv6 prefix",
+        ),
+        ("subnet6 = \"2001:2:9::/128\"", "no room for two addresses"),
+        ("subnet6 = \"2001:2:9::1/64\"", "host bits set"),
+    ] {
+        let e = one_error(&link(&format!("{extra}\n")));
+        assert!(e.contains(says), "{extra}: {e}");
+    }
 }
 
 #[test]

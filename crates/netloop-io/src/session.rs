@@ -558,7 +558,8 @@ impl Drop for Session {
 /// solicitations and DAD probes as unsupported. With it, on, but without
 /// what netloop does for the host instead: duplicate address detection
 /// (the model numbered the link), router solicitations and advertisements
-/// (its address and routes come from the topology).
+/// (its address and routes come from the topology). Link-local addresses
+/// are made from the MAC (EUI-64, `addr_gen_mode` 0), as the model's are.
 fn ipv6_sysctls(on: bool) -> &'static str {
     if on {
         "for c in all default; do \
@@ -566,7 +567,8 @@ fn ipv6_sysctls(on: bool) -> &'static str {
            echo 0 > /proc/sys/net/ipv6/conf/$c/accept_dad; \
            echo 0 > /proc/sys/net/ipv6/conf/$c/accept_ra; \
            echo 0 > /proc/sys/net/ipv6/conf/$c/router_solicitations; \
-         done"
+         done; \
+         echo 0 > /proc/sys/net/ipv6/conf/default/addr_gen_mode 2>/dev/null || true"
     } else {
         "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
          echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"

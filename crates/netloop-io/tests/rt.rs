@@ -107,12 +107,15 @@ fn pair_with(dir: DirectionSpec) -> (Simulation, Vec<RealPort>, UnixDatagram, Un
             a: EndpointSpec {
                 node: "a".into(),
                 address: None,
+                address6: None,
             },
             b: EndpointSpec {
                 node: "b".into(),
                 address: None,
+                address6: None,
             },
             subnet: None,
+            subnet6: None,
             a_to_b: dir.clone(),
             b_to_a: dir,
         }],

@@ -27,7 +27,7 @@
 use netloop_core::{EventQueue, RngStream, RunStats, SimDuration, SimTime};
 use rand::RngCore;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::apps::{
     self, App, Pattern, TcpClient, TcpMode, TcpServer, TcpStats, Traceroute, UdpSink, UdpSource,
@@ -35,14 +35,15 @@ use crate::apps::{
 };
 use crate::error::{BuildError, ItemRef};
 use crate::host::Host;
+use crate::ipv6;
 use crate::link::{Link, LinkDir};
 use crate::network::{Event, External, Network, Node, Sources};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, Route6, RoutingTable, RoutingTable6};
 use crate::spec::{
-    DirectionSpec, EndpointSpec, EndpointTarget, Ipv4Cidr, Ipv6Cidr, LinkAction, LossSpec,
-    NetworkSpec, NodeKind, TrafficKind, Transport,
+    DirectionSpec, EndpointSpec, EndpointTarget, IpPrefix, Ipv4Cidr, Ipv6Cidr, LinkAction,
+    LossSpec, NetworkSpec, NodeKind, TrafficKind, Transport,
 };
 use crate::switch::Switch;
 use crate::{LinkId, NodeId, PortId};
@@ -326,9 +327,7 @@ impl<'a> Builder<'a> {
         self.check_switch_loops()?;
         self.make_segments()?;
         self.assign_addresses()?;
-        if spec.run.ipv6 {
-            self.assign_addresses6()?;
-        }
+        self.assign_addresses6()?;
         let tables = self.routing_tables()?;
         self.finish(tables)
     }
@@ -783,10 +782,33 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// A /64 per segment from the IPv6 pool, in segment order, and each
-    /// interface its IPv4 host number in it (or its place on the segment).
+    /// IPv6 subnets and addresses, as IPv4's: explicit subnets and
+    /// addresses first (checked), then a /64 per remaining segment from the
+    /// IPv6 pool (the k-th segment's is the pool's k-th /64 unless an
+    /// explicit subnet has it), and each interface its IPv4 host number in
+    /// it (or the next free one). Without IPv6 in the network, explicit
+    /// IPv6 settings are an error.
     fn assign_addresses6(&mut self) -> Result<(), BuildError> {
-        let pool = self.spec.address_pool6.unwrap_or(DEFAULT_POOL6);
+        let spec = self.spec;
+        if !spec.run.ipv6 {
+            for (li, l) in spec.links.iter().enumerate() {
+                if l.subnet6.is_some() || l.a.address6.is_some() || l.b.address6.is_some() {
+                    let field = if l.subnet6.is_some() {
+                        "subnet6"
+                    } else {
+                        "addresses6"
+                    };
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some(field),
+                        "IPv6 settings in a network without IPv6: add 'ipv6 = true' to [run]"
+                            .into(),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        let pool = spec.address_pool6.unwrap_or(DEFAULT_POOL6);
         if pool.prefix > 64 {
             return Err(self.err(
                 ItemRef::Run,
@@ -794,39 +816,198 @@ impl<'a> Builder<'a> {
                 format!("'{pool}' cannot hold a /64 per link: expected a prefix of /64 or shorter"),
             ));
         }
-        let room = 1u128 << (64 - u32::from(pool.prefix)).min(127);
-        let mut k: u128 = 0;
-        for si in 0..self.segments.len() {
-            if self.segments[si].ifaces.is_empty() {
-                continue;
+        // Interfaces' addresses must be global unicast ones: not in ::/8
+        // (unspecified, loopback, IPv4-mapped), link-local, site-local or
+        // multicast space, where routers would take them for what those are.
+        for (reserved, what) in [
+            (
+                "::/8",
+                "reserved (::/8 holds the unspecified and loopback addresses)",
+            ),
+            ("fe80::/10", "link-local space"),
+            ("fec0::/10", "site-local space"),
+            ("ff00::/8", "multicast space"),
+        ] {
+            let r = Ipv6Cidr::parse(reserved).expect("a valid prefix");
+            if r.contains(pool.addr) || pool.contains(r.addr) {
+                return Err(self.err(
+                    ItemRef::Run,
+                    Some("address_pool6"),
+                    format!("'{pool}' overlaps {reserved}, {what}: interfaces need global unicast addresses (e.g. the default, {DEFAULT_POOL6})"),
+                ));
             }
-            if k >= room {
-                let li = self.segments[si].links[0];
-                return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("the IPv6 address pool {pool} has no /64 left for this link; give a larger address_pool6")));
+        }
+        // RFC 8200 §5: every link that carries IPv6 carries 1280 bytes.
+        for (li, l) in spec.links.iter().enumerate() {
+            let mtu = l.a_to_b.mtu.min(l.b_to_a.mtu);
+            if mtu < ipv6::MIN_MTU as u32 {
+                return Err(self.err(
+                    ItemRef::Link(li),
+                    Some("mtu"),
+                    format!("an MTU of {mtu} is below IPv6's minimum of 1280 (RFC 8200 §5): raise it, or leave [run] ipv6 off"),
+                ));
             }
-            let net = u128::from(pool.network()) | (k << 64);
-            k += 1;
+        }
+        let subnets = self.subnets6(pool)?;
+        let mut taken: HashMap<Ipv6Addr, LinkId> = HashMap::new();
+        for (si, subnet) in subnets.into_iter().enumerate() {
+            let Some(subnet) = subnet else { continue };
+            let ifaces = self.segments[si].ifaces.clone();
+            for &(node, port, li, side) in &ifaces {
+                let Some(a) = self.endpoint(li, side).address6 else {
+                    continue;
+                };
+                let name = &spec.nodes[node].name;
+                if matches!(spec.nodes[node].kind, NodeKind::Host) {
+                    return Err(self.err(ItemRef::Link(li), Some("addresses6"), format!("'{name}' is a simulated host, which has no IPv6 yet: use \"auto\" for it")));
+                }
+                if a.prefix != subnet.prefix || !subnet.contains(a.addr) {
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some("addresses6"),
+                        format!("address {a} of '{name}' is not in this segment's subnet {subnet}"),
+                    ));
+                }
+                if let Some(&other) = taken.get(&a.addr) {
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some("addresses6"),
+                        format!(
+                            "address {} is already used on link '{}'",
+                            a.addr, spec.links[other].name
+                        ),
+                    ));
+                }
+                taken.insert(a.addr, li);
+                self.ports[node][port].addr6 = Some(a);
+            }
+            let base = u128::from(subnet.network());
+            let last = u128::MAX >> u32::from(subnet.prefix).min(127);
+            // Host 0 is the subnet-router anycast address (RFC 4291 §2.6.1),
+            // except on a /127 (RFC 6164).
+            let first = u128::from(subnet.prefix < 127);
             let v4 = self.segments[si].subnet;
-            for (i, &(node, port, ..)) in self.segments[si].ifaces.iter().enumerate() {
+            let mut next = first;
+            for (i, &(node, port, li, _)) in ifaces.iter().enumerate() {
                 // Simulated hosts have no IPv6 stack yet: their interfaces
                 // stay IPv4-only (and IPv6 to them finds no neighbour).
-                if matches!(self.spec.nodes[node].kind, NodeKind::Host) {
+                if matches!(spec.nodes[node].kind, NodeKind::Host)
+                    || self.ports[node][port].addr6.is_some()
+                {
                     continue;
                 }
-                let host = match (v4, self.ports[node][port].addr) {
+                let wanted = match (v4, self.ports[node][port].addr) {
                     (Some(s), Some(a)) => u128::from(u32::from(a.addr) - u32::from(s.network())),
                     _ => i as u128 + 1,
                 };
-                // Host 0 (a /31's first address) would be the subnet-router
-                // anycast address in IPv6 (RFC 4291 §2.6.1).
-                let host = if host == 0 { 1 << 32 } else { host };
+                let free = |h: u128, taken: &HashMap<Ipv6Addr, LinkId>| {
+                    (first..=last).contains(&h) && !taken.contains_key(&Ipv6Addr::from(base | h))
+                };
+                let host = if free(wanted, &taken) {
+                    wanted
+                } else {
+                    while next <= last && !free(next, &taken) {
+                        next += 1;
+                    }
+                    if next > last {
+                        return Err(self.err(
+                            ItemRef::Link(li),
+                            Some("subnet6"),
+                            format!(
+                                "subnet {subnet} has no free address left for '{}'",
+                                spec.nodes[node].name
+                            ),
+                        ));
+                    }
+                    next
+                };
+                let addr = Ipv6Addr::from(base | host);
+                taken.insert(addr, li);
                 self.ports[node][port].addr6 = Some(Ipv6Cidr {
-                    addr: Ipv6Addr::from(net | host),
-                    prefix: 64,
+                    addr,
+                    prefix: subnet.prefix,
                 });
             }
         }
         Ok(())
+    }
+
+    /// Each segment's IPv6 subnet: a link's `subnet6` (the same on every
+    /// link of a switched segment), else the subnet of an explicit address
+    /// on it, else the pool's k-th /64 for the k-th segment with interfaces
+    /// (or the next one no explicit subnet overlaps).
+    fn subnets6(&self, pool: Ipv6Cidr) -> Result<Vec<Option<Ipv6Cidr>>, BuildError> {
+        let spec = self.spec;
+        let net = |a: Ipv6Cidr| Ipv6Cidr {
+            addr: a.network(),
+            prefix: a.prefix,
+        };
+        let mut subnets: Vec<Option<Ipv6Cidr>> = vec![None; self.segments.len()];
+        for (si, seg) in self.segments.iter().enumerate() {
+            let mut given: Option<(Ipv6Cidr, LinkId)> = None;
+            for &li in &seg.links {
+                for side in 0..2 {
+                    let ep = self.endpoint(li, side);
+                    let node = self.ids[ep.node.as_str()];
+                    if ep.address6.is_some() && is_switch(&spec.nodes[node].kind) {
+                        return Err(self.err(
+                            ItemRef::Link(li),
+                            Some("addresses6"),
+                            format!("'{}' is a switch; switch ports have no IP address", ep.node),
+                        ));
+                    }
+                }
+                let Some(s) = spec.links[li].subnet6.map(net) else {
+                    continue;
+                };
+                if s.prefix > 127 {
+                    return Err(self.err(ItemRef::Link(li), Some("subnet6"), format!("'{s}' has no room for two addresses: expected a prefix of /127 or shorter")));
+                }
+                if let Some((prev, pl)) = given {
+                    if prev != s {
+                        return Err(self.err(ItemRef::Link(li), Some("subnet6"), format!("subnet {s} differs from {prev} given on link '{}' of the same switched segment", spec.links[pl].name)));
+                    }
+                }
+                given = Some((s, li));
+            }
+            subnets[si] = given.map(|(s, _)| s).or_else(|| {
+                seg.ifaces
+                    .iter()
+                    .find_map(|&(_, _, li, side)| self.endpoint(li, side).address6.map(net))
+            });
+        }
+        let explicit: Vec<Ipv6Cidr> = subnets.iter().flatten().copied().collect();
+        let room = 1u128 << (64 - u32::from(pool.prefix)).min(127);
+        let mut used = HashSet::new();
+        let mut k: u128 = 0;
+        for (si, seg) in self.segments.iter().enumerate() {
+            if seg.ifaces.is_empty() {
+                continue;
+            }
+            let mut n = k;
+            k += 1;
+            if subnets[si].is_some() {
+                continue;
+            }
+            loop {
+                if n >= room {
+                    return Err(self.err(ItemRef::Link(seg.links[0]), Some("subnet6"), format!("the IPv6 address pool {pool} has no /64 left for this link; give a larger address_pool6 or explicit subnets")));
+                }
+                let cand = Ipv6Cidr {
+                    addr: Ipv6Addr::from(u128::from(pool.network()) | (n << 64)),
+                    prefix: 64,
+                };
+                let overlaps = explicit
+                    .iter()
+                    .any(|e| e.contains(cand.addr) || cand.contains(e.addr));
+                if !overlaps && used.insert(n) {
+                    subnets[si] = Some(cand);
+                    break;
+                }
+                n += 1;
+            }
+        }
+        Ok(subnets)
     }
 
     fn is_router(&self, n: NodeId) -> bool {
@@ -980,28 +1161,52 @@ impl<'a> Builder<'a> {
                     format!("'{}' is a switch; switches have no routes", r.node),
                 ));
             }
-            let Some(port) = self.ports[n]
-                .iter()
-                .position(|p| p.addr.is_some_and(|a| a.contains(r.via)))
-            else {
+            // The port whose subnet holds the next hop, of its family.
+            let port = self.ports[n].iter().position(|p| match r.via {
+                IpAddr::V4(v) => p.addr.is_some_and(|a| a.contains(v)),
+                IpAddr::V6(v) => p.addr6.is_some_and(|a| a.contains(v)),
+            });
+            let Some(port) = port else {
+                let why = match r.via {
+                    IpAddr::V6(_) if !spec.run.ipv6 => {
+                        "the network has no IPv6: add 'ipv6 = true' to [run]".to_string()
+                    }
+                    _ => format!("it is not on a subnet directly connected to '{}'", r.node),
+                };
                 return Err(self.err(
                     ItemRef::Route(i),
                     Some("via"),
-                    format!(
-                        "next hop {} is not on a subnet directly connected to '{}'",
-                        r.via, r.node
-                    ),
+                    format!("next hop {}: {why}", r.via),
                 ));
             };
-            let prefix = Ipv4Cidr {
-                addr: r.prefix.network(),
-                prefix: r.prefix.prefix,
-            };
-            tables[n].0.insert(Route {
-                prefix,
-                via: Some(r.via),
-                port,
-            });
+            match (r.prefix, r.via) {
+                (IpPrefix::V4(p), IpAddr::V4(via)) => tables[n].0.insert(Route {
+                    prefix: Ipv4Cidr {
+                        addr: p.network(),
+                        prefix: p.prefix,
+                    },
+                    via: Some(via),
+                    port,
+                }),
+                (IpPrefix::V6(p), IpAddr::V6(via)) => tables[n].1.insert(Route6 {
+                    prefix: Ipv6Cidr {
+                        addr: p.network(),
+                        prefix: p.prefix,
+                    },
+                    via: Some(via),
+                    port,
+                }),
+                _ => {
+                    return Err(self.err(
+                        ItemRef::Route(i),
+                        Some("via"),
+                        format!(
+                            "next hop {} is not of the family of the prefix {}",
+                            r.via, r.prefix
+                        ),
+                    ))
+                }
+            }
         }
         Ok(tables)
     }

@@ -23,13 +23,14 @@
 //!
 //! - TCP and UDP over IPv6 (`ipv6_gso_segment`): the same, with the IPv6
 //!   payload length computed anew instead of a total length, and neither an
-//!   identification nor a header checksum to set. Linux's stacks put no
-//!   extension header in front of what they segment.
+//!   identification nor a header checksum to set.
 //!
 //! Anything else — another GSO kind (the legacy UDP fragmentation offload),
-//! IPv6 extension headers in a super-frame, a super-frame whose headers do
-//! not say what the GSO kind does — is refused with the reason, and the
-//! caller drops and counts it.
+//! IPv6 extension headers in a super-frame (a socket with sticky
+//! destination options or a routing header keeps TSO: rare, and refused
+//! rather than cut wrong), a super-frame whose headers do not say what the
+//! GSO kind does — is refused with the reason, and the caller drops and
+//! counts it.
 
 use crate::link::ETH_HEADER;
 use crate::Frame;
@@ -197,8 +198,8 @@ impl Layout {
             if total > ip.len() {
                 return Err(Malformed("IPv6 payload length does not fit the frame"));
             }
-            // Linux's stacks put no extension header in front of TCP or UDP
-            // they segment; one would need its own handling.
+            // Extension headers in front of TCP or UDP (sticky socket
+            // options) are refused: they would need their own handling.
             if ip[6] != proto {
                 return Err(Malformed("the IPv6 next header is not the GSO type's"));
             }
@@ -341,7 +342,7 @@ pub fn describe(frame: &[u8], hdr: &VnetHdr) -> Result<Option<Gso>, GsoError> {
     // Carried whole, its length is its segments' (a Linux stack never puts
     // bytes after the packet of a super-frame; cutting would drop them).
     if lay.end != frame.len() {
-        return Err(GsoError::Malformed("bytes after the IPv4 packet"));
+        return Err(GsoError::Malformed("bytes after the IP packet"));
     }
     if lay.segs < 2 {
         return Ok(None);
@@ -504,7 +505,11 @@ pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
             let Ok(u) = crate::ipv6::upper_layer(&ip[..total]) else {
                 return false;
             };
-            if u.fragment {
+            // A fragment's checksum covers the whole datagram; with a
+            // Routing header it covers the final destination, not the one
+            // here (RFC 8200 §8.1): neither is completed, the frame goes on
+            // as its sender wrote it.
+            if u.fragment || u.routing_left {
                 return false;
             }
             (u.proto, l3 + u.offset, total - u.offset, l3 + 8..l3 + 40)
@@ -818,7 +823,7 @@ mod tests {
         tail.extend_from_slice(&[0; 3000]);
         assert_eq!(
             describe(&tail, &tcp_hdr(1448)),
-            Err(GsoError::Malformed("bytes after the IPv4 packet"))
+            Err(GsoError::Malformed("bytes after the IP packet"))
         );
         // One segment is not carried as a super-frame.
         assert_eq!(describe(&sup, &tcp_hdr(3000)), Ok(None));

@@ -96,6 +96,9 @@ pub struct UpperLayer {
     /// A non-first fragment: what follows the Fragment header is not the
     /// upper layer's start.
     pub later_fragment: bool,
+    /// A Routing header with segments left: the packet is bound further
+    /// than its destination address says.
+    pub routing_left: bool,
 }
 
 /// Walks the extension-header chain of a validated packet (RFC 8200 §4) to
@@ -108,10 +111,12 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
     let mut proto = next_header(ip);
     let mut at = IPV6_HEADER;
     let mut fragment = false;
+    let mut routing_left = false;
     loop {
         let len = match proto {
             next::HOP_BY_HOP | next::ROUTING | next::DEST_OPTS => {
-                let h = ip.get(at..at + 2).ok_or(DropReason::Malformed)?;
+                let h = ip.get(at..at + 4).ok_or(DropReason::Malformed)?;
+                routing_left |= proto == next::ROUTING && h[3] != 0;
                 8 + usize::from(h[1]) * 8
             }
             next::AH => {
@@ -120,13 +125,17 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
             }
             next::FRAGMENT => {
                 let h = ip.get(at..at + 8).ok_or(DropReason::Malformed)?;
-                fragment = true;
-                if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
+                let word = u16::from_be_bytes([h[2], h[3]]);
+                // An atomic fragment (offset 0, no more to come) is a whole
+                // packet (RFC 6946).
+                fragment |= word & 0xfff9 != 0;
+                if word & 0xfff8 != 0 {
                     return Ok(UpperLayer {
                         proto: h[0],
                         offset: at + 8,
                         fragment,
                         later_fragment: true,
+                        routing_left,
                     });
                 }
                 8
@@ -137,6 +146,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                     offset: at,
                     fragment,
                     later_fragment: false,
+                    routing_left,
                 })
             }
         };

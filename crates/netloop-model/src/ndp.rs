@@ -6,10 +6,18 @@
 //! target's solicited-node group (its source link-layer address in an
 //! option), and answers a solicitation for one of its own addresses with a
 //! Neighbour Advertisement (solicited, override, and the router flag for a
-//! router) carrying its MAC. What a node learns follows the cache's merge
-//! rule: an advertisement updates an entry the cache has (pending or
-//! resolved, RFC 4861 §7.2.5); a solicitation for one of our addresses adds
-//! or updates its sender (§7.2.3).
+//! router) carrying its MAC. The cache is per interface (§5): a neighbour
+//! is a port and an address, so a link-local address on one link says
+//! nothing about the same address on another. What a node learns follows
+//! the cache's merge rule and RFC 4861's states:
+//! - a solicitation for one of our addresses adds or updates its sender as
+//!   *stale* (§7.2.3): used at once, re-confirmed on first use, and the
+//!   first to go when the table is full, so that a flood of solicitations
+//!   from made-up senders cannot push out the neighbours in use;
+//! - an advertisement updates only an entry the cache has, pending or
+//!   resolved (§7.2.5): a solicited one confirms it, an unsolicited one
+//!   leaves it stale, and one without the override flag does not change a
+//!   MAC the cache already has.
 //!
 //! Validation (§7.1.1, §7.1.2) drops, as `malformed`, a message whose hop
 //! limit is not 255 (it was forwarded: an off-link spoof), whose code is not
@@ -54,8 +62,9 @@ const FLAG_OVERRIDE: u8 = 0x20;
 pub struct NdpProto;
 
 impl Protocol for NdpProto {
-    type Addr = Ipv6Addr;
-    fn solicit(info: &PortInfo, target: Ipv6Addr) -> Option<Frame> {
+    /// The port and the neighbour's address on its link.
+    type Addr = (PortId, Ipv6Addr);
+    fn solicit(info: &PortInfo, (_, target): (PortId, Ipv6Addr)) -> Option<Frame> {
         // §7.2.2: any address of the interface; a link-local target is asked
         // from the link-local address (the global one may not be on its
         // link's prefix at the far end).
@@ -151,9 +160,10 @@ impl Neighbours<NdpProto> {
                 return;
             }
             ctx.deliver(Sink::from_origin(self.origin()));
-            if let Some(mac) = ll.filter(|m| m.is_unicast()) {
+            let ll = ll.filter(|m| m.is_unicast());
+            if let Some(mac) = ll {
                 if on_link(src) {
-                    self.learn(port, src, mac, ctx);
+                    self.learn_stale(port, (port, src), mac, ctx);
                 }
             }
             // §7.2.4: solicited, to the sender (its MAC from the option, or
@@ -167,8 +177,12 @@ impl Neighbours<NdpProto> {
                     flags,
                 )
             } else {
-                let mac = ll.unwrap_or(EthernetAddress::from_bytes(&frame[6..12]));
-                (src, mac, flags | FLAG_SOLICITED)
+                let from = EthernetAddress::from_bytes(&frame[6..12]);
+                match ll.or(Some(from).filter(|m| m.is_unicast())) {
+                    Some(mac) => (src, mac, flags | FLAG_SOLICITED),
+                    // No unicast MAC to answer to: nothing is sent.
+                    None => return,
+                }
             };
             let mut reply = vec![ADVERTISEMENT, 0, 0, 0, flags, 0, 0, 0];
             reply.extend_from_slice(&target.octets());
@@ -182,10 +196,22 @@ impl Neighbours<NdpProto> {
             ctx.send(port, f);
         } else {
             ctx.deliver(Sink::from_origin(self.origin()));
-            if let Some(mac) = ll.filter(|m| m.is_unicast()) {
-                if !mine && on_link(target) && self.knows(target) {
-                    self.learn(port, target, mac, ctx);
-                }
+            let key = (port, target);
+            let Some(mac) = ll.filter(|m| m.is_unicast()) else {
+                return;
+            };
+            if mine || !on_link(target) || !self.knows(key) {
+                return;
+            }
+            let known = self.resolved_mac(key);
+            if known.is_some_and(|m| m != mac) && msg[4] & FLAG_OVERRIDE == 0 {
+                // §7.2.5: without override, a known MAC is not replaced.
+                return;
+            }
+            if msg[4] & FLAG_SOLICITED != 0 {
+                self.learn(port, key, mac, ctx);
+            } else {
+                self.learn_stale(port, key, mac, ctx);
             }
         }
     }

@@ -59,6 +59,11 @@ pub struct NeighbourConfig {
     /// towards every address of a large connected subnet could hold
     /// `max_entries × max_pending` frames (a quarter of a million).
     pub max_pending_total: usize,
+    /// Neighbours that may be waiting for resolution at once: the rest of
+    /// the table is kept for resolved ones, so that a sweep of a large
+    /// subnet (an IPv6 /64 is always one) cannot push out the neighbours in
+    /// use (RFC 6583 §6).
+    pub max_pending_entries: usize,
     /// How long a learned entry lives.
     pub lifetime: SimDuration,
     /// Most entries held.
@@ -72,6 +77,7 @@ impl Default for NeighbourConfig {
             attempts: 3,
             max_pending: 64,
             max_pending_total: 8192,
+            max_pending_entries: 2048,
             lifetime: SimDuration::from_secs(60),
             max_entries: 4096,
         }
@@ -104,6 +110,8 @@ pub struct Neighbours<P: Protocol> {
     origin: Origin,
     entries: HashMap<P::Addr, Entry>,
     pending_frames: u64,
+    /// Entries waiting for resolution.
+    pending_entries: usize,
     /// When the one retry tick that counts is due: every entry that needs a
     /// tick asks for one, and without this a flood of new neighbours would
     /// leave a tick in the event queue per neighbour, each scanning the
@@ -130,6 +138,7 @@ impl<P: Protocol> Neighbours<P> {
             origin,
             entries: HashMap::default(),
             pending_frames: 0,
+            pending_entries: 0,
             armed: None,
             no_victim_until: SimTime::ZERO,
             requests_sent: 0,
@@ -214,13 +223,15 @@ impl<P: Protocol> Neighbours<P> {
             })
         );
         if is_new {
-            if self.entries.len() >= self.config.max_entries
-                && !self.entries.contains_key(&ip)
-                && !self.evict_one(now)
+            if self.pending_entries >= self.config.max_pending_entries
+                || (self.entries.len() >= self.config.max_entries
+                    && !self.entries.contains_key(&ip)
+                    && !self.evict_one(now))
             {
                 ctx.drop_frame(DropReason::ArpQueueFull);
                 return;
             }
+            self.pending_entries += 1;
             self.entries.insert(
                 ip,
                 Entry {
@@ -252,11 +263,13 @@ impl<P: Protocol> Neighbours<P> {
         }
     }
 
-    /// Makes room in a full table by removing every expired entry (as
-    /// Linux's forced garbage collection does); false if none had expired.
-    /// A sweep that finds none remembers the earliest expiry, and until then
-    /// the answer is no without a scan: an entry resolved later expires later
-    /// still, so no victim can appear sooner.
+    /// Makes room in a full table by removing every expired entry that is
+    /// not being re-confirmed for traffic in flight (as Linux's forced
+    /// garbage collection does); false if none could go. A sweep that finds
+    /// none remembers the earliest expiry, and until then the answer is no
+    /// without a scan: an entry resolved later expires later still, so no
+    /// victim can appear sooner (a stale entry learned meanwhile lowers the
+    /// mark, [`Neighbours::learn_stale`]).
     fn evict_one(&mut self, now: SimTime) -> bool {
         if now < self.no_victim_until {
             return false;
@@ -264,12 +277,20 @@ impl<P: Protocol> Neighbours<P> {
         let before = self.entries.len();
         let mut earliest = now + self.config.lifetime;
         self.entries.retain(|_, e| match e.state {
-            State::Resolved { expires, .. } if expires <= now => false,
-            State::Resolved { expires, .. } => {
+            State::Resolved {
+                expires,
+                probe: None,
+                ..
+            } if expires <= now => false,
+            State::Resolved {
+                expires,
+                probe: None,
+                ..
+            } => {
                 earliest = earliest.min(expires);
                 true
             }
-            State::Pending { .. } => true,
+            State::Resolved { probe: Some(_), .. } | State::Pending { .. } => true,
         });
         if self.entries.len() < before {
             return true;
@@ -299,10 +320,51 @@ impl<P: Protocol> Neighbours<P> {
         self.origin
     }
 
-    /// Records that `ip` is at `mac` behind `port`, sending the frames
-    /// that waited for it.
+    /// The MAC of `ip` if it is resolved (fresh or stale).
+    pub fn resolved_mac(&self, ip: P::Addr) -> Option<EthernetAddress> {
+        match self.entries.get(&ip)?.state {
+            State::Resolved { mac, .. } => Some(mac),
+            State::Pending { .. } => None,
+        }
+    }
+
+    /// Records that `ip` is at `mac` behind `port`, confirmed (an answer to
+    /// our solicitation), sending the frames that waited for it.
     pub fn learn(&mut self, port: PortId, ip: P::Addr, mac: EthernetAddress, ctx: &mut NodeCtx) {
-        let expires = ctx.now + self.config.lifetime;
+        self.update(port, ip, mac, true, ctx);
+    }
+
+    /// Records that `ip` is at `mac` behind `port` without confirmation
+    /// (RFC 4861's STALE: learned from its solicitation or an unsolicited
+    /// advertisement): the frames that waited for it leave, the first use
+    /// re-confirms it, and it may be reclaimed at once when the table is
+    /// full. An entry that already has this MAC is left as it is.
+    pub fn learn_stale(
+        &mut self,
+        port: PortId,
+        ip: P::Addr,
+        mac: EthernetAddress,
+        ctx: &mut NodeCtx,
+    ) {
+        if self.resolved_mac(ip) == Some(mac) {
+            return;
+        }
+        self.update(port, ip, mac, false, ctx);
+    }
+
+    fn update(
+        &mut self,
+        port: PortId,
+        ip: P::Addr,
+        mac: EthernetAddress,
+        fresh: bool,
+        ctx: &mut NodeCtx,
+    ) {
+        let expires = if fresh {
+            ctx.now + self.config.lifetime
+        } else {
+            ctx.now
+        };
         if !self.entries.contains_key(&ip)
             && self.entries.len() >= self.config.max_entries
             && !self.evict_one(ctx.now)
@@ -320,11 +382,15 @@ impl<P: Protocol> Neighbours<P> {
                 },
             },
         );
+        if !fresh {
+            self.no_victim_until = self.no_victim_until.min(ctx.now);
+        }
         if let Some(Entry {
             port: wport,
             state: State::Pending { frames, .. },
         }) = old
         {
+            self.pending_entries -= 1;
             self.pending_frames -= frames.len() as u64;
             for mut f in frames {
                 f[0..6].copy_from_slice(mac.as_bytes());
@@ -381,6 +447,7 @@ impl<P: Protocol> Neighbours<P> {
                 ..
             }) = self.entries.remove(&ip)
             {
+                self.pending_entries -= 1;
                 self.pending_frames -= frames.len() as u64;
                 for _ in frames {
                     ctx.drop_frame(DropReason::ArpUnresolved);

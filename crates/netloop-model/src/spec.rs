@@ -11,7 +11,7 @@
 
 use netloop_core::{Bytes, DataRate, PacketRate, SimDuration};
 use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// An IPv4 address with its prefix length, e.g. `198.18.0.1/24`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -387,6 +387,10 @@ pub struct EndpointSpec {
     /// The interface's address, if given; otherwise assigned from the link's
     /// subnet. Ignored (must be `None`) on switches.
     pub address: Option<Ipv4Cidr>,
+    /// Its IPv6 address, if given (and the network has IPv6); otherwise
+    /// assigned from the link's IPv6 subnet.
+    #[serde(default)]
+    pub address6: Option<Ipv6Cidr>,
 }
 
 /// A point-to-point, full-duplex link.
@@ -400,6 +404,10 @@ pub struct LinkSpec {
     pub b: EndpointSpec,
     /// The subnet for automatic addresses on this link, if not automatic.
     pub subnet: Option<Ipv4Cidr>,
+    /// The IPv6 subnet for automatic addresses on this link, if not a /64
+    /// from the pool.
+    #[serde(default)]
+    pub subnet6: Option<Ipv6Cidr>,
     /// Parameters of the direction a → b.
     pub a_to_b: DirectionSpec,
     /// Parameters of the direction b → a.
@@ -683,9 +691,28 @@ pub struct RouteSpec {
     /// The node the route is installed on.
     pub node: String,
     /// Destination prefix.
-    pub prefix: Ipv4Cidr,
-    /// Next-hop address (must be on a directly connected subnet).
-    pub via: Ipv4Addr,
+    pub prefix: IpPrefix,
+    /// Next-hop address (must be on a directly connected subnet, of the
+    /// prefix's family).
+    pub via: IpAddr,
+}
+
+/// An IPv4 or IPv6 prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IpPrefix {
+    /// An IPv4 prefix.
+    V4(Ipv4Cidr),
+    /// An IPv6 prefix.
+    V6(Ipv6Cidr),
+}
+
+impl std::fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IpPrefix::V4(p) => p.fmt(f),
+            IpPrefix::V6(p) => p.fmt(f),
+        }
+    }
 }
 
 /// A simulated traffic flow (or `count` identical ones).

@@ -236,11 +236,11 @@ fn static_route_overrides_the_shortest_path() {
     let via = addr_of(&sim, "r3", 0);
     s.routes.push(RouteSpec {
         node: "r1".into(),
-        prefix: Ipv4Cidr {
+        prefix: IpPrefix::V4(Ipv4Cidr {
             addr: h2_subnet.network(),
             prefix: h2_subnet.prefix,
-        },
-        via,
+        }),
+        via: via.into(),
     });
     let detour = run(&s).results("afap", None, None).flows[0]
         .hops

@@ -72,6 +72,10 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
+        Self::with(RouterSpec::default())
+    }
+
+    fn with(spec: RouterSpec) -> Self {
         let ports: Vec<PortInfo> = [
             ("10.0.1.1/24", "2001:2:0:1::1/64", 1500),
             ("10.0.2.1/24", "2001:2:0:2::1/64", 1500),
@@ -116,7 +120,7 @@ impl Bench {
             port: 1,
         });
         Bench {
-            router: Router::new("r1", ports.clone(), &RouterSpec::default(), table, table6),
+            router: Router::new("r1", ports.clone(), &spec, table, table6),
             ports,
             now: SimTime::ZERO,
             out: Vec::new(),
@@ -156,12 +160,15 @@ impl Bench {
         sent
     }
 
-    /// Teaches the router that `ip` is at `mac` behind `port`, as a
-    /// neighbour does: by soliciting the router's address.
+    /// Teaches the router that `ip` is at `mac` behind `port`, confirmed:
+    /// the neighbour solicits the router's address (which leaves it stale)
+    /// and advertises itself (which confirms it).
     fn teach(&mut self, port: PortId, ip: Ipv6Addr, mac: EthernetAddress) {
         self.inject(port, solicit(ip, mac, p(port), port_mac(port), 255));
         let out = self.take();
         assert_eq!(out.len(), 1, "the router advertises itself");
+        self.inject(port, advertise(port, ip, mac, 255));
+        assert!(self.take().is_empty());
     }
 
     fn dropped(&self, r: DropReason) -> u64 {
@@ -331,6 +338,13 @@ fn fix_checksum(frame: &mut [u8]) {
     icmp.fill_checksum(&src, &dst);
 }
 
+/// The frames sent to one neighbour (not to a group: solicitations).
+fn unicast(out: Vec<(PortId, Frame)>) -> Vec<(PortId, Frame)> {
+    out.into_iter()
+        .filter(|(_, f)| !dst_mac(f).is_multicast())
+        .collect()
+}
+
 fn dst_mac(frame: &[u8]) -> EthernetAddress {
     EthernetAddress::from_bytes(&frame[0..6])
 }
@@ -444,8 +458,9 @@ fn the_router_advertises_its_addresses_and_answers_pings_from_them() {
             lladdr: Some(RawHardwareAddress::from_bytes(port_mac(0).as_bytes())),
         })
     );
-    // The solicitation taught the router h1's MAC: the echo reply needs no
-    // solicitation of its own. It comes from the address pinged.
+    // The solicitation taught the router h1's MAC (stale: the reply goes at
+    // once, and a solicitation re-confirms it). It comes from the address
+    // pinged.
     let echo = Icmpv6Repr::EchoRequest {
         ident: 7,
         seq_no: 1,
@@ -455,7 +470,7 @@ fn the_router_advertises_its_addresses_and_answers_pings_from_them() {
         0,
         eth(port_mac(0), H1_MAC, &icmp6_packet(h1(), p(2), 64, &echo)),
     );
-    let out = b.take();
+    let out = unicast(b.take());
     assert_eq!(out.len(), 1);
     let (ip, icmp) = icmp_of(&out[0].1);
     assert_eq!((ip.src_addr, ip.dst_addr), (p(2), h1()));
@@ -476,7 +491,7 @@ fn the_router_advertises_its_addresses_and_answers_pings_from_them() {
         0,
         eth(port_mac(0), H1_MAC, &icmp6_packet(h1_ll, ll, 64, &echo)),
     );
-    let out = b.take();
+    let out = unicast(b.take());
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].0, 0);
     let (ip, _) = icmp_of(&out[0].1);
@@ -537,8 +552,7 @@ fn errors_come_from_the_arrival_port_and_quote_the_packet() {
     ));
     // A link-local source towards another link: beyond scope, back to it.
     let h1_ll = a("fe80::aa:ff:fe00:1");
-    b.inject(0, solicit(h1_ll, H1_MAC, p(0), port_mac(0), 255));
-    b.take();
+    b.teach(0, h1_ll, H1_MAC);
     let mut ll = udp_packet(h2(), 64, 40);
     ll[8..24].copy_from_slice(&h1_ll.octets());
     b.inject(0, eth(port_mac(0), H1_MAC, &ll));
@@ -800,5 +814,200 @@ fn the_shared_tick_serves_both_caches() {
     assert_eq!(retries.len(), 2, "one retry each");
     b.run_until(SimTime::ZERO + SimDuration::from_secs(5));
     assert_eq!(b.dropped(DropReason::ArpUnresolved), 2);
+    b.assert_conserved();
+}
+
+#[test]
+fn the_neighbour_cache_is_per_port() {
+    // Someone on port 0 claims fe80::9 (its own MAC in the option)...
+    let mut b = Bench::new();
+    let ll9 = a("fe80::9");
+    b.inject(0, solicit(ll9, H1_MAC, p(0), port_mac(0), 255));
+    assert_eq!(b.take().len(), 1);
+    // ...which says nothing of fe80::9 on port 1: the answer to a ping from
+    // there waits for neighbour discovery on port 1.
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 1,
+        seq_no: 1,
+        data: &[1; 8],
+    };
+    let ll1 = b.ports[1].link_local();
+    b.inject(
+        1,
+        eth(port_mac(1), H2_MAC, &icmp6_packet(ll9, ll1, 64, &echo)),
+    );
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 1);
+    assert!(
+        dst_mac(&out[0].1).is_multicast(),
+        "a solicitation, not the reply to H1's MAC"
+    );
+    // Port 1's link-local address is not port 0's: not for a packet there.
+    b.inject(
+        0,
+        eth(port_mac(0), H1_MAC, &icmp6_packet(ll9, ll1, 64, &echo)),
+    );
+    assert!(b.take().is_empty());
+    assert_eq!(b.dropped(DropReason::NotForUs), 1);
+    b.assert_conserved();
+}
+
+#[test]
+fn advertisements_follow_the_override_and_solicited_flags() {
+    let mut b = Bench::new();
+    b.inject(0, eth(port_mac(0), H1_MAC, &udp_packet(h2(), 64, 40)));
+    b.take();
+    // A solicited answer resolves h2.
+    b.inject(1, advertise(1, h2(), H2_MAC, 255));
+    assert_eq!(dst_mac(&b.take()[0].1), H2_MAC);
+    // Another MAC without the override flag changes nothing...
+    let no_override = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED,
+        target_addr: h2(),
+        lladdr: Some(RawHardwareAddress::from_bytes(R2_MAC.as_bytes())),
+    });
+    b.inject(
+        1,
+        eth(
+            port_mac(1),
+            R2_MAC,
+            &icmp6_packet(h2(), p(1), 255, &no_override),
+        ),
+    );
+    b.inject(0, eth(port_mac(0), H1_MAC, &udp_packet(h2(), 64, 40)));
+    assert_eq!(dst_mac(&b.take()[0].1), H2_MAC);
+    // ...with it, it does.
+    b.inject(1, advertise(1, h2(), R2_MAC, 255));
+    b.inject(0, eth(port_mac(0), H1_MAC, &udp_packet(h2(), 64, 40)));
+    assert_eq!(dst_mac(&b.take()[0].1), R2_MAC);
+    b.assert_conserved();
+}
+
+#[test]
+fn a_sender_learned_from_its_solicitation_is_stale_until_confirmed() {
+    let mut b = Bench::new();
+    b.inject(0, solicit(h1(), H1_MAC, p(0), port_mac(0), 255));
+    assert_eq!(b.take().len(), 1);
+    // The first packet towards h1 goes at once, and starts re-confirming
+    // the entry with a solicitation of its own.
+    b.inject(
+        1,
+        eth(port_mac(1), H2_MAC, &{
+            let mut u = udp_packet(h1(), 64, 40);
+            u[8..24].copy_from_slice(&h2().octets());
+            u
+        }),
+    );
+    let out = b.take();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(out.iter().any(|(p, f)| *p == 0 && dst_mac(f) == H1_MAC));
+    assert!(out
+        .iter()
+        .any(|(p, f)| *p == 0 && dst_mac(f).is_multicast()));
+    b.assert_conserved();
+}
+
+#[test]
+fn sources_that_are_not_one_node_get_no_answer() {
+    let mut b = Bench::new();
+    b.teach(0, h1(), H1_MAC);
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 1,
+        seq_no: 1,
+        data: &[1; 8],
+    };
+    for src in [a("ff02::1"), a("::1")] {
+        b.inject(
+            0,
+            eth(port_mac(0), H1_MAC, &icmp6_packet(src, p(0), 64, &echo)),
+        );
+    }
+    // A solicitation from a multicast source.
+    b.inject(0, solicit(a("ff02::2"), H1_MAC, p(0), port_mac(0), 255));
+    assert!(b.take().is_empty());
+    assert_eq!(b.dropped(DropReason::Martian), 3);
+    // A ping of all-nodes is answered, from the port's address.
+    let all = a("ff02::1");
+    b.inject(
+        0,
+        eth(
+            multicast_mac(all),
+            H1_MAC,
+            &icmp6_packet(h1(), all, 64, &echo),
+        ),
+    );
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    let (ip, icmp) = icmp_of(&out[0].1);
+    assert_eq!((ip.src_addr, ip.dst_addr), (p(0), h1()));
+    assert!(matches!(icmp, Icmpv6Repr::EchoReply { .. }));
+    b.assert_conserved();
+}
+
+#[test]
+fn neighbour_discovery_skips_a_busy_forwarding_engine() {
+    // One packet a second, a queue of one: the engine is full, yet a
+    // solicitation is answered at once.
+    let mut b = Bench::with(RouterSpec {
+        forwarding_rate: Some(netloop_core::PacketRate::from_pps(1)),
+        forwarding_queue: 1,
+    });
+    for _ in 0..3 {
+        b.inject(0, eth(port_mac(0), H1_MAC, &udp_packet(h2(), 64, 40)));
+    }
+    assert_eq!(b.dropped(DropReason::ForwardingQueueFull), 1);
+    b.inject(0, solicit(h1(), H1_MAC, p(0), port_mac(0), 255));
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    let (_, icmp) = icmp_of(&out[0].1);
+    assert!(matches!(
+        icmp,
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { .. })
+    ));
+    b.run_until(SimTime::ZERO + SimDuration::from_secs(10));
+    b.assert_conserved();
+}
+
+#[test]
+fn an_atomic_fragment_is_whole_and_source_routing_is_refused() {
+    let mut b = Bench::new();
+    b.teach(0, h1(), H1_MAC);
+    let echo = icmp6(
+        h1(),
+        p(0),
+        &Icmpv6Repr::EchoRequest {
+            ident: 3,
+            seq_no: 1,
+            data: &[5; 8],
+        },
+    );
+    // Fragment header: next ICMPv6, offset 0, no more fragments.
+    let mut f = vec![58, 0, 0, 0, 0, 0, 0, 7];
+    f.extend_from_slice(&echo);
+    b.inject(
+        0,
+        eth(
+            port_mac(0),
+            H1_MAC,
+            &ip6(h1(), p(0), 64, IpProtocol::Ipv6Frag, &f),
+        ),
+    );
+    let out = b.take();
+    assert_eq!(out.len(), 1, "answered");
+    // A Routing header with segments left, to the router: refused.
+    let mut rt = vec![58, 2, 0, 1, 0, 0, 0, 0];
+    rt.extend_from_slice(&h2().octets());
+    rt.extend_from_slice(&echo);
+    b.inject(
+        0,
+        eth(
+            port_mac(0),
+            H1_MAC,
+            &ip6(h1(), p(0), 64, IpProtocol::Ipv6Route, &rt),
+        ),
+    );
+    assert!(b.take().is_empty());
+    assert_eq!(b.dropped(DropReason::Unsupported), 1);
     b.assert_conserved();
 }

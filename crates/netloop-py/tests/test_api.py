@@ -100,6 +100,30 @@ def test_duplicate_node_and_missing_file_are_clear() -> None:
         netloop.Network.from_file("/nonexistent/topology.toml")
 
 
+def test_dual_stack_addresses_and_routes_from_python() -> None:
+    net = netloop.Network("v6", ipv6=True)
+    h1, r1, r2 = net.add_real_host("h1"), net.add_router("r1"), net.add_router("r2")
+    h2 = net.add_real_host("h2")
+    net.add_link(h1, r1)
+    net.add_link(r1, r2, addresses6=["2001:2:ff::1/64", "auto"])
+    net.add_link(r2, h2, subnet6="2001:2:ee::/64")
+    net.add_route(r1, "2001:2:dd::/48", via="2001:2:ff::2")
+    assert h1.ip6 == "2001:2::1"
+    assert r2.ip6 == "2001:2:ff::2", r2.interfaces()
+    assert h2.ip6 == "2001:2:ee::2"
+    assert h2.ip == "198.18.2.2"
+    # Without IPv6 in the network, IPv6 settings are refused, saying how.
+    v4 = netloop.Network("v4")
+    a, b = v4.add_real_host("a"), v4.add_router("b")
+    v4.add_link(a, b, addresses6=["2001:2::1/64", "auto"])
+    with pytest.raises(netloop.TopologyError, match=r"ipv6 = true"):
+        v4.check()
+    plain = netloop.Network("v4b")
+    x, y = plain.add_real_host("x"), plain.add_router("y")
+    plain.add_link(x, y)
+    assert x.ip == "198.18.0.1" and x.ip6 is None
+
+
 # ----- as fast as possible (no root) ---------------------------------------
 
 
@@ -286,6 +310,22 @@ def test_real_hosts_ping_through_the_model_and_links_change_at_run_time(
     assert r.drops.get("link_down", 0) >= 1
     assert r.realtime is not None and r.realtime["rx_frames"] > 0
     assert h1.namespace is None
+
+
+@pytest.mark.netloop_real
+def test_real_hosts_over_ipv6_from_python() -> None:
+    net = netloop.Network("ipv6_from_python", ipv6=True)
+    h1, h2 = chain(net, delay="5ms")
+    with net:
+        assert h2.ip6 == "2001:2:0:1::2"
+        out = h1.cmd(["ping", "-6", "-n", "-c", "3", "-i", "0.05", h2.ip6], timeout=30)
+        assert "3 received" in out, out
+        # The fastest: the first also waits for neighbour discovery.
+        m = re.search(r"= ([\d.]+)/[\d.]+/", out)
+        assert m and 20.0 <= float(m.group(1)) < 25.0, out
+    r = net.results
+    assert r.conservation["unaccounted"] == 0
+    assert r.drops.get("unsupported", 0) == 0, r.drops
 
 
 @pytest.mark.netloop_real

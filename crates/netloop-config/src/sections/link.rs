@@ -1,21 +1,22 @@
 //! `[[link]]`: which two nodes a link joins, their addresses and subnet, and
 //! the link parameters of each direction.
 
-use std::net::Ipv4Addr;
 use std::ops::Range;
 
-use netloop_model::spec::{EndpointSpec, Ipv4Cidr, LinkSpec};
+use netloop_model::spec::{EndpointSpec, Ipv4Cidr, Ipv6Cidr, LinkSpec};
 use toml::de::{DeTable, DeValue};
 
 use super::{check_name, params, peek_str, Kind, LinkInfo, Loader};
 use crate::reader::{record_locations, Table};
-use crate::value::{self, describe, quote, Value};
+use crate::value::{self, describe, quote, Cidr, Value};
 
 const OWN_KEYS: &[&str] = &[
     "name",
     "endpoints",
     "addresses",
     "subnet",
+    "addresses6",
+    "subnet6",
     "a_to_b",
     "b_to_a",
 ];
@@ -93,17 +94,10 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
     }
 
     let ends = read_endpoints(l, &mut t);
-    let subnet = t.opt(l.d, "subnet", value::network);
-    if let Some(s) = subnet {
-        if s.prefix > 31 {
-            t.error(
-                l.d,
-                "subnet",
-                format!("'{s}' has no room for two addresses: expected a prefix of /31 or shorter"),
-            );
-        }
-    }
-    let addresses = read_addresses(l, &mut t, ends.as_ref(), subnet);
+    let subnet = read_subnet::<Ipv4Cidr>(l, &mut t, "subnet");
+    let addresses = read_addresses(l, &mut t, "addresses", ends.as_ref(), subnet);
+    let subnet6 = read_subnet::<Ipv6Cidr>(l, &mut t, "subnet6");
+    let addresses6 = read_addresses(l, &mut t, "addresses6", ends.as_ref(), subnet6);
 
     // Parameters: defaults, then the link's own, then each direction's.
     let both = l.defaults.overlaid(&params::read(&mut t, l.d));
@@ -123,18 +117,23 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
     if t.failed {
         return;
     }
-    if let (Some(name), Some((a, b)), Some((addr_a, addr_b))) = (name.or(label), ends, addresses) {
+    if let (Some(name), Some((a, b)), Some((addr_a, addr_b)), Some((a6, b6))) =
+        (name.or(label), ends, addresses, addresses6)
+    {
         l.spec.links.push(LinkSpec {
             name,
             a: EndpointSpec {
                 node: a,
                 address: addr_a,
+                address6: a6,
             },
             b: EndpointSpec {
                 node: b,
                 address: addr_b,
+                address6: b6,
             },
             subnet,
+            subnet6,
             a_to_b: a_to_b.resolve(),
             b_to_a: b_to_a.resolve(),
         });
@@ -217,34 +216,56 @@ fn two_items<'a, 'i>(
     }
 }
 
-/// `addresses = ["198.18.0.1/24", "auto"]`: one entry per endpoint, each an
-/// address with prefix length, an address alone (taking the subnet's
-/// length), or "auto". Returns the two addresses (`None` = automatic).
+/// `subnet` (IPv4) or `subnet6` (IPv6): a network prefix with room for the
+/// two ends of the link.
+fn read_subnet<C: Cidr>(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>, key: &str) -> Option<C> {
+    let subnet = t.opt(l.d, key, value::network::<C>)?;
+    if subnet.prefix() > C::LONGEST {
+        t.error(
+            l.d,
+            key,
+            format!(
+                "'{subnet}' has no room for two addresses: expected a prefix of /{} or shorter",
+                C::LONGEST
+            ),
+        );
+    }
+    Some(subnet)
+}
+
+/// `addresses = ["198.18.0.1/24", "auto"]` (or `addresses6` with IPv6
+/// ones): one entry per endpoint, each an address with prefix length, an
+/// address alone (taking the subnet's length), or "auto". Returns the two
+/// addresses (`None` = automatic).
 #[allow(clippy::type_complexity)]
-fn read_addresses(
+fn read_addresses<C: Cidr>(
     l: &mut Loader<'_, '_>,
     t: &mut Table<'_, '_>,
+    key: &'static str,
     ends: Option<&(String, String)>,
-    subnet: Option<Ipv4Cidr>,
-) -> Option<(Option<Ipv4Cidr>, Option<Ipv4Cidr>)> {
-    let Some(v) = t.get("addresses") else {
+    subnet: Option<C>,
+) -> Option<(Option<C>, Option<C>)> {
+    let Some(v) = t.get(key) else {
         return Some((None, None));
     };
     let items = two_items(
         l,
         t,
-        "addresses",
+        key,
         v,
-        "two addresses (one per endpoint), e.g. [\"198.18.0.1/24\", \"auto\"]",
+        &format!(
+            "two addresses (one per endpoint), e.g. [\"{}\", \"auto\"]",
+            C::EXAMPLE
+        ),
     )?;
-    let mut out: Vec<Option<Ipv4Cidr>> = Vec::new();
+    let mut out: Vec<Option<C>> = Vec::new();
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
         let node = ends.map(|(a, b)| if i == 0 { a.as_str() } else { b.as_str() });
         match read_address(l, item, node, subnet) {
             Ok(addr) => out.push(addr),
             Err(message) => {
-                t.error_at(l.d, &item.span(), Some("addresses"), message);
+                t.error_at(l.d, &item.span(), Some(key), message);
                 ok = false;
             }
         }
@@ -254,21 +275,21 @@ fn read_addresses(
     }
     let (a, b) = (out[0], out[1]);
     if let (Some(x), Some(y)) = (a, b) {
-        if x.addr == y.addr {
+        if x.addr() == y.addr() {
             t.error(
                 l.d,
-                "addresses",
-                format!("both endpoints have the address {}", x.addr),
+                key,
+                format!("both endpoints have the address {}", x.addr()),
             );
             return None;
         }
-        if x.network() != y.network() || x.prefix != y.prefix {
+        if x.network() != y.network() || x.prefix() != y.prefix() {
             let (na, nb) = ends
                 .map(|(a, b)| (a.as_str(), b.as_str()))
                 .unwrap_or(("a", "b"));
             t.error(
                 l.d,
-                "addresses",
+                key,
                 format!("endpoints '{na}' ({x}) and '{nb}' ({y}) are on different subnets: a link is one subnet"),
             );
             return None;
@@ -281,17 +302,21 @@ fn read_addresses(
         let node = ends
             .map(|(a, b)| if i == 0 { a.clone() } else { b.clone() })
             .unwrap_or_default();
-        if let Some(first) = l.addresses.get(&addr.addr) {
+        let ip: std::net::IpAddr = addr.addr().into();
+        if let Some(first) = l.addresses.get(&ip) {
             let message = format!(
                 "address conflict: {} is already the address of '{}' on {} (line {})",
-                addr.addr, first.node, first.link, first.line
+                addr.addr(),
+                first.node,
+                first.link,
+                first.line
             );
-            t.error_at(l.d, &items[i].span(), Some("addresses"), message);
+            t.error_at(l.d, &items[i].span(), Some(key), message);
             ok = false;
         } else {
             let line = l.line(&items[i].span());
             l.addresses.insert(
-                addr.addr,
+                ip,
                 AddressOwner {
                     link: link.clone(),
                     node,
@@ -303,66 +328,52 @@ fn read_addresses(
     ok.then_some((a, b))
 }
 
-/// One entry of `addresses`, for the endpoint `node`.
-fn read_address(
+/// One entry of `addresses` or `addresses6`, for the endpoint `node`.
+fn read_address<C: Cidr>(
     l: &Loader<'_, '_>,
     item: &Value<'_>,
     node: Option<&str>,
-    subnet: Option<Ipv4Cidr>,
-) -> Result<Option<Ipv4Cidr>, String> {
+    subnet: Option<C>,
+) -> Result<Option<C>, String> {
     if value::is_word(item, "auto") {
         return Ok(None);
     }
     let text = value::string(item)
-        .map_err(|e| format!("{e} (an address like '198.18.0.1/24', or 'auto')"))?;
+        .map_err(|e| format!("{e} (an address like '{}', or 'auto')", C::EXAMPLE))?;
     let addr = if text.contains('/') {
-        value::cidr(item)?
+        value::cidr::<C>(item)?
     } else if let Some(subnet) = subnet {
         // A bare address takes its length from the link's subnet.
-        let addr: Ipv4Addr = text.trim().parse().map_err(|_| {
+        let addr: C::Addr = text.trim().parse().map_err(|_| {
             format!(
-                "'{}' is not an IPv4 address (expected e.g. '198.18.0.1/24' or 'auto')",
-                quote(&text)
+                "'{}' is not an {} address (expected e.g. '{}' or 'auto')",
+                quote(&text),
+                C::FAMILY,
+                C::EXAMPLE
             )
         })?;
-        Ipv4Cidr {
-            addr,
-            prefix: subnet.prefix,
-        }
+        C::of(addr, subnet.prefix())
     } else {
+        let len = C::EXAMPLE.rsplit('/').next().unwrap_or("24");
         return Err(format!(
-            "'{}' has no prefix length: write it as '{}/24' (or the right length), or give the link a 'subnet'",
+            "'{}' has no prefix length: write it as '{}/{len}' (or the right length), or give the link a '{}'",
             quote(&text),
-            quote(text.trim())
+            quote(text.trim()),
+            if C::FAMILY == "IPv4" { "subnet" } else { "subnet6" }
         ));
     };
     if let Some(name) = node {
         if l.node(name).and_then(|n| n.kind) == Some(Kind::Switch) {
             return Err(format!(
-                "'{name}' is a switch, which has no IP address: use \"auto\" for it (or leave 'addresses' out)"
+                "'{name}' is a switch, which has no IP address: use \"auto\" for it (or leave the addresses out)"
             ));
         }
     }
-    if addr.prefix == 32 {
-        return Err(format!(
-            "'{addr}' is a /32: it leaves no subnet to share with the other end of the link"
-        ));
-    }
-    if addr.prefix <= 30 {
-        let broadcast = Ipv4Addr::from(u32::from(addr.network()) | !addr.mask());
-        if addr.addr == addr.network() {
-            return Err(format!(
-                "'{addr}' is the network address of its subnet, not a host address"
-            ));
-        }
-        if addr.addr == broadcast {
-            return Err(format!(
-                "'{addr}' is the broadcast address of its subnet, not a host address"
-            ));
-        }
+    if let Some(why) = addr.not_a_host() {
+        return Err(why);
     }
     if let Some(subnet) = subnet {
-        if !subnet.contains(addr.addr) || addr.prefix != subnet.prefix {
+        if !subnet.contains(addr.addr()) || addr.prefix() != subnet.prefix() {
             return Err(format!("'{addr}' is not in the link's subnet {subnet}"));
         }
     }

@@ -96,7 +96,7 @@ pub(crate) struct Loader<'d, 's> {
     /// Link names in declaration order, for "links are: …".
     pub(crate) link_names: Vec<String>,
     /// Explicit interface addresses seen so far.
-    pub(crate) addresses: HashMap<std::net::Ipv4Addr, link::AddressOwner>,
+    pub(crate) addresses: HashMap<std::net::IpAddr, link::AddressOwner>,
     /// Static routes seen so far, to report the same route twice.
     pub(crate) route_keys: route::RouteKeys,
     /// Reading a change to a running network (no `at`), not a file.

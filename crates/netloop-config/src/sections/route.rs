@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use netloop_model::spec::RouteSpec;
+use netloop_model::spec::{IpPrefix, Ipv4Cidr, Ipv6Cidr, RouteSpec};
+use std::net::IpAddr;
 use toml::de::DeTable;
 
 use super::{peek_str, Kind, Loader};
@@ -44,17 +45,36 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
             Some(_) => {}
         }
     }
+    // Either family; the next hop must be of the prefix's (checked here),
+    // and IPv6 needs a dual-stack network (checked when it is built).
     let prefix = t.req(
         l.d,
         "prefix",
-        "the destination, e.g. \"198.19.0.0/24\"",
-        value::network,
+        "the destination, e.g. \"198.19.0.0/24\" or \"2001:2:9::/48\"",
+        |v| {
+            Ok(if value::is_ipv6(v) {
+                IpPrefix::V6(value::network::<Ipv6Cidr>(v)?)
+            } else {
+                IpPrefix::V4(value::network::<Ipv4Cidr>(v)?)
+            })
+        },
     );
     let via = t.req(
         l.d,
         "via",
         "the next-hop address, e.g. \"198.18.0.2\"",
-        value::ipv4,
+        |v| {
+            Ok(match (prefix, value::is_ipv6(v)) {
+                (Some(IpPrefix::V6(_)), _) => IpAddr::V6(value::ipv6(v)?),
+                (Some(IpPrefix::V4(p)), true) => {
+                    return Err(format!(
+                        "an IPv6 next hop for the IPv4 prefix {p}: a route's next hop is of its prefix's family"
+                    ))
+                }
+                (_, true) => IpAddr::V6(value::ipv6(v)?),
+                _ => IpAddr::V4(value::ipv4(v)?),
+            })
+        },
     );
 
     if let (Some(node), Some(prefix)) = (&node, prefix) {
@@ -75,4 +95,4 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
 
 /// Routes seen so far, by node and destination: where each starts (its
 /// identity) and its line.
-pub(crate) type RouteKeys = HashMap<(String, netloop_model::spec::Ipv4Cidr), (usize, usize)>;
+pub(crate) type RouteKeys = HashMap<(String, IpPrefix), (usize, usize)>;

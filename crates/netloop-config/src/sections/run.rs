@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use netloop_core::SimDuration;
-use netloop_model::spec::DEFAULT_SPIN;
+use netloop_model::spec::{Ipv4Cidr, Ipv6Cidr, DEFAULT_SPIN};
 use toml::de::DeTable;
 
 use super::Loader;
@@ -53,7 +53,7 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
     }) {
         l.spec.run.spin = spin;
     }
-    if let Some(pool) = t.opt(l.d, "address_pool", value::network) {
+    if let Some(pool) = t.opt(l.d, "address_pool", value::network::<Ipv4Cidr>) {
         if pool.prefix > 30 {
             t.error(l.d, "address_pool", format!("'{pool}' is too small to hold even one link's subnet: expected a prefix of /30 or shorter"));
         } else {
@@ -63,7 +63,7 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
     if let Some(on) = t.opt(l.d, "ipv6", value::boolean) {
         l.spec.run.ipv6 = on;
     }
-    if let Some(pool) = t.opt(l.d, "address_pool6", value::network6) {
+    if let Some(pool) = t.opt(l.d, "address_pool6", value::network::<Ipv6Cidr>) {
         if pool.prefix > 64 {
             t.error(
                 l.d,

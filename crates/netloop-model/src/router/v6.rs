@@ -6,7 +6,11 @@
 //! - **Ingress**: frames to the port's MAC, or to the IPv6 multicast MACs of
 //!   the groups the port is in (all-nodes, all-routers, the solicited-node
 //!   groups of its addresses); the header is validated
-//!   ([`crate::ipv6::validate`]) and Ethernet padding trimmed.
+//!   ([`crate::ipv6::validate`]) and Ethernet padding trimmed. Neighbour
+//!   discovery skips the forwarding engine's queue, as ARP does. Packets
+//!   from a source that cannot be one node's (multicast, loopback, the
+//!   unspecified address outside duplicate address detection) are dropped
+//!   as `martian` before anything answers them.
 //! - **Forwarding**: hop limit check and decrement (no checksum in IPv6),
 //!   longest-prefix match, neighbour discovery for the next hop's MAC
 //!   ([`crate::ndp`]). A packet too big for the egress link is dropped as
@@ -38,7 +42,12 @@
 //!
 //! Deviations, each on purpose:
 //! - Fragments addressed to the router itself are dropped as `unsupported`
-//!   (it does not reassemble IPv6; forwarded fragments pass untouched).
+//!   (it does not reassemble IPv6; forwarded fragments pass untouched; an
+//!   atomic fragment, offset 0 without more to come, is taken whole as RFC
+//!   6946 says), and so are packets to it whose Routing header has segments
+//!   left (no source routing, RFC 5095).
+//! - Hop-by-Hop options need not come first to be tolerated; the
+//!   subnet-router anycast address (RFC 4291 §2.6.1) is not the router's.
 //! - Hop-by-Hop options are not processed (Router Alert, for MLD, has no
 //!   use without multicast routing); the header is forwarded.
 //! - No ICMPv6 rate limiting (RFC 4443 §2.4 (f)), for the reason the parent
@@ -131,14 +140,24 @@ impl Router {
         match ipv6::validate(&frame[ETH_HEADER..]) {
             Ok(total) => {
                 frame.truncate(ETH_HEADER + total);
-                self.enqueue(
-                    Job {
-                        port,
-                        frame,
-                        l2_broadcast: l2_group,
-                    },
-                    ctx,
-                );
+                let ip = &frame[ETH_HEADER..];
+                // Neighbour discovery bypasses the forwarding engine, as ARP
+                // does: resolution must not wait behind (or be dropped with)
+                // the traffic that needs it.
+                let ndp = ipv6::next_header(ip) == next::ICMPV6
+                    && ip
+                        .get(IPV6_HEADER)
+                        .is_some_and(|t| matches!(*t, ndp::SOLICITATION | ndp::ADVERTISEMENT));
+                let job = Job {
+                    port,
+                    frame,
+                    l2_broadcast: l2_group,
+                };
+                if ndp {
+                    self.process6(job, ctx);
+                } else {
+                    self.enqueue(job, ctx);
+                }
             }
             Err(reason) => ctx.drop_frame(reason),
         }
@@ -166,7 +185,19 @@ impl Router {
     pub(super) fn process6(&mut self, job: Job, ctx: &mut NodeCtx) {
         let ip = &job.frame[ETH_HEADER..];
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
-        if self.own6.contains(&dst) || self.in_group(job.port, dst) {
+        let group = self.in_group(job.port, dst);
+        // Sources that cannot be one node's (RFC 4291 §2.7, §2.5.3), before
+        // anything is answered; the unspecified address only towards a
+        // group the port is in (duplicate address detection's probes).
+        if src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !group) {
+            ctx.drop_frame(DropReason::Martian);
+            return;
+        }
+        // A link-local address is the router's only on its own link (RFC
+        // 4007): another port's is not for a packet arriving here.
+        let own = self.own6.contains(&dst)
+            && (!ipv6::is_link_local(dst) || dst == self.ports[job.port].link_local());
+        if own || group {
             self.local6(job, ctx);
             return;
         }
@@ -188,12 +219,7 @@ impl Router {
             ctx.drop_frame(DropReason::NotForUs);
             return;
         }
-        if src.is_multicast()
-            || src.is_unspecified()
-            || src.is_loopback()
-            || dst.is_unspecified()
-            || dst.is_loopback()
-        {
+        if src.is_unspecified() || dst.is_unspecified() || dst.is_loopback() {
             ctx.drop_frame(DropReason::Martian);
             return;
         }
@@ -228,7 +254,8 @@ impl Router {
     /// MAC by neighbour discovery.
     fn transmit6(&mut self, port: PortId, next_hop: Ipv6Addr, mut frame: Frame, ctx: &mut NodeCtx) {
         frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
-        self.ndp.send(port, &self.ports[port], next_hop, frame, ctx);
+        self.ndp
+            .send(port, &self.ports[port], (port, next_hop), frame, ctx);
     }
 
     /// A packet for the router: to neighbour discovery, answered, or
@@ -242,8 +269,9 @@ impl Router {
                 return;
             }
         };
-        if upper.fragment {
-            // Not reassembled here (see the module docs).
+        if upper.fragment || upper.routing_left {
+            // Not reassembled here, and no source routing (see the module
+            // docs).
             ctx.drop_frame(DropReason::Unsupported);
             return;
         }
@@ -267,11 +295,14 @@ impl Router {
                 }
                 ctx.deliver(Sink::Router);
                 self.stats.local += 1;
-                if msg[0] == ICMPV6_ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 && unicast {
+                // Pings of a group the port is in are answered too, from
+                // the port's own address, as Linux does.
+                if msg[0] == ICMPV6_ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
                     let mut reply = msg.to_vec();
                     reply[0] = ICMPV6_ECHO_REPLY;
                     let tclass = ipv6::traffic_class(ip);
-                    if self.originate6(src, Some(dst), Some(job.port), tclass, &reply, ctx) {
+                    let from = unicast.then_some(dst);
+                    if self.originate6(src, from, Some(job.port), tclass, &reply, ctx) {
                         self.stats.icmpv6_sent.echo_reply += 1;
                     }
                 }
@@ -396,11 +427,13 @@ impl Router {
         });
         let Some(src) = src else { return false };
         let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, tclass, msg);
-        ctx.create(Origin::Router);
         if frame.len() - ETH_HEADER > info.mtu as usize {
+            // Counted as created and dropped, but not as sent.
+            ctx.create(Origin::Router);
             ctx.drop_frame(DropReason::MtuExceeded);
-            return true;
+            return false;
         }
+        ctx.create(Origin::Router);
         self.transmit6(port, next_hop, frame, ctx);
         true
     }

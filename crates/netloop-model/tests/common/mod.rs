@@ -70,12 +70,15 @@ pub fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
         a: EndpointSpec {
             node: a.into(),
             address: None,
+            address6: None,
         },
         b: EndpointSpec {
             node: b.into(),
             address: None,
+            address6: None,
         },
         subnet: None,
+        subnet6: None,
         a_to_b: d.clone(),
         b_to_a: d,
     }

@@ -85,9 +85,19 @@ class Node:
     def ip(self) -> str | None:
         """The address of its first interface, without the prefix length
         (e.g. ``"198.18.0.2"``), or ``None`` if it has none."""
+        return self._first("address")
+
+    @property
+    def ip6(self) -> str | None:
+        """The global IPv6 address of its first interface that has one,
+        without the prefix length (e.g. ``"2001:2:0:1::2"``), or ``None``
+        (a network without ``ipv6=True``, a switch, a simulated host)."""
+        return self._first("address6")
+
+    def _first(self, field: str) -> str | None:
         for i in self.interfaces():
-            if i["address"]:
-                return str(i["address"]).split("/")[0]
+            if i.get(field):
+                return str(i[field]).split("/")[0]
         return None
 
 
@@ -276,7 +286,8 @@ class Network:
         return self._add_node(Host(self, name), extra)
 
     def add_router(self, name: str, **fields: Any) -> Node:
-        """An IPv4 router (``forwarding_rate``, ``forwarding_queue``, …)."""
+        """A router (``forwarding_rate``, ``forwarding_queue``, …): IPv4,
+        and IPv6 too in a network made with ``ipv6=True``."""
         return self._add_node(Node(self, name, "router"), fields)
 
     def add_switch(self, name: str, **fields: Any) -> Node:
@@ -296,6 +307,8 @@ class Network:
         name: str | None = None,
         addresses: Sequence[str] | None = None,
         subnet: str | None = None,
+        addresses6: Sequence[str] | None = None,
+        subnet6: str | None = None,
         a_to_b: Mapping[str, Any] | None = None,
         b_to_a: Mapping[str, Any] | None = None,
         **params: Any,
@@ -303,18 +316,23 @@ class Network:
         """A link between two nodes with its parameters (``rate``, ``trace``,
         ``delay``, ``jitter``, ``loss``, ``queue``, ``mtu``, …) as in a
         topology file; ``a_to_b``/``b_to_a`` override them for one
-        direction. A ``trace`` file is found from the working directory."""
+        direction. A ``trace`` file is found from the working directory.
+        ``addresses``/``subnet`` fix its IPv4 addressing, and
+        ``addresses6``/``subnet6`` its IPv6 one in a network made with
+        ``ipv6=True`` (otherwise both are automatic)."""
         self._editable()
         ends = [str(a), str(b)]
         link_name = name or f"{ends[0]}-{ends[1]}"
         self._links.append({
             "name": name, "endpoints": ends, "addresses": list(addresses) if addresses else None,
-            "subnet": subnet, **params, "a_to_b": a_to_b, "b_to_a": b_to_a,
+            "subnet": subnet, "addresses6": list(addresses6) if addresses6 else None,
+            "subnet6": subnet6, **params, "a_to_b": a_to_b, "b_to_a": b_to_a,
         })
         return Link(self, link_name)
 
     def add_route(self, node: NodeRef, prefix: str, via: str) -> None:
-        """A static route on a router or host."""
+        """A static route on a router or host: an IPv4 prefix and next hop,
+        or (in a network made with ``ipv6=True``) IPv6 ones."""
         self._editable()
         self._routes.append({"node": str(node), "prefix": prefix, "via": via})
 
