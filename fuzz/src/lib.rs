@@ -611,7 +611,7 @@ pub fn gso(data: &[u8]) {
 /// folded one's-complement sum over its pseudo-header and segment (0xffff
 /// when the checksum is right), written apart from netloop's to check it.
 /// IPv6 extension headers (Hop-by-Hop, Routing, Destination Options,
-/// Authentication) are skipped.
+/// Authentication, an atomic fragment's Fragment header) are skipped.
 fn l4_checksum_at(f: &[u8]) -> Option<(usize, u16)> {
     let mut l3 = 14;
     let mut ty = u16::from_be_bytes([f[12], f[13]]);
@@ -629,12 +629,16 @@ fn l4_checksum_at(f: &[u8]) -> Option<(usize, u16)> {
         0x86dd => {
             let end = 40 + usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
             let (mut next, mut at) = (*ip.get(6)?, 40);
-            while matches!(next, 0 | 43 | 51 | 60) {
+            while matches!(next, 0 | 43 | 44 | 51 | 60) {
                 let len = usize::from(*ip.get(at + 1)?);
-                let len = if next == 51 {
-                    (len + 2) * 4
-                } else {
-                    8 + len * 8
+                let word = u16::from_be_bytes([*ip.get(at + 2)?, *ip.get(at + 3)?]);
+                let len = match next {
+                    51 => (len + 2) * 4,
+                    // A Fragment header: only an atomic fragment (offset 0,
+                    // no more to come; RFC 6946) has its upper layer here.
+                    44 if word & 0xfff9 != 0 => return None,
+                    44 => 8,
+                    _ => 8 + len * 8,
                 };
                 next = *ip.get(at)?;
                 at += len;

@@ -4,7 +4,7 @@
 //! neighbour discovery stay within the same bounds as ARP's, every frame
 //! accounted for.
 
-use netloop_fuzz::wire::{eth, ndp, solicited_node, udp6, Ip6, Records, ETH_IPV6};
+use netloop_fuzz::wire::{eth, icmp6, ndp, solicited_node, tcp_syn, udp6, Ip6, Records, ETH_IPV6};
 use netloop_fuzz::{Harness, Target};
 use netloop_model::stats::DropReason;
 use std::path::Path;
@@ -144,5 +144,43 @@ fn spoofed_advertisements_do_not_redirect_traffic() {
         .filter(|f| f.len() > 54 && f[12..14] == [0x86, 0xdd] && f[20] == 17)
         .count();
     assert_eq!(leaked, 0, "the waiting packet was not sent to x");
+    assert_eq!(c.unaccounted, 0);
+}
+
+#[test]
+fn a_simulated_host_answers_neighbour_discovery_pings_and_udp() {
+    let mut h = Harness::new(Target::Host);
+    let (x6, a6) = (h.addresses6_of("x")[0], h.addresses6_of("a")[0]);
+    let x_mac = h.x_mac();
+    let mut r = Records::default();
+    // A solicitation for a's address, to its solicited-node group.
+    let sn = solicited_node(a6);
+    let mut f = eth(ETH_IPV6, &[]);
+    f[0..6].copy_from_slice(&[0x33, 0x33, sn[12], sn[13], sn[14], sn[15]]);
+    f[6..12].copy_from_slice(&x_mac);
+    f.extend_from_slice(&ndp(135, 0, x6, sn, a6, Some(x_mac), 255));
+    r.push(0, 1, &f);
+    // A ping, a UDP datagram (no IPv6 socket: port unreachable), a TCP
+    // SYN (no IPv6 in its TCP yet: unsupported).
+    let echo = icmp6(x6, a6, 128, 0, &[0, 1, 0, 1, 9, 9, 9, 9]);
+    r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 58).packet(&echo)));
+    let u = udp6(x6, a6, 33434, &[0; 24]);
+    r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 17).packet(&u)));
+    let syn = tcp_syn([0; 4], [0; 4], 80);
+    r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 6).packet(&syn)));
+    h.run(&r.0);
+    let back = icmp6_back(&h);
+    assert!(back.contains(&136), "an advertisement: {back:?}");
+    assert!(back.contains(&129), "an echo reply: {back:?}");
+    assert!(back.contains(&1), "port unreachable: {back:?}");
+    // A host's advertisement does not say it is a router.
+    let na = h
+        .returned()
+        .iter()
+        .find(|f| f.len() > 58 && f[12..14] == [0x86, 0xdd] && f[54] == 136)
+        .unwrap();
+    assert_eq!(na[58] & 0x80, 0, "router flag");
+    let c = h.conservation();
+    assert_eq!(c.dropped.get(DropReason::Unsupported), 1, "{c:?}");
     assert_eq!(c.unaccounted, 0);
 }

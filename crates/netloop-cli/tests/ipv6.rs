@@ -1,7 +1,8 @@
 //! IPv6 end to end with real programs: `ping -6`, `traceroute -6`,
 //! `tracepath -6` (which must report the smaller MTU of the link between the
 //! routers), iperf3 both ways and an HTTP transfer, between two network
-//! namespaces across two simulated routers of a dual-stack topology.
+//! namespaces across two simulated routers of a dual-stack topology; and
+//! `ping -6` and `traceroute -6` to a simulated host.
 //!
 //! Needs root (it creates network namespaces) and the programs; says so and
 //! returns otherwise. Addresses are all from 2001:2::/48 and 198.18.0.0/15;
@@ -59,6 +60,14 @@ addresses = ["198.18.3.1/24", "198.18.3.2/24"]
 [[link]]
 endpoints = ["r2", "h2"]
 addresses = ["198.18.2.1/24", "198.18.2.2/24"]
+
+# A simulated host beside h2: 2001:2:0:3::2.
+[[node]]
+name = "h3"
+kind = "host"
+
+[[link]]
+endpoints = ["r2", "h3"]
 "#
     )
 }
@@ -103,6 +112,8 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
             true,
         )
         + &cmd(&format!("tracepath -6 -n {dst}"), "3s", true)
+        + &cmd("ping -6 -n -c 3 -i 0.2 2001:2:0:3::2", "4s", true)
+        + &cmd("traceroute -6 -n -q 1 -w 1 -m 6 2001:2:0:3::2", "4s", true)
         + &cmd(&format!("iperf3 -6 -c {dst} -t 2 -J"), "5s", true)
         + &cmd(&format!("iperf3 -6 -c {dst} -t 1 -R -J"), "8s", true)
         + &cmd(
@@ -161,10 +172,23 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
     assert!(u(&r1["icmpv6_sent"]["packet_too_big"]) >= 1, "{r1}");
     assert!(u(&r1["icmpv6_sent"]["time_exceeded"]) >= 2, "{r1}");
 
+    // A simulated host answers ping -6, and traceroute -6 ends at it
+    // (port unreachable: it has no IPv6 sockets).
+    let log = read_log(&r, "h1", 3);
+    assert_eq!(ping_summary(&log), Some((3, 3)), "{log}");
+    assert_eq!(command(&r, "h1", 4)["exit_code"], 0);
+    let log = read_log(&r, "h1", 4);
+    assert!(
+        log.lines()
+            .any(|l| l.trim_start().starts_with("3  2001:2:0:3::2 ")),
+        "traceroute -6 to the simulated host:\n{log}"
+    );
+    assert!(u(&node(&r, "h3")["stats"]["echo_replies"]) >= 3);
+
     // iperf3 -6 both ways: TCP over IPv6 with the hosts' offloads on; their
     // super-frames (TSO over IPv6) are read whole and cut, none refused.
     let mut rates = Vec::new();
-    for k in [3, 4] {
+    for k in [5, 6] {
         assert_eq!(command(&r, "h1", k)["exit_code"], 0);
         let log = read_log(&r, "h1", k);
         let (j, mbps) = iperf3_report(&log);
@@ -181,9 +205,9 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
     }
 
     // HTTP: the whole file, unchanged.
-    let c = command(&r, "h1", 5);
+    let c = command(&r, "h1", 7);
     assert_eq!(c["exit_code"], 0, "{c}");
-    let log = read_log(&r, "h1", 5);
+    let log = read_log(&r, "h1", 7);
     assert_eq!(log.trim(), "200:1000000", "{log}");
     assert_eq!(std::fs::read(s.path("got")).unwrap(), body);
 

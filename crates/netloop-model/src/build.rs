@@ -858,9 +858,6 @@ impl<'a> Builder<'a> {
                     continue;
                 };
                 let name = &spec.nodes[node].name;
-                if matches!(spec.nodes[node].kind, NodeKind::Host) {
-                    return Err(self.err(ItemRef::Link(li), Some("addresses6"), format!("'{name}' is a simulated host, which has no IPv6 yet: use \"auto\" for it")));
-                }
                 if a.prefix != subnet.prefix || !subnet.contains(a.addr) {
                     return Err(self.err(
                         ItemRef::Link(li),
@@ -889,11 +886,7 @@ impl<'a> Builder<'a> {
             let v4 = self.segments[si].subnet;
             let mut next = first;
             for (i, &(node, port, li, _)) in ifaces.iter().enumerate() {
-                // Simulated hosts have no IPv6 stack yet: their interfaces
-                // stay IPv4-only (and IPv6 to them finds no neighbour).
-                if matches!(spec.nodes[node].kind, NodeKind::Host)
-                    || self.ports[node][port].addr6.is_some()
-                {
+                if self.ports[node][port].addr6.is_some() {
                     continue;
                 }
                 let wanted = match (v4, self.ports[node][port].addr) {
@@ -1238,7 +1231,7 @@ impl<'a> Builder<'a> {
             nodes.push(match &n.kind {
                 NodeKind::Host => {
                     let hseed = RngStream::new(seed, &format!("host/{}", n.name)).next_u64();
-                    Node::Host(Box::new(Host::new(ports, table, hseed)))
+                    Node::Host(Box::new(Host::new(ports, table, table6, hseed)))
                 }
                 NodeKind::Router(r) => {
                     Node::Router(Box::new(Router::new(&n.name, ports, r, table, table6)))

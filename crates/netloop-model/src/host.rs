@@ -32,6 +32,13 @@
 //!
 //! Time reaches smoltcp as an argument (microsecond resolution, its unit);
 //! the host asks for a timer at smoltcp's `poll_at`.
+//!
+//! IPv6 (in a dual-stack network) is the host's too, on [`crate::node6`]:
+//! it answers neighbour discovery and pings of its addresses, and UDP with
+//! port unreachable (it has no IPv6 sockets yet, so every port is closed;
+//! a `traceroute -6` to it ends there). Traffic over IPv6 (its
+//! applications, smoltcp's TCP) is not there yet: TCP over IPv6 to the host
+//! is dropped as `unsupported`, as are fragments (not reassembled).
 
 use netloop_core::SimTime;
 use rustc_hash::FxHashMap as HashMap;
@@ -51,11 +58,14 @@ use std::net::Ipv4Addr;
 use crate::apps::{self, App, Hop, TcpMode};
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::ipv4::{self, IP_HEADER};
+use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
 use crate::link::ETH_HEADER;
+use crate::ndp;
 use crate::node::{NodeCtx, PortInfo};
+use crate::node6::{Node6, ECHO_REQUEST};
 use crate::pmtu::PmtuCache;
 use crate::reassembly::{Outcome, Reassembler};
-use crate::routing::RoutingTable;
+use crate::routing::{RoutingTable, RoutingTable6};
 use crate::stats::{DropReason, Origin, Sink};
 use crate::{Frame, PortId};
 
@@ -200,7 +210,7 @@ pub struct HostStats {
     pub reassembled: u64,
     /// ICMP fragmentation-needed messages that lowered a path MTU.
     pub path_mtu_lowered: u64,
-    /// ICMP echo replies sent.
+    /// ICMP and ICMPv6 echo replies sent.
     pub echo_replies: u64,
 }
 
@@ -212,6 +222,9 @@ pub struct Host {
     ports: Vec<PortInfo>,
     table: RoutingTable,
     arp: Arp,
+    /// Its IPv6 side (addresses, table, neighbours), if the network has
+    /// IPv6.
+    v6: Node6,
     iface: Interface,
     device: StackDevice,
     sockets: SocketSet<'static>,
@@ -246,9 +259,15 @@ pub struct Host {
 }
 
 impl Host {
-    /// A host with `ports`, routing table `table`, whose smoltcp stack is
-    /// seeded with `seed` (initial sequence numbers, ports).
-    pub fn new(ports: Vec<PortInfo>, table: RoutingTable, seed: u64) -> Self {
+    /// A host with `ports`, routing tables `table` (IPv4) and `table6`
+    /// (IPv6), whose smoltcp stack is seeded with `seed` (initial sequence
+    /// numbers, ports).
+    pub fn new(
+        ports: Vec<PortInfo>,
+        table: RoutingTable,
+        table6: RoutingTable6,
+        seed: u64,
+    ) -> Self {
         let mtu = ports.iter().map(|p| p.mtu as usize).min().unwrap_or(1500);
         let mut device = StackDevice {
             rx: VecDeque::new(),
@@ -270,10 +289,12 @@ impl Host {
         if let Some(a) = ports.iter().find_map(|p| p.addr) {
             let _ = iface.routes_mut().add_default_ipv4_route(a.addr);
         }
+        let v6 = Node6::new(&ports, table6, false, Origin::Host);
         Host {
             ports,
             table,
             arp: Arp::new(ArpConfig::default(), Origin::Host),
+            v6,
             iface,
             device,
             sockets: SocketSet::new(Vec::new()),
@@ -299,6 +320,10 @@ impl Host {
     /// The host's routing table.
     pub fn table(&self) -> &RoutingTable {
         &self.table
+    }
+    /// The host's IPv6 routing table.
+    pub fn table6(&self) -> &RoutingTable6 {
+        &self.v6.table
     }
     /// The host's applications.
     pub fn apps(&self) -> &[App] {
@@ -456,7 +481,7 @@ impl Host {
     /// Frames held by the host: waiting for ARP, and fragments waiting for
     /// the rest of their datagram.
     pub fn in_flight(&self) -> u64 {
-        self.arp.in_flight() + self.reassembly.held_frames()
+        self.arp.in_flight() + self.v6.ndp.in_flight() + self.reassembly.held_frames()
     }
 
     /// Whether `ip` is one of the host's own unicast addresses.
@@ -479,7 +504,10 @@ impl Host {
             return;
         };
         let dst = eth.dst_addr();
-        if dst != self.ports[port].mac && !dst.is_broadcast() {
+        if dst != self.ports[port].mac
+            && !dst.is_broadcast()
+            && !self.v6.listens(&self.ports[port], dst)
+        {
             ctx.drop_frame(if dst.is_multicast() {
                 DropReason::Unsupported
             } else {
@@ -493,6 +521,88 @@ impl Host {
                 self.arp.receive(port, &info, &frame, ctx);
             }
             EthernetProtocol::Ipv4 => self.ipv4_in(frame, ctx),
+            EthernetProtocol::Ipv6 => self.ipv6_in(port, frame, ctx),
+            _ => ctx.drop_frame(DropReason::Unsupported),
+        }
+    }
+
+    /// An IPv6 frame that came in by `port` (see the module docs for what
+    /// the host does with IPv6).
+    fn ipv6_in(&mut self, port: PortId, mut frame: Frame, ctx: &mut NodeCtx) {
+        if !self.v6.enabled() {
+            ctx.drop_frame(DropReason::Unsupported);
+            return;
+        }
+        let total = match ipv6::validate(&frame[ETH_HEADER..]) {
+            Ok(t) => t,
+            Err(reason) => {
+                ctx.drop_frame(reason);
+                return;
+            }
+        };
+        frame.truncate(ETH_HEADER + total);
+        let ip = &frame[ETH_HEADER..];
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        let info = &self.ports[port];
+        let group = self.v6.in_group(info, dst);
+        // Sources that cannot be one node's; the unspecified address only
+        // in duplicate address detection's probes to a group.
+        if src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !group) {
+            ctx.drop_frame(DropReason::Martian);
+            return;
+        }
+        // Hosts don't forward.
+        if !group && !self.v6.is_own_on(info, dst) {
+            ctx.drop_frame(DropReason::NotForUs);
+            return;
+        }
+        let upper = match ipv6::upper_layer(ip) {
+            Ok(u) => u,
+            Err(reason) => {
+                ctx.drop_frame(reason);
+                return;
+            }
+        };
+        if upper.fragment || upper.routing_left {
+            ctx.drop_frame(DropReason::Unsupported);
+            return;
+        }
+        match upper.proto {
+            next::ICMPV6 => {
+                let msg = &ip[upper.offset..];
+                if msg.len() < 4 || ipv6::checksum(src, dst, next::ICMPV6, msg) != 0 {
+                    ctx.drop_frame(DropReason::BadChecksum);
+                    return;
+                }
+                if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
+                    let info = &self.ports[port];
+                    self.v6
+                        .ndp
+                        .receive(port, info, &frame, upper.offset, false, ctx);
+                    return;
+                }
+                ctx.deliver(Sink::Host);
+                if msg[0] == ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
+                    let tclass = ipv6::traffic_class(ip);
+                    if self
+                        .v6
+                        .echo_reply(&self.ports, port, src, dst, tclass, msg, ctx)
+                    {
+                        self.stats.echo_replies += 1;
+                    }
+                }
+            }
+            next::UDP if self.v6.is_own(dst) => {
+                ctx.deliver(Sink::Host);
+                // No IPv6 sockets: the port is closed (RFC 4443 §3.1, code
+                // 4), quoting as much as keeps the error within 1280 bytes.
+                let quoted = &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)];
+                let mut msg = vec![1, 4, 0, 0, 0, 0, 0, 0];
+                msg.extend_from_slice(quoted);
+                self.v6
+                    .originate(&self.ports, src, Some(dst), Some(port), 0, &msg, ctx);
+            }
+            // TCP over IPv6 (not in the host's stack yet), and the rest.
             _ => ctx.drop_frame(DropReason::Unsupported),
         }
     }
@@ -819,8 +929,10 @@ impl Host {
     /// Handles timer `token`.
     pub fn timer(&mut self, token: u64, ctx: &mut NodeCtx) {
         if token & ARP_TIMER != 0 {
+            // The tick is shared: each cache ignores one it did not ask for.
             let ports = self.ports.clone();
             self.arp.timer(&ports, ctx);
+            self.v6.ndp.timer(&ports, ctx);
         } else if token == REASSEMBLY_TIMER {
             self.reassembly_timeout(ctx);
         } else if token == POLL_TIMER {
@@ -1370,7 +1482,7 @@ mod tests {
             via: None,
             port: 0,
         });
-        let mut host = Host::new(vec![port], table, 1);
+        let mut host = Host::new(vec![port], table, RoutingTable6::new(), 1);
         let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
         let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
         let info = host.ports[0].clone();

@@ -16,10 +16,13 @@
 //!   disciplines behind one small trait.
 //! - [`switch`], [`router`], [`host`]: the node types. Hosts carry their
 //!   traffic applications ([`apps`]) and run TCP in smoltcp.
-//! - [`arp`], [`routing`]: neighbour caches and longest-prefix match, shared by
+//! - [`neighbour`] (with [`arp`] for IPv4 and [`ndp`] for IPv6), [`routing`]:
+//!   neighbour caches and longest-prefix match for both families, shared by
 //!   routers and hosts; [`ipv4`] and [`reassembly`]: IPv4 header fields,
-//!   fragmentation and reassembly, also shared; [`pmtu`]: a host's path MTU
-//!   cache.
+//!   fragmentation and reassembly, also shared; [`ipv6`]: IPv6 header
+//!   fields and extension headers; [`node6`]: what a router's and a host's
+//!   IPv6 sides share (addresses, groups, the ICMPv6 they originate);
+//!   [`pmtu`]: a host's path MTU cache.
 //! - [`stats`], [`results`]: drop reasons, counters, the conservation ledger,
 //!   and the versioned JSON results.
 
@@ -37,6 +40,7 @@ pub mod ndp;
 pub mod neighbour;
 pub mod network;
 pub mod node;
+pub mod node6;
 pub mod partition;
 pub mod pmtu;
 pub mod qdisc;

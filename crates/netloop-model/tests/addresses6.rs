@@ -68,8 +68,8 @@ fn each_segment_gets_a_64_and_each_interface_its_ipv4_host_number() {
     assert_eq!(addr6(&sim, "r1", 1).unwrap(), "2001:2:0:1::1/64");
     assert_eq!(addr6(&sim, "r2", 0).unwrap(), "2001:2:0:1::2/64");
     assert_eq!(addr6(&sim, "y", 0).unwrap(), "2001:2:0:1::3/64");
-    // Simulated hosts stay IPv4-only; their router's side has IPv6.
-    assert_eq!(addr6(&sim, "h", 0), None);
+    // Simulated hosts have IPv6 too.
+    assert_eq!(addr6(&sim, "h", 0).unwrap(), "2001:2:0:2::2/64");
     assert_eq!(addr6(&sim, "r2", 1).unwrap(), "2001:2:0:2::1/64");
     assert_eq!(addr6(&sim, "sw", 0), None);
     // The real hosts' routes: y has two routers on its segment, so a route
@@ -128,10 +128,6 @@ fn mistakes_are_named() {
         e.contains("link 'r1-sw'") && e.contains("add 'ipv6 = true' to [run]"),
         "{e}"
     );
-    // A simulated host given an IPv6 address.
-    let mut s = net();
-    s.links[4].b.address6 = Some(Ipv6Cidr::parse("2001:2:0:2::9/64").unwrap());
-    assert!(err(&s).contains("'h' is a simulated host, which has no IPv6 yet"));
     // An address outside the subnet, one used twice, a switch's.
     let mut s = net();
     s.links[0].subnet6 = Some(Ipv6Cidr::parse("2001:2:0:99::/64").unwrap());

@@ -1,6 +1,6 @@
 //! A router: what happens to a frame between arriving on one of a router's
 //! ports and leaving on another. This module is the router and its IPv4
-//! path; the IPv6 path is [`v6`], on the same forwarding engine.
+//! path; the IPv6 path is `v6`, on the same forwarding engine.
 //!
 //! This module owns, per arriving frame:
 //! - **Ingress checks**: the Ethernet destination (the port's MAC or
@@ -68,7 +68,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 use smoltcp::wire::{EthernetAddress, EthernetProtocol};
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::gso;
@@ -77,8 +77,8 @@ use crate::ipv4::{
     more_fragments, src_addr, validate, IP_HEADER, MAX_DATAGRAM, PROTO_ICMP, PROTO_UDP,
 };
 use crate::link::ETH_HEADER;
-use crate::ndp::Ndp;
 use crate::node::{NodeCtx, PortInfo};
+use crate::node6::Node6;
 use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::{RoutingTable, RoutingTable6};
 use crate::spec::RouterSpec;
@@ -193,13 +193,9 @@ pub struct Router {
     directed: FxHashSet<u32>,
     table: RoutingTable,
     arp: Arp,
-    /// Whether any port has an IPv6 address: otherwise IPv6 is dropped as
-    /// `unsupported`, as before the network had it.
-    ipv6: bool,
-    /// The router's IPv6 addresses, global and link-local.
-    own6: FxHashSet<Ipv6Addr>,
-    table6: RoutingTable6,
-    ndp: Ndp,
+    /// Its IPv6 side: addresses, table, neighbours (without IPv6 in the
+    /// network, IPv6 is dropped as `unsupported`).
+    v6: Node6,
     /// Time per packet of the forwarding engine; `None` is unlimited.
     service: Option<SimDuration>,
     /// Bound of `waiting`.
@@ -236,15 +232,7 @@ impl Router {
             .filter(|a| a.prefix <= 30)
             .map(|a| u32::from(a.network()) | !a.mask())
             .collect();
-        let ipv6 = ports.iter().any(|p| p.addr6.is_some());
-        let own6 = if ipv6 {
-            ports
-                .iter()
-                .flat_map(|p| p.addr6.map(|a| a.addr).into_iter().chain([p.link_local()]))
-                .collect()
-        } else {
-            FxHashSet::default()
-        };
+        let v6 = Node6::new(&ports, table6, true, Origin::Router);
         Router {
             name: name.to_string(),
             ports,
@@ -252,10 +240,7 @@ impl Router {
             directed,
             table,
             arp: Arp::new(ArpConfig::default(), Origin::Router),
-            ipv6,
-            own6,
-            table6,
-            ndp: Ndp::new(ArpConfig::default(), Origin::Router),
+            v6,
             service: spec.forwarding_rate.map(|r| r.interval()),
             queue_limit: spec.forwarding_queue as usize,
             waiting: VecDeque::new(),
@@ -280,7 +265,7 @@ impl Router {
 
     /// The IPv6 routing table.
     pub fn table6(&self) -> &RoutingTable6 {
-        &self.table6
+        &self.v6.table
     }
 
     /// Counters.
@@ -294,7 +279,7 @@ impl Router {
         self.waiting.len() as u64
             + self.in_service.is_some() as u64
             + self.arp.in_flight()
-            + self.ndp.in_flight()
+            + self.v6.ndp.in_flight()
             + self.reassembly.held_frames()
     }
 
@@ -366,7 +351,7 @@ impl Router {
         if token & ARP_TIMER != 0 {
             // The tick is shared: each cache ignores one it did not ask for.
             self.arp.timer(&self.ports, ctx);
-            self.ndp.timer(&self.ports, ctx);
+            self.v6.ndp.timer(&self.ports, ctx);
         } else if token == REASSEMBLY_TIMER {
             self.reassembly_timeout(ctx);
         } else if self.in_service.as_ref().is_some_and(|(t, _)| *t == token) {
@@ -389,8 +374,8 @@ impl Router {
         }
         self.stats.arp_requests_sent = self.arp.requests_sent;
         self.stats.arp_replies_sent = self.arp.replies_sent;
-        self.stats.ndp_solicitations_sent = self.ndp.requests_sent;
-        self.stats.ndp_advertisements_sent = self.ndp.replies_sent;
+        self.stats.ndp_solicitations_sent = self.v6.ndp.requests_sent;
+        self.stats.ndp_advertisements_sent = self.v6.ndp.replies_sent;
     }
 
     /// Ethernet-level checks, then ARP or the IPv4 path.
@@ -402,7 +387,7 @@ impl Router {
         let dst = EthernetAddress::from_bytes(&frame[0..6]);
         // IPv4 multicast MACs are not for us: the router joins no IPv4
         // groups. IPv6's are, for the groups neighbour discovery needs.
-        let l2_broadcast = dst.is_broadcast() || self.listens6(port, dst);
+        let l2_broadcast = dst.is_broadcast() || self.v6.listens(&self.ports[port], dst);
         if dst != self.ports[port].mac && !l2_broadcast {
             ctx.drop_frame(DropReason::NotForUs);
             return;
@@ -455,7 +440,7 @@ impl Router {
         ctx.timer(ctx.now + service, token);
     }
 
-    /// The forwarding decision for one valid IP packet: IPv6's is [`v6`]'s,
+    /// The forwarding decision for one valid IP packet: IPv6's is `v6`'s,
     /// IPv4's follows RFC 1812 §5.2.
     fn process(&mut self, job: Job, ctx: &mut NodeCtx) {
         if job.frame[12..14] == crate::ipv6::ETHERTYPE.to_be_bytes() {

@@ -58,7 +58,6 @@
 //!   reply to a large request, sent out of a smaller link) are dropped as
 //!   `mtu_exceeded` rather than fragmented at the source.
 
-use smoltcp::wire::EthernetAddress;
 use std::net::Ipv6Addr;
 
 use super::{Job, Router};
@@ -66,19 +65,16 @@ use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::NodeCtx;
-use crate::stats::{DropReason, Origin, Sink};
+use crate::node6::ECHO_REQUEST;
+use crate::stats::{DropReason, Sink};
 use crate::{Frame, PortId};
 
-/// Hop limit of packets the router originates (Linux's default).
-const ORIGINATED_HOPS: u8 = 64;
 /// Traffic class of ICMPv6 errors: CS6, network control, as for IPv4.
 const ERROR_TCLASS: u8 = 0xc0;
 
 const ICMPV6_DST_UNREACHABLE: u8 = 1;
 const ICMPV6_PACKET_TOO_BIG: u8 = 2;
 const ICMPV6_TIME_EXCEEDED: u8 = 3;
-const ICMPV6_ECHO_REQUEST: u8 = 128;
-const ICMPV6_ECHO_REPLY: u8 = 129;
 
 /// The ICMPv6 errors a router sends.
 #[derive(Clone, Copy)]
@@ -96,33 +92,6 @@ pub(super) enum Icmpv6Error {
 }
 
 impl Router {
-    /// Whether Ethernet multicast address `mac` is one that `port` listens
-    /// to: all-nodes, all-routers, or the solicited-node group of one of its
-    /// addresses.
-    pub(super) fn listens6(&self, port: PortId, mac: EthernetAddress) -> bool {
-        let info = &self.ports[port];
-        let m = mac.0;
-        if !self.ipv6 || m[0..2] != [0x33, 0x33] {
-            return false;
-        }
-        [ipv6::ALL_NODES, ipv6::ALL_ROUTERS]
-            .into_iter()
-            .chain(info.addr6.map(|a| ipv6::solicited_node(a.addr)))
-            .chain([ipv6::solicited_node(info.link_local())])
-            .any(|g| ipv6::multicast_mac(g) == m)
-    }
-
-    /// Whether `dst` is a group `port` is in.
-    fn in_group(&self, port: PortId, dst: Ipv6Addr) -> bool {
-        let info = &self.ports[port];
-        dst == ipv6::ALL_NODES
-            || dst == ipv6::ALL_ROUTERS
-            || info
-                .addr6
-                .is_some_and(|a| dst == ipv6::solicited_node(a.addr))
-            || dst == ipv6::solicited_node(info.link_local())
-    }
-
     /// An IPv6 frame after the Ethernet checks: validated, trimmed and
     /// handed to the forwarding engine. `l2_group`: it came to a multicast
     /// or broadcast MAC.
@@ -133,7 +102,7 @@ impl Router {
         l2_group: bool,
         ctx: &mut NodeCtx,
     ) {
-        if !self.ipv6 {
+        if !self.v6.enabled() {
             ctx.drop_frame(DropReason::Unsupported);
             return;
         }
@@ -168,24 +137,24 @@ impl Router {
     /// another node beyond this link, hop limit above 1, a route), else
     /// `None`. The caller checks the segments fit the port's MTU.
     pub(super) fn forwards_whole6(&self, ip: &[u8]) -> Option<PortId> {
-        if !self.ipv6 || ipv6::validate(ip).is_err() {
+        if !self.v6.enabled() || ipv6::validate(ip).is_err() {
             return None;
         }
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
         let plain = |a: Ipv6Addr| {
             !(a.is_multicast() || a.is_unspecified() || a.is_loopback() || ipv6::is_link_local(a))
         };
-        if self.own6.contains(&dst) || !plain(dst) || !plain(src) || ipv6::hop_limit(ip) <= 1 {
+        if self.v6.is_own(dst) || !plain(dst) || !plain(src) || ipv6::hop_limit(ip) <= 1 {
             return None;
         }
-        self.table6.lookup(dst).map(|r| r.port)
+        self.v6.table.lookup(dst).map(|r| r.port)
     }
 
     /// The forwarding decision for one valid IPv6 packet.
     pub(super) fn process6(&mut self, job: Job, ctx: &mut NodeCtx) {
         let ip = &job.frame[ETH_HEADER..];
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
-        let group = self.in_group(job.port, dst);
+        let group = self.v6.in_group(&self.ports[job.port], dst);
         // Sources that cannot be one node's (RFC 4291 §2.7, §2.5.3), before
         // anything is answered; the unspecified address only towards a
         // group the port is in (duplicate address detection's probes).
@@ -195,8 +164,7 @@ impl Router {
         }
         // A link-local address is the router's only on its own link (RFC
         // 4007): another port's is not for a packet arriving here.
-        let own = self.own6.contains(&dst)
-            && (!ipv6::is_link_local(dst) || dst == self.ports[job.port].link_local());
+        let own = self.v6.is_own_on(&self.ports[job.port], dst);
         if own || group {
             self.local6(job, ctx);
             return;
@@ -233,7 +201,7 @@ impl Router {
             self.icmp6_error(&job, Icmpv6Error::TimeExceeded, ctx);
             return;
         }
-        let Some(route) = self.table6.lookup(dst).copied() else {
+        let Some(route) = self.v6.table.lookup(dst).copied() else {
             ctx.drop_frame(DropReason::NoRoute);
             self.icmp6_error(&job, Icmpv6Error::NoRoute, ctx);
             return;
@@ -247,15 +215,8 @@ impl Router {
         let mut frame = job.frame;
         frame[ETH_HEADER + 7] -= 1;
         self.stats.forwarded += frame.segs();
-        self.transmit6(route.port, route.via.unwrap_or(dst), frame, ctx);
-    }
-
-    /// Sends an IPv6 frame out of `port` towards `next_hop`, resolving its
-    /// MAC by neighbour discovery.
-    fn transmit6(&mut self, port: PortId, next_hop: Ipv6Addr, mut frame: Frame, ctx: &mut NodeCtx) {
-        frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
-        self.ndp
-            .send(port, &self.ports[port], (port, next_hop), frame, ctx);
+        let via = route.via.unwrap_or(dst);
+        self.v6.transmit(&self.ports, route.port, via, frame, ctx);
     }
 
     /// A packet for the router: to neighbour discovery, answered, or
@@ -276,7 +237,6 @@ impl Router {
             return;
         }
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
-        let unicast = self.own6.contains(&dst);
         match upper.proto {
             next::ICMPV6 => {
                 let msg = &ip[upper.offset..];
@@ -289,25 +249,23 @@ impl Router {
                 if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
                     let port = job.port;
                     let info = &self.ports[port];
-                    self.ndp
+                    self.v6
+                        .ndp
                         .receive(port, info, &job.frame, upper.offset, true, ctx);
                     return;
                 }
                 ctx.deliver(Sink::Router);
                 self.stats.local += 1;
-                // Pings of a group the port is in are answered too, from
-                // the port's own address, as Linux does.
-                if msg[0] == ICMPV6_ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
-                    let mut reply = msg.to_vec();
-                    reply[0] = ICMPV6_ECHO_REPLY;
+                // Pings of a group the port is in are answered too.
+                if msg[0] == ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
                     let tclass = ipv6::traffic_class(ip);
-                    let from = unicast.then_some(dst);
-                    if self.originate6(src, from, Some(job.port), tclass, &reply, ctx) {
+                    let (ports, port) = (&self.ports, job.port);
+                    if self.v6.echo_reply(ports, port, src, dst, tclass, msg, ctx) {
                         self.stats.icmpv6_sent.echo_reply += 1;
                     }
                 }
             }
-            next::UDP if unicast => {
+            next::UDP if self.v6.is_own(dst) => {
                 ctx.deliver(Sink::Router);
                 self.stats.local += 1;
                 self.send_error6(&job, Icmpv6Error::PortUnreachable, Some(dst), ctx);
@@ -356,7 +314,11 @@ impl Router {
         msg.extend_from_slice(&word.to_be_bytes());
         msg.extend_from_slice(quoted);
         let src = ipv6::src_addr(ip);
-        if !self.originate6(src, from, Some(job.port), ERROR_TCLASS, &msg, ctx) {
+        let (ports, port) = (&self.ports, job.port);
+        if !self
+            .v6
+            .originate(ports, src, from, Some(port), ERROR_TCLASS, &msg, ctx)
+        {
             self.stats.icmp_suppressed += 1;
             return;
         }
@@ -378,7 +340,7 @@ impl Router {
         if (dst.is_multicast() || l2_group) && !too_big {
             return false;
         }
-        if src.is_unspecified() || src.is_multicast() || self.own6.contains(&src) {
+        if src.is_unspecified() || src.is_multicast() || self.v6.is_own(src) {
             return false;
         }
         match ipv6::upper_layer(ip) {
@@ -389,52 +351,5 @@ impl Router {
             Ok(_) => true,
             Err(_) => false,
         }
-    }
-
-    /// Sends an ICMPv6 message the router originates, to `dst`: out of
-    /// `link_port` if `dst` is link-local (its scope is that link), else
-    /// routed by longest-prefix match; from `src`, or else the egress port's
-    /// address. False, having created nothing, if there is no route or no
-    /// source address, or `dst` is the router's own.
-    fn originate6(
-        &mut self,
-        dst: Ipv6Addr,
-        src: Option<Ipv6Addr>,
-        link_port: Option<PortId>,
-        tclass: u8,
-        msg: &[u8],
-        ctx: &mut NodeCtx,
-    ) -> bool {
-        if self.own6.contains(&dst) {
-            return false;
-        }
-        let (port, next_hop) = if ipv6::is_link_local(dst) {
-            let Some(p) = link_port else { return false };
-            (p, dst)
-        } else {
-            let Some(route) = self.table6.lookup(dst) else {
-                return false;
-            };
-            (route.port, route.via.unwrap_or(dst))
-        };
-        let info = &self.ports[port];
-        let src = src.or_else(|| {
-            if ipv6::is_link_local(dst) {
-                Some(info.link_local())
-            } else {
-                info.addr6.map(|a| a.addr)
-            }
-        });
-        let Some(src) = src else { return false };
-        let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, tclass, msg);
-        if frame.len() - ETH_HEADER > info.mtu as usize {
-            // Counted as created and dropped, but not as sent.
-            ctx.create(Origin::Router);
-            ctx.drop_frame(DropReason::MtuExceeded);
-            return false;
-        }
-        ctx.create(Origin::Router);
-        self.transmit6(port, next_hop, frame, ctx);
-        true
     }
 }

@@ -1,0 +1,196 @@
+//! What every IPv6 node has, router or simulated host: its addresses, its
+//! routing table, its neighbour cache, the groups its ports are in, and
+//! how it sends the ICMPv6 messages it originates (echo replies, errors).
+//! [`crate::router`] forwards beside it; [`crate::host`] answers beside it.
+//!
+//! A port is in the all-nodes group, the all-routers group if the node is
+//! a router, and the solicited-node groups of its addresses (RFC 4291
+//! §2.8); a link-local address is the node's only on its own link (RFC
+//! 4007), so it is checked against the port a packet came in by.
+
+use rustc_hash::FxHashSet;
+use smoltcp::wire::EthernetAddress;
+use std::net::Ipv6Addr;
+
+use crate::ipv6;
+use crate::link::ETH_HEADER;
+use crate::ndp::Ndp;
+use crate::neighbour::NeighbourConfig;
+use crate::node::{NodeCtx, PortInfo};
+use crate::routing::RoutingTable6;
+use crate::stats::{DropReason, Origin};
+use crate::{Frame, PortId};
+
+/// Hop limit of packets a node originates (Linux's default).
+pub const ORIGINATED_HOPS: u8 = 64;
+
+/// A node's IPv6 side.
+pub struct Node6 {
+    /// Whether any port has an IPv6 address: otherwise the node has no
+    /// IPv6 and drops it as `unsupported`.
+    enabled: bool,
+    /// Routers are in the all-routers group and say so in advertisements.
+    router: bool,
+    /// Its addresses, global and link-local.
+    own: FxHashSet<Ipv6Addr>,
+    /// Where its packets go.
+    pub table: RoutingTable6,
+    /// Its neighbours, per port.
+    pub ndp: Ndp,
+    origin: Origin,
+}
+
+impl Node6 {
+    /// The IPv6 side of a node with `ports` and table `table`; `router`
+    /// for a router. Frames it creates are recorded with `origin`.
+    pub fn new(ports: &[PortInfo], table: RoutingTable6, router: bool, origin: Origin) -> Self {
+        let enabled = ports.iter().any(|p| p.addr6.is_some());
+        let own = if enabled {
+            ports
+                .iter()
+                .flat_map(|p| p.addr6.map(|a| a.addr).into_iter().chain([p.link_local()]))
+                .collect()
+        } else {
+            FxHashSet::default()
+        };
+        Node6 {
+            enabled,
+            router,
+            own,
+            table,
+            ndp: Ndp::new(NeighbourConfig::default(), origin),
+            origin,
+        }
+    }
+
+    /// Whether the node has IPv6.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether `a` is one of the node's addresses (on any port).
+    pub fn is_own(&self, a: Ipv6Addr) -> bool {
+        self.own.contains(&a)
+    }
+
+    /// Whether `dst` is the node's for a packet that came in by `info`'s
+    /// port: a global address of any port, or that port's link-local one.
+    pub fn is_own_on(&self, info: &PortInfo, dst: Ipv6Addr) -> bool {
+        self.own.contains(&dst) && (!ipv6::is_link_local(dst) || dst == info.link_local())
+    }
+
+    /// The groups `info`'s port is in.
+    fn groups(&self, info: &PortInfo) -> impl Iterator<Item = Ipv6Addr> {
+        let router = self.router.then_some(ipv6::ALL_ROUTERS);
+        [ipv6::ALL_NODES]
+            .into_iter()
+            .chain(router)
+            .chain(info.addr6.map(|a| ipv6::solicited_node(a.addr)))
+            .chain([ipv6::solicited_node(info.link_local())])
+    }
+
+    /// Whether Ethernet multicast address `mac` is one a port with `info`
+    /// listens to.
+    pub fn listens(&self, info: &PortInfo, mac: EthernetAddress) -> bool {
+        self.enabled
+            && mac.0[0..2] == [0x33, 0x33]
+            && self.groups(info).any(|g| ipv6::multicast_mac(g) == mac.0)
+    }
+
+    /// Whether `dst` is a group `info`'s port is in.
+    pub fn in_group(&self, info: &PortInfo, dst: Ipv6Addr) -> bool {
+        dst.is_multicast() && self.groups(info).any(|g| g == dst)
+    }
+
+    /// Sends IPv6 frame `frame` (its MACs to be filled in) out of `port`
+    /// towards `next_hop`, resolving its MAC by neighbour discovery.
+    pub fn transmit(
+        &mut self,
+        ports: &[PortInfo],
+        port: PortId,
+        next_hop: Ipv6Addr,
+        mut frame: Frame,
+        ctx: &mut NodeCtx,
+    ) {
+        frame[6..12].copy_from_slice(ports[port].mac.as_bytes());
+        self.ndp
+            .send(port, &ports[port], (port, next_hop), frame, ctx);
+    }
+
+    /// Sends an ICMPv6 message the node originates, `msg` (its checksum
+    /// is computed here), to `dst`: out of `link_port` if `dst` is
+    /// link-local (its scope is that link), else routed by longest-prefix
+    /// match; from `src`, or else the egress port's address of `dst`'s
+    /// scope. Refused, having sent nothing, if there is no route or source
+    /// address, or `dst` is the node's own. A message that does not fit
+    /// the egress link is created and dropped as `mtu_exceeded` (not
+    /// fragmented at the source) and counts as refused.
+    #[allow(clippy::too_many_arguments)]
+    pub fn originate(
+        &mut self,
+        ports: &[PortInfo],
+        dst: Ipv6Addr,
+        src: Option<Ipv6Addr>,
+        link_port: Option<PortId>,
+        tclass: u8,
+        msg: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> bool {
+        if self.own.contains(&dst) {
+            return false;
+        }
+        let (port, next_hop) = if ipv6::is_link_local(dst) {
+            let Some(p) = link_port else { return false };
+            (p, dst)
+        } else {
+            let Some(route) = self.table.lookup(dst) else {
+                return false;
+            };
+            (route.port, route.via.unwrap_or(dst))
+        };
+        let info = &ports[port];
+        let src = src.or_else(|| {
+            if ipv6::is_link_local(dst) {
+                Some(info.link_local())
+            } else {
+                info.addr6.map(|a| a.addr)
+            }
+        });
+        let Some(src) = src else { return false };
+        let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, tclass, msg);
+        ctx.create(self.origin);
+        if frame.len() - ETH_HEADER > info.mtu as usize {
+            ctx.drop_frame(DropReason::MtuExceeded);
+            return false;
+        }
+        self.transmit(ports, port, next_hop, frame, ctx);
+        true
+    }
+
+    /// The answer to echo request `msg` (an ICMPv6 message whose checksum
+    /// verified) that came in by `port` from `src` to `dst` with traffic
+    /// class `tclass`: an echo reply from the address pinged (from the
+    /// port's own address if a group was pinged, as Linux does). Whether
+    /// one was sent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn echo_reply(
+        &mut self,
+        ports: &[PortInfo],
+        port: PortId,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        tclass: u8,
+        msg: &[u8],
+        ctx: &mut NodeCtx,
+    ) -> bool {
+        let mut reply = msg.to_vec();
+        reply[0] = ECHO_REPLY;
+        let from = self.own.contains(&dst).then_some(dst);
+        self.originate(ports, src, from, Some(port), tclass, &reply, ctx)
+    }
+}
+
+/// ICMPv6 type of an echo request.
+pub const ECHO_REQUEST: u8 = 128;
+/// ICMPv6 type of an echo reply.
+pub const ECHO_REPLY: u8 = 129;
