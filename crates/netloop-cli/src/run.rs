@@ -13,6 +13,7 @@ use netloop_model::partition::PartitionTaps;
 use netloop_model::results::Results;
 use netloop_model::routing::{Prefix, Route};
 use netloop_model::Simulation;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -141,8 +142,28 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
     let Some(sim) = build(&loaded) else {
         return Ok(ExitCode::from(2));
     };
+    let mut out = std::io::stdout().lock();
+    match describe(&mut out, file, &loaded, &sim, verbose).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // Read by a program that stopped reading (`| head`): what it read
+        // was right, and the check passed.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(anyhow!("writing to standard output: {e}")),
+    }
+}
+
+/// What `netloop check` says of a network that builds: a line of counts,
+/// and with `verbose` each node's interfaces and routes.
+fn describe(
+    out: &mut impl Write,
+    file: &Path,
+    loaded: &Loaded,
+    sim: &Simulation,
+    verbose: bool,
+) -> std::io::Result<()> {
     let s = &loaded.spec;
-    println!(
+    writeln!(
+        out,
         "{}: ok — {} nodes, {} links, {} flows, {} link events, {} simulated with seed {}",
         file.display(),
         s.nodes.len(),
@@ -151,40 +172,48 @@ pub fn check(file: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
         s.events.len(),
         s.run.duration,
         s.run.seed
-    );
-    if verbose {
-        for (id, name) in sim.net.node_names().iter().enumerate() {
-            let ifaces: Vec<String> = sim
-                .net
-                .ports(id)
-                .iter()
-                .map(|p| {
-                    let v6 = p.addr6.map_or(String::new(), |a| format!(" {a}"));
-                    format!(
-                        "{} {} {}{v6}",
-                        p.name,
-                        p.mac,
-                        p.addr.map_or("-".to_string(), |a| a.to_string())
-                    )
-                })
-                .collect();
-            println!("  {name}: {}", ifaces.join("; "));
-            let ports = sim.net.ports(id);
-            match sim.net.node(id) {
-                Node::Host(h) => print_routes(h.table().routes(), ports),
-                Node::Router(r) => {
-                    print_routes(r.table().routes(), ports);
-                    print_routes(r.table6().routes(), ports);
-                }
-                _ => {}
+    )?;
+    if !verbose {
+        return Ok(());
+    }
+    for (id, name) in sim.net.node_names().iter().enumerate() {
+        let ifaces: Vec<String> = sim
+            .net
+            .ports(id)
+            .iter()
+            .map(|p| {
+                let v6 = p.addr6.map_or(String::new(), |a| format!(" {a}"));
+                format!(
+                    "{} {} {}{v6}",
+                    p.name,
+                    p.mac,
+                    p.addr.map_or("-".to_string(), |a| a.to_string())
+                )
+            })
+            .collect();
+        writeln!(out, "  {name}: {}", ifaces.join("; "))?;
+        let ports = sim.net.ports(id);
+        match sim.net.node(id) {
+            Node::Host(h) => {
+                write_routes(out, h.table().routes(), ports)?;
+                write_routes(out, h.table6().routes(), ports)?;
             }
+            Node::Router(r) => {
+                write_routes(out, r.table().routes(), ports)?;
+                write_routes(out, r.table6().routes(), ports)?;
+            }
+            _ => {}
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// A routing table as `netloop check --verbose` shows it, one route a line.
-fn print_routes<P>(routes: Vec<Route<P>>, ports: &[netloop_model::node::PortInfo])
+fn write_routes<P>(
+    out: &mut impl Write,
+    routes: Vec<Route<P>>,
+    ports: &[netloop_model::node::PortInfo],
+) -> std::io::Result<()>
 where
     P: Prefix + std::fmt::Display,
     P::Addr: std::fmt::Display,
@@ -193,8 +222,9 @@ where
         let via = r
             .via
             .map_or("connected".to_string(), |v| format!("via {v}"));
-        println!("    {} {via} dev {}", r.prefix, ports[r.port].name);
+        writeln!(out, "    {} {via} dev {}", r.prefix, ports[r.port].name)?;
     }
+    Ok(())
 }
 
 /// The directory `path` goes in, and the temporary file it is first written

@@ -93,6 +93,7 @@ fn cbr_flows(
                     rate: DataRate::from_bps(rate_bps),
                     size: Bytes::new(1000),
                 },
+                ipv6: false,
             }
         })
         .collect()

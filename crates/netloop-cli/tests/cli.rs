@@ -775,3 +775,36 @@ fn mpi_without_the_feature_says_how_to_build_it() {
         "{err}"
     );
 }
+
+/// `netloop check --verbose | head`: the reader stops early, and netloop
+/// ends quietly with success instead of panicking on the closed pipe.
+#[test]
+fn check_verbose_into_a_reader_that_stops_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tmpdir("check-head");
+    // A router with 3 000 hosts: far more output than a pipe holds.
+    let mut topo = String::from("[[node]]\nname = \"r\"\nkind = \"router\"\n");
+    for i in 0..3000 {
+        topo += &format!("[[node]]\nname = \"h{i}\"\nkind = \"host\"\n");
+        topo += &format!("[[link]]\nendpoints = [\"r\", \"h{i}\"]\n");
+    }
+    let file = dir.join("big.toml");
+    std::fs::write(&file, topo).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netloop"))
+        .args(["check", file.to_str().unwrap(), "--verbose"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("netloop runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: the pipe closes with most still unread.
+    assert!(first.contains(": ok — 3001 nodes"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1060,3 +1060,17 @@ fn bad_endpoints_name_the_line_and_field() {
     let e = one_error(&format!("{NODES}\n[helics]\ncore = \"smoke\"\n"));
     assert!(e.contains("field 'core'"), "{e}");
 }
+
+#[test]
+fn traffic_may_say_ipv6() {
+    let ping = "[[traffic]]\nkind = \"ping\"\nfrom = \"h1\"\nto = \"h2\"\n";
+    let l = ok(&format!("{NODES}{ping}ipv6 = true\n"));
+    assert!(l.spec.traffic[0].ipv6);
+    let l = ok(&format!("{NODES}{ping}"));
+    assert!(!l.spec.traffic[0].ipv6, "IPv4 unless said");
+    let e = one_error(&format!("{NODES}{ping}ipv6 = \"yes\"\n"));
+    assert!(
+        e.contains("field 'ipv6'") && e.contains("expected true or false"),
+        "{e}"
+    );
+}

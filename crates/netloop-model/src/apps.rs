@@ -329,8 +329,8 @@ pub struct UdpSink {
 pub struct Ping {
     /// Flow index.
     pub flow: u32,
-    /// Destination.
-    pub dst: Ipv4Addr,
+    /// Destination: ICMP echo to an IPv4 one, ICMPv6 echo to an IPv6 one.
+    pub dst: std::net::IpAddr,
     /// ICMP identifier.
     pub ident: u16,
     /// Time between requests.

@@ -1406,6 +1406,29 @@ impl<'a> Builder<'a> {
                     format!("'{}' has no IPv4 address (is it connected?)", t.to),
                 ));
             };
+            // The address pings go to: IPv6 if the flow says so.
+            let ping_dst: IpAddr = if t.ipv6 {
+                if !spec.run.ipv6 {
+                    return Err(self.err(
+                        item,
+                        Some("ipv6"),
+                        "IPv6 traffic in a network without IPv6: add 'ipv6 = true' to [run]".into(),
+                    ));
+                }
+                if !matches!(t.kind, TrafficKind::Ping { .. }) {
+                    return Err(self.err(item, Some("ipv6"), format!("{} over IPv6 is not there yet: of the traffic kinds, only ping runs over IPv6 so far", kind_name(&t.kind))));
+                }
+                let Some(a) = self.ports[to].iter().find_map(|p| p.addr6) else {
+                    return Err(self.err(
+                        item,
+                        Some("to"),
+                        format!("'{}' has no IPv6 address (is it connected?)", t.to),
+                    ));
+                };
+                a.addr.into()
+            } else {
+                dst.into()
+            };
             let (udp_size, udp_rate) = match &t.kind {
                 TrafficKind::UdpCbr { rate, size }
                 | TrafficKind::UdpPoisson { rate, size }
@@ -1510,7 +1533,7 @@ impl<'a> Builder<'a> {
                             let ident = alloc(&mut next_ident, from, 1, "from")?;
                             let s = src_host(App::Ping(apps::Ping {
                                 flow,
-                                dst,
+                                dst: ping_dst,
                                 ident,
                                 interval: *interval,
                                 size: size.get() as usize,

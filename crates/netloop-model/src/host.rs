@@ -36,9 +36,10 @@
 //! IPv6 (in a dual-stack network) is the host's too, on [`crate::node6`]:
 //! it answers neighbour discovery and pings of its addresses, and UDP with
 //! port unreachable (it has no IPv6 sockets yet, so every port is closed;
-//! a `traceroute -6` to it ends there). Traffic over IPv6 (its
-//! applications, smoltcp's TCP) is not there yet: TCP over IPv6 to the host
-//! is dropped as `unsupported`, as are fragments (not reassembled).
+//! a `traceroute -6` to it ends there), and its ping flows may be IPv6.
+//! The other traffic over IPv6 (UDP flows, smoltcp's TCP, traceroute) is
+//! not there yet: TCP over IPv6 to the host is dropped as `unsupported`, as
+//! are fragments (not reassembled).
 
 use netloop_core::SimTime;
 use rustc_hash::FxHashMap as HashMap;
@@ -53,7 +54,7 @@ use smoltcp::wire::{
 };
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::apps::{self, App, Hop, TcpMode};
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
@@ -62,7 +63,7 @@ use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::{NodeCtx, PortInfo};
-use crate::node6::{Node6, ECHO_REQUEST};
+use crate::node6::{Node6, ECHO_REPLY, ECHO_REQUEST};
 use crate::pmtu::PmtuCache;
 use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::{RoutingTable, RoutingTable6};
@@ -582,6 +583,19 @@ impl Host {
                     return;
                 }
                 ctx.deliver(Sink::Host);
+                if msg[0] == ECHO_REPLY && msg.len() >= 8 && self.v6.is_own(dst) {
+                    // A reply to one of the host's pings (by identifier).
+                    let ident = u16::from_be_bytes([msg[4], msg[5]]);
+                    let seq = u16::from_be_bytes([msg[6], msg[7]]);
+                    if let Some(&idx) = self.icmp_apps.get(&ident) {
+                        if let App::Ping(p) = &mut self.apps[idx] {
+                            if let Some(sent) = p.outstanding.remove(&seq) {
+                                p.received += 1;
+                                p.rtt.record((ctx.now - sent).as_nanos());
+                            }
+                        }
+                    }
+                }
                 if msg[0] == ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
                     let tclass = ipv6::traffic_class(ip);
                     if self
@@ -977,7 +991,10 @@ impl Host {
                 if now + p.interval < p.stop {
                     ctx.timer(now + p.interval, idx as u64);
                 }
-                self.send_echo(dst, ident, seq, size, ctx);
+                match dst {
+                    std::net::IpAddr::V4(dst) => self.send_echo(dst, ident, seq, size, ctx),
+                    std::net::IpAddr::V6(dst) => self.send_echo6(dst, ident, seq, size, ctx),
+                }
             }
             App::Traceroute(t) => {
                 if t.done || (t.ttl != 0 && generation != t.ttl as u16) {
@@ -1196,6 +1213,20 @@ impl Host {
         let mut pkt = Icmpv4Packet::new_unchecked(&mut frame[ETH_HEADER + 20..]);
         icmp.emit(&mut pkt, &smoltcp::phy::ChecksumCapabilities::default());
         self.send_ip(dst, frame, Df::Want, ctx);
+    }
+
+    /// An ICMPv6 echo request of `size` bytes of data to `dst`, from the
+    /// egress port's address. One that does not fit the egress link is
+    /// dropped as `mtu_exceeded` (the host does not fragment IPv6 yet); with
+    /// no route, none is sent.
+    fn send_echo6(&mut self, dst: Ipv6Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
+        let mut msg = vec![ECHO_REQUEST, 0, 0, 0];
+        msg.extend_from_slice(&ident.to_be_bytes());
+        msg.extend_from_slice(&seq.to_be_bytes());
+        msg.resize(8 + size, 0);
+        self.stats.packets_sent += 1;
+        self.v6
+            .originate(&self.ports, dst, None, None, 0, &msg, ctx);
     }
 
     /// Lets smoltcp and the TCP applications make progress, sends what they

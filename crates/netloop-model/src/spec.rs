@@ -732,6 +732,10 @@ pub struct TrafficSpec {
     pub count: u32,
     /// The traffic pattern.
     pub kind: TrafficKind,
+    /// Over IPv6 instead of IPv4 (a dual-stack network; ping flows only,
+    /// for now).
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 /// Traffic patterns.

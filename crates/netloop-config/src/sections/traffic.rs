@@ -12,7 +12,9 @@ use super::{check_name, peek_str, Kind, Loader};
 use crate::reader::{record_locations, Table};
 use crate::value::{self, quote};
 
-const COMMON: &[&str] = &["name", "kind", "from", "to", "start", "stop", "count"];
+const COMMON: &[&str] = &[
+    "name", "kind", "from", "to", "start", "stop", "count", "ipv6",
+];
 const KINDS: &[&str] = &[
     "ping",
     "udp-cbr",
@@ -38,7 +40,7 @@ fn kind_keys(kind: &str) -> &'static [&'static str] {
 
 /// Every key any kind takes, for "did you mean".
 const ALL_KEYS: &[&str] = &[
-    "name", "kind", "from", "to", "start", "stop", "count", "rate", "size", "on", "off",
+    "name", "kind", "from", "to", "start", "stop", "count", "ipv6", "rate", "size", "on", "off",
     "interval", "bytes", "request", "response", "max_hops",
 ];
 
@@ -208,6 +210,9 @@ fn read(
             value::u32_in(v, 1, 65535, "a number of flows")
         })
         .unwrap_or(1);
+    // Which kinds run over IPv6, and whether the network has it, are the
+    // model's checks (the [run] table may come later in the file).
+    let ipv6 = t.opt(l.d, "ipv6", value::boolean).unwrap_or(false);
 
     let traffic_kind = kind.and_then(|kind| read_kind(l, &mut t, kind));
     if let (Some(from), Some(to), Some(kind), false) = (from, to, traffic_kind, t.failed) {
@@ -219,6 +224,7 @@ fn read(
             stop,
             count,
             kind,
+            ipv6,
         });
     }
 }

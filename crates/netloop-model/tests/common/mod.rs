@@ -93,6 +93,7 @@ pub fn flow(name: &str, from: &str, to: &str, kind: TrafficKind) -> TrafficSpec 
         stop: None,
         count: 1,
         kind,
+        ipv6: false,
     }
 }
 
