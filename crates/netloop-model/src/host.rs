@@ -546,9 +546,7 @@ impl Host {
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
         let info = &self.ports[port];
         let group = self.v6.in_group(info, dst);
-        // Sources that cannot be one node's; the unspecified address only
-        // in duplicate address detection's probes to a group.
-        if src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !group) {
+        if !Node6::source_ok(src, group) {
             ctx.drop_frame(DropReason::Martian);
             return;
         }
@@ -557,17 +555,9 @@ impl Host {
             ctx.drop_frame(DropReason::NotForUs);
             return;
         }
-        let upper = match ipv6::upper_layer(ip) {
-            Ok(u) => u,
-            Err(reason) => {
-                ctx.drop_frame(reason);
-                return;
-            }
-        };
-        if upper.fragment || upper.routing_left {
-            ctx.drop_frame(DropReason::Unsupported);
+        let Some(upper) = Node6::upper_layer(ip, ctx) else {
             return;
-        }
+        };
         match upper.proto {
             next::ICMPV6 => {
                 let msg = &ip[upper.offset..];

@@ -102,6 +102,33 @@ impl Node6 {
         dst.is_multicast() && self.groups(info).any(|g| g == dst)
     }
 
+    /// Whether a packet from `src` is one to look at: not from a source
+    /// that cannot be one node's (multicast, loopback; RFC 4291 §2.7,
+    /// §2.5.3), and from the unspecified address only towards a group the
+    /// port is in (`to_group`: duplicate address detection's probes).
+    pub fn source_ok(src: Ipv6Addr, to_group: bool) -> bool {
+        !(src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !to_group))
+    }
+
+    /// Where the upper layer of `ip`, a packet for this node, starts; `None`
+    /// (the frame dropped and counted) if its extension headers run past
+    /// it (`malformed`), or it is a fragment (not reassembled) or carries a
+    /// Routing header with segments left (no source routing): both
+    /// `unsupported`.
+    pub fn upper_layer(ip: &[u8], ctx: &mut NodeCtx) -> Option<ipv6::UpperLayer> {
+        match ipv6::upper_layer(ip) {
+            Ok(u) if u.fragment || u.routing_left => {
+                ctx.drop_frame(DropReason::Unsupported);
+                None
+            }
+            Ok(u) => Some(u),
+            Err(reason) => {
+                ctx.drop_frame(reason);
+                None
+            }
+        }
+    }
+
     /// Sends IPv6 frame `frame` (its MACs to be filled in) out of `port`
     /// towards `next_hop`, resolving its MAC by neighbour discovery.
     pub fn transmit(

@@ -65,7 +65,7 @@ use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::NodeCtx;
-use crate::node6::ECHO_REQUEST;
+use crate::node6::{Node6, ECHO_REQUEST};
 use crate::stats::{DropReason, Sink};
 use crate::{Frame, PortId};
 
@@ -155,10 +155,8 @@ impl Router {
         let ip = &job.frame[ETH_HEADER..];
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
         let group = self.v6.in_group(&self.ports[job.port], dst);
-        // Sources that cannot be one node's (RFC 4291 §2.7, §2.5.3), before
-        // anything is answered; the unspecified address only towards a
-        // group the port is in (duplicate address detection's probes).
-        if src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !group) {
+        // Sources that cannot be one node's, before anything is answered.
+        if !Node6::source_ok(src, group) {
             ctx.drop_frame(DropReason::Martian);
             return;
         }
@@ -223,19 +221,11 @@ impl Router {
     /// consumed.
     fn local6(&mut self, job: Job, ctx: &mut NodeCtx) {
         let ip = &job.frame[ETH_HEADER..];
-        let upper = match ipv6::upper_layer(ip) {
-            Ok(u) => u,
-            Err(reason) => {
-                ctx.drop_frame(reason);
-                return;
-            }
-        };
-        if upper.fragment || upper.routing_left {
-            // Not reassembled here, and no source routing (see the module
-            // docs).
-            ctx.drop_frame(DropReason::Unsupported);
+        // Fragments are not reassembled here, and there is no source
+        // routing (see the module docs).
+        let Some(upper) = Node6::upper_layer(ip, ctx) else {
             return;
-        }
+        };
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
         match upper.proto {
             next::ICMPV6 => {
