@@ -59,7 +59,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::apps::{self, App, Hop, TcpMode};
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::ipv4::{self, IP_HEADER};
-use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
+use crate::ipv6::{self, next};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::{NodeCtx, PortInfo};
@@ -598,11 +598,9 @@ impl Host {
             }
             next::UDP if self.v6.is_own(dst) => {
                 ctx.deliver(Sink::Host);
-                // No IPv6 sockets: the port is closed (RFC 4443 §3.1, code
-                // 4), quoting as much as keeps the error within 1280 bytes.
-                let quoted = &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)];
-                let mut msg = vec![1, 4, 0, 0, 0, 0, 0, 0];
-                msg.extend_from_slice(quoted);
+                // No IPv6 sockets: the port is closed (RFC 4443 §3.1,
+                // destination unreachable, code 4).
+                let msg = ipv6::error_message(1, 4, 0, ip);
                 self.v6
                     .originate(&self.ports, src, Some(dst), Some(port), 0, &msg, ctx);
             }

@@ -211,6 +211,19 @@ pub fn icmp_frame(src: Ipv6Addr, dst: Ipv6Addr, hops: u8, tclass: u8, icmp: &[u8
     frame
 }
 
+/// An ICMPv6 error message (RFC 4443 §2.1) of type `ty` and `code`, whose
+/// second word is `word` (Packet Too Big's MTU, else 0), quoting as much of
+/// packet `ip` as keeps the error within the minimum MTU (§2.4 (c)); its
+/// checksum is left for [`icmp_frame`].
+pub fn error_message(ty: u8, code: u8, word: u32, ip: &[u8]) -> Vec<u8> {
+    let quoted = &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)];
+    let mut msg = Vec::with_capacity(8 + quoted.len());
+    msg.extend_from_slice(&[ty, code, 0, 0]);
+    msg.extend_from_slice(&word.to_be_bytes());
+    msg.extend_from_slice(quoted);
+    msg
+}
+
 /// The traffic class.
 pub fn traffic_class(ip: &[u8]) -> u8 {
     (ip[0] << 4) | (ip[1] >> 4)

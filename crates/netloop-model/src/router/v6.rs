@@ -61,7 +61,7 @@
 use std::net::Ipv6Addr;
 
 use super::{Job, Router};
-use crate::ipv6::{self, next, IPV6_HEADER, MIN_MTU};
+use crate::ipv6::{self, next, IPV6_HEADER};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::NodeCtx;
@@ -296,13 +296,7 @@ impl Router {
             Icmpv6Error::PortUnreachable => (ICMPV6_DST_UNREACHABLE, 4, 0),
             Icmpv6Error::PacketTooBig(mtu) => (ICMPV6_PACKET_TOO_BIG, 0, mtu),
         };
-        // §2.4 (c): as much of the packet as fits in the minimum MTU.
-        let room = MIN_MTU - IPV6_HEADER - 8;
-        let quoted = &ip[..ip.len().min(room)];
-        let mut msg = Vec::with_capacity(8 + quoted.len());
-        msg.extend_from_slice(&[ty, code, 0, 0]);
-        msg.extend_from_slice(&word.to_be_bytes());
-        msg.extend_from_slice(quoted);
+        let msg = ipv6::error_message(ty, code, word, ip);
         let src = ipv6::src_addr(ip);
         let (ports, port) = (&self.ports, job.port);
         if !self
