@@ -4,7 +4,9 @@
 //! neighbour discovery stay within the same bounds as ARP's, every frame
 //! accounted for.
 
-use netloop_fuzz::wire::{eth, icmp6, ndp, solicited_node, tcp_syn, udp6, Ip6, Records, ETH_IPV6};
+use netloop_fuzz::wire::{
+    checksum6, eth, icmp6, ndp, solicited_node, tcp_syn, udp6, Ip6, Records, ETH_IPV6,
+};
 use netloop_fuzz::{Harness, Target};
 use netloop_model::stats::DropReason;
 use std::path::Path;
@@ -160,13 +162,16 @@ fn a_simulated_host_answers_neighbour_discovery_pings_and_udp() {
     f[6..12].copy_from_slice(&x_mac);
     f.extend_from_slice(&ndp(135, 0, x6, sn, a6, Some(x_mac), 255));
     r.push(0, 1, &f);
-    // A ping, a UDP datagram (no IPv6 socket: port unreachable), a TCP
-    // SYN (no IPv6 in its TCP yet: unsupported).
+    // A ping, a UDP datagram (no socket: port unreachable), a TCP SYN to
+    // a port nobody listens on (reset by the host's TCP).
     let echo = icmp6(x6, a6, 128, 0, &[0, 1, 0, 1, 9, 9, 9, 9]);
     r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 58).packet(&echo)));
     let u = udp6(x6, a6, 33434, &[0; 24]);
     r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 17).packet(&u)));
-    let syn = tcp_syn([0; 4], [0; 4], 80);
+    let mut syn = tcp_syn([0; 4], [0; 4], 80);
+    syn[16..18].fill(0);
+    let c = checksum6(x6, a6, 6, &syn);
+    syn[16..18].copy_from_slice(&c.to_be_bytes());
     r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, a6, 6).packet(&syn)));
     h.run(&r.0);
     let back = icmp6_back(&h);
@@ -180,7 +185,13 @@ fn a_simulated_host_answers_neighbour_discovery_pings_and_udp() {
         .find(|f| f.len() > 58 && f[12..14] == [0x86, 0xdd] && f[54] == 136)
         .unwrap();
     assert_eq!(na[58] & 0x80, 0, "router flag");
+    let resets = h
+        .returned()
+        .iter()
+        .filter(|f| f.len() >= 74 && f[12..14] == [0x86, 0xdd] && f[20] == 6 && f[67] & 4 != 0)
+        .count();
+    assert_eq!(resets, 1, "a reset for the SYN");
     let c = h.conservation();
-    assert_eq!(c.dropped.get(DropReason::Unsupported), 1, "{c:?}");
+    assert_eq!(c.dropped.get(DropReason::Unsupported), 0, "{c:?}");
     assert_eq!(c.unaccounted, 0);
 }

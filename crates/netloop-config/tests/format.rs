@@ -1028,8 +1028,13 @@ fn bad_endpoints_name_the_line_and_field() {
         ),
         (
             "host = \"h1\"\nport = 1\nto = \"198.18.0.1:99999\"",
-            "is not an IPv4 address and port",
+            "is not an address and port",
         ),
+        (
+            "host = \"h1\"\nport = 1\nto = \"2001:2::2:5000\"",
+            "is not an address and port (e.g. \"198.18.0.2:5000\" or \"[2001:2::2]:5000\")",
+        ),
+
         ("host = \"h9\"\nport = 1", "'h9' is not a node"),
         (
             "host = \"h1\"\nport = 1\nprotocol = \"sctp\"",

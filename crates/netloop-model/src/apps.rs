@@ -16,7 +16,7 @@ use netloop_core::{RngStream, SimDuration, SimTime};
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use smoltcp::iface::SocketHandle;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Bytes of netloop's header at the start of every UDP probe payload.
 pub const PROBE_HEADER: usize = 20;
@@ -162,8 +162,8 @@ fn exp_sample(rng: &mut RngStream, mean: SimDuration) -> SimDuration {
 pub struct UdpSource {
     /// Flow index.
     pub flow: u32,
-    /// Destination address.
-    pub dst: Ipv4Addr,
+    /// Destination address (IPv4 or IPv6).
+    pub dst: IpAddr,
     /// Source port.
     pub src_port: u16,
     /// Destination port.
@@ -355,7 +355,7 @@ pub struct Hop {
     /// The TTL of the probe.
     pub ttl: u8,
     /// Who answered; `None` if nobody did before the timeout.
-    pub address: Option<Ipv4Addr>,
+    pub address: Option<IpAddr>,
     /// Round-trip time in ns.
     pub rtt_ns: Option<u64>,
 }
@@ -364,8 +364,8 @@ pub struct Hop {
 pub struct Traceroute {
     /// Flow index.
     pub flow: u32,
-    /// Destination.
-    pub dst: Ipv4Addr,
+    /// Destination (IPv4 or IPv6).
+    pub dst: IpAddr,
     /// Source port (identifies our probes in ICMP errors).
     pub src_port: u16,
     /// Largest TTL.
@@ -443,8 +443,8 @@ pub struct TcpClient {
     pub flow: u32,
     /// The smoltcp socket.
     pub handle: SocketHandle,
-    /// Server address.
-    pub dst: Ipv4Addr,
+    /// Server address (IPv4 or IPv6).
+    pub dst: IpAddr,
     /// Server port.
     pub dst_port: u16,
     /// Local port.
@@ -530,7 +530,7 @@ pub struct MessageEndpoint {
     /// Its connections if it is a TCP endpoint; `None` for UDP.
     pub tcp: Option<Box<crate::msgtcp::TcpTransport>>,
     /// Where a message goes unless its send names a destination.
-    pub to: Option<std::net::SocketAddrV4>,
+    pub to: Option<std::net::SocketAddr>,
     /// Messages that arrived and were not read yet, oldest first.
     pub inbox: std::collections::VecDeque<Message>,
     /// Counters.
@@ -552,7 +552,7 @@ pub struct Message {
     /// When its last bit (its last fragment) arrived.
     pub at: SimTime,
     /// The address and port it came from.
-    pub from: std::net::SocketAddrV4,
+    pub from: std::net::SocketAddr,
     /// Its bytes (the datagram's payload).
     pub data: Vec<u8>,
 }
@@ -629,7 +629,7 @@ pub enum SendRefused {
     Backlog(usize),
     /// No route from the host to the destination.
     #[error("the host has no route to {0}")]
-    NoRoute(std::net::Ipv4Addr),
+    NoRoute(std::net::IpAddr),
     /// Neither the send nor the endpoint names a destination.
     #[error("no destination: the send names none and the endpoint has no 'to'")]
     NoDestination,
@@ -704,7 +704,7 @@ mod tests {
     fn cbr_ticks_every_interval_until_stop() {
         let mut src = UdpSource {
             flow: 0,
-            dst: Ipv4Addr::new(198, 18, 0, 1),
+            dst: std::net::Ipv4Addr::new(198, 18, 0, 1).into(),
             src_port: 1,
             dst_port: 2,
             size: 100,

@@ -114,11 +114,11 @@ pub struct EndpointInfo {
     /// Its application index on that host.
     pub app: usize,
     /// Its address and port.
-    pub addr: std::net::SocketAddrV4,
+    pub addr: std::net::SocketAddr,
     /// UDP or TCP.
     pub protocol: Transport,
     /// Where it sends by default.
-    pub to: Option<std::net::SocketAddrV4>,
+    pub to: Option<std::net::SocketAddr>,
     /// The HELICS endpoint that what arrives is handed to.
     pub federate: Option<String>,
 }
@@ -1399,24 +1399,15 @@ impl<'a> Builder<'a> {
                     ),
                 });
             }
-            let Some(dst) = self.ports[to].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
-                return Err(self.err(
-                    item,
-                    Some("to"),
-                    format!("'{}' has no IPv4 address (is it connected?)", t.to),
-                ));
-            };
-            // The address pings go to: IPv6 if the flow says so.
-            let ping_dst: IpAddr = if t.ipv6 {
+            // Where the flow goes: the destination's first address of the
+            // family the flow asks for.
+            let dst: IpAddr = if t.ipv6 {
                 if !spec.run.ipv6 {
                     return Err(self.err(
                         item,
                         Some("ipv6"),
                         "IPv6 traffic in a network without IPv6: add 'ipv6 = true' to [run]".into(),
                     ));
-                }
-                if !matches!(t.kind, TrafficKind::Ping { .. }) {
-                    return Err(self.err(item, Some("ipv6"), format!("{} over IPv6 is not there yet: of the traffic kinds, only ping runs over IPv6 so far", kind_name(&t.kind))));
                 }
                 let Some(a) = self.ports[to].iter().find_map(|p| p.addr6) else {
                     return Err(self.err(
@@ -1427,7 +1418,14 @@ impl<'a> Builder<'a> {
                 };
                 a.addr.into()
             } else {
-                dst.into()
+                let Some(a) = self.ports[to].iter().find_map(|p| p.addr) else {
+                    return Err(self.err(
+                        item,
+                        Some("to"),
+                        format!("'{}' has no IPv4 address (is it connected?)", t.to),
+                    ));
+                };
+                a.addr.into()
             };
             let (udp_size, udp_rate) = match &t.kind {
                 TrafficKind::UdpCbr { rate, size }
@@ -1533,7 +1531,7 @@ impl<'a> Builder<'a> {
                             let ident = alloc(&mut next_ident, from, 1, "from")?;
                             let s = src_host(App::Ping(apps::Ping {
                                 flow,
-                                dst: ping_dst,
+                                dst,
                                 ident,
                                 interval: *interval,
                                 size: size.get() as usize,
@@ -1726,7 +1724,7 @@ impl<'a> Builder<'a> {
                 name: e.name.clone(),
                 node,
                 app: 0,
-                addr: std::net::SocketAddrV4::new(ip, e.port),
+                addr: std::net::SocketAddr::new(ip.into(), e.port),
                 protocol: e.protocol,
                 to: None,
                 federate: e.federate.clone(),
@@ -1735,6 +1733,13 @@ impl<'a> Builder<'a> {
         for (i, e) in spec.endpoints.iter().enumerate() {
             let to = match &e.to {
                 None => None,
+                Some(EndpointTarget::Address(a)) if a.is_ipv6() && !spec.run.ipv6 => {
+                    return Err(self.err(
+                        ItemRef::Endpoint(i),
+                        Some("to"),
+                        format!("{a} is an IPv6 address, and the network has no IPv6: add 'ipv6 = true' to [run]"),
+                    ));
+                }
                 Some(EndpointTarget::Address(a)) => Some(*a),
                 Some(EndpointTarget::Endpoint(name)) => match by_name.get(name.as_str()) {
                     Some(&j) if spec.endpoints[j].protocol != e.protocol => {

@@ -33,13 +33,22 @@
 //! Time reaches smoltcp as an argument (microsecond resolution, its unit);
 //! the host asks for a timer at smoltcp's `poll_at`.
 //!
-//! IPv6 (in a dual-stack network) is the host's too, on [`crate::node6`]:
-//! it answers neighbour discovery and pings of its addresses, and UDP with
-//! port unreachable (it has no IPv6 sockets yet, so every port is closed;
-//! a `traceroute -6` to it ends there), and its ping flows may be IPv6.
-//! The other traffic over IPv6 (UDP flows, smoltcp's TCP, traceroute) is
-//! not there yet: TCP over IPv6 to the host is dropped as `unsupported`, as
-//! are fragments (not reassembled).
+//! IPv6 (in a dual-stack network) is the host's too, on [`crate::node6`],
+//! with the same rules where IPv6 has them:
+//! - it answers neighbour discovery and pings of its addresses, and UDP to
+//!   a port with no application with port unreachable (so `traceroute -6`
+//!   to it ends there); smoltcp's TCP runs over IPv6 as over IPv4, and
+//!   every traffic kind may be IPv6 (`[[traffic]] ipv6 = true`);
+//! - fragments are reassembled ([`crate::reassembly`], 60 s, then ICMPv6
+//!   time exceeded code 1 if the first fragment came);
+//! - path MTU discovery (RFC 8201): Packet Too Big lowers the path MTU
+//!   (never below 1280) and the TCP segment size, as fragmentation-needed
+//!   does for IPv4; a packet larger than the path MTU is fragmented here
+//!   (IPv6 routers never fragment), echo replies included;
+//! - UDP with a zero checksum is dropped (`bad_checksum`: mandatory over
+//!   IPv6, RFC 8200 §8.1), as are UDP and TCP to a multicast group
+//!   (`unsupported`); TCP reaches smoltcp without extension headers, which
+//!   smoltcp does not read and which say nothing to it.
 
 use netloop_core::SimTime;
 use rustc_hash::FxHashMap as HashMap;
@@ -54,16 +63,17 @@ use smoltcp::wire::{
 };
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::apps::{self, App, Hop, TcpMode};
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::ipv4::{self, IP_HEADER};
+use crate::ipv6::IPV6_HEADER;
 use crate::ipv6::{self, next};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::{NodeCtx, PortInfo};
-use crate::node6::{Node6, ECHO_REPLY, ECHO_REQUEST};
+use crate::node6::{Node6, ECHO_REPLY, ECHO_REQUEST, ORIGINATED_HOPS};
 use crate::pmtu::PmtuCache;
 use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::{RoutingTable, RoutingTable6};
@@ -77,6 +87,12 @@ const REASSEMBLY_TIMER: u64 = 1 << 61;
 /// IP and TCP headers without options: a path MTU less this is the largest
 /// TCP segment (smoltcp sends no TCP options after the handshake).
 const TCP_IP_HEADERS: u32 = 40;
+/// The same over IPv6.
+const TCP_IPV6_HEADERS: u32 = 60;
+/// ICMPv6 types the host reads (RFC 4443).
+const ICMPV6_DST_UNREACHABLE: u8 = 1;
+const ICMPV6_PACKET_TOO_BIG: u8 = 2;
+const ICMPV6_TIME_EXCEEDED: u8 = 3;
 /// Application timer tokens carry a generation in bits 32..48.
 const APP_MASK: u64 = 0xffff_ffff;
 /// TTL of packets the host originates.
@@ -150,7 +166,7 @@ enum Df {
 /// Addressing of an outgoing UDP datagram.
 struct UdpTo {
     sport: u16,
-    dst: Ipv4Addr,
+    dst: IpAddr,
     dport: u16,
     ttl: u8,
 }
@@ -165,30 +181,19 @@ enum Fast {
     Stack,
 }
 
-/// A datagram for message endpoint `e`: kept as a message if its checksum
-/// verifies (a zero checksum means none was computed, RFC 768) and the
-/// inbox has room.
-fn endpoint_in(
-    e: &mut apps::MessageEndpoint,
-    ip: &Ipv4Packet<&[u8]>,
-    udp: &UdpPacket<&[u8]>,
-    now: SimTime,
-) -> Fast {
-    let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    if udp.checksum() != 0 && !udp.verify_checksum(&src.into(), &dst.into()) {
-        e.stats.bad_checksum += 1;
-        return Fast::Dropped(DropReason::BadChecksum);
-    }
+/// A datagram for message endpoint `e`, from `from`, whose checksum
+/// verified: kept as a message if the inbox has room.
+fn endpoint_in(e: &mut apps::MessageEndpoint, from: SocketAddr, data: &[u8], now: SimTime) -> Fast {
     if e.inbox.len() >= apps::ENDPOINT_INBOX {
         e.stats.inbox_full += 1;
         return Fast::Dropped(DropReason::HostQueueFull);
     }
-    let data = udp.payload().to_vec();
+    let data = data.to_vec();
     e.stats.received += 1;
     e.stats.received_bytes += data.len() as u64;
     e.inbox.push_back(apps::Message {
         at: now,
-        from: std::net::SocketAddrV4::new(src, udp.src_port()),
+        from,
         data,
     });
     Fast::Taken
@@ -283,12 +288,18 @@ impl Host {
                 if let Some(a) = p.addr {
                     let _ = addrs.push(IpCidr::new(a.addr.into(), a.prefix));
                 }
+                if let Some(a) = p.addr6 {
+                    let _ = addrs.push(IpCidr::new(a.addr.into(), a.prefix));
+                }
             }
         });
         // smoltcp wants a gateway for off-subnet destinations; with Medium::Ip
         // it is never resolved, and our own table picks the real next hop.
         if let Some(a) = ports.iter().find_map(|p| p.addr) {
             let _ = iface.routes_mut().add_default_ipv4_route(a.addr);
+        }
+        if let Some(a) = ports.iter().find_map(|p| p.addr6) {
+            let _ = iface.routes_mut().add_default_ipv6_route(a.addr);
         }
         let v6 = Node6::new(&ports, table6, false, Origin::Host);
         Host {
@@ -385,12 +396,15 @@ impl Host {
     pub fn endpoint_send(
         &mut self,
         idx: usize,
-        to: Option<std::net::SocketAddrV4>,
+        to: Option<std::net::SocketAddr>,
         data: &[u8],
         ctx: &mut NodeCtx,
     ) -> Result<(), apps::SendRefused> {
         // The route first: it borrows the whole host.
-        let route = |to: std::net::SocketAddrV4| self.route(*to.ip()).is_some();
+        let route = |to: std::net::SocketAddr| match to.ip() {
+            IpAddr::V4(a) => self.route(a).is_some(),
+            IpAddr::V6(a) => self.route6(a).is_some(),
+        };
         let (dst, routed) = match self.apps.get(idx) {
             Some(App::Endpoint(e)) => {
                 let dst = to.or(e.to);
@@ -407,7 +421,7 @@ impl Host {
         };
         if !routed {
             e.stats.refused_no_route += 1;
-            return Err(apps::SendRefused::NoRoute(*to.ip()));
+            return Err(apps::SendRefused::NoRoute(to.ip()));
         }
         if let Some(t) = &mut e.tcp {
             let sent = t.send(
@@ -434,7 +448,7 @@ impl Host {
         let sport = e.port;
         let udp_to = UdpTo {
             sport,
-            dst: *to.ip(),
+            dst: to.ip(),
             dport: to.port(),
             ttl: DEFAULT_TTL,
         };
@@ -558,55 +572,224 @@ impl Host {
         let Some(upper) = Node6::upper_layer(ip, ctx) else {
             return;
         };
+        let Some(at) = upper.fragment_at else {
+            self.packet6_in(port, frame, upper, 1, ctx);
+            return;
+        };
+        match self.reassembly.push6(ip, at, ctx.now) {
+            Outcome::Held => self.arm_reassembly_timer(ctx),
+            Outcome::Complete { packet, frames } => {
+                self.stats.reassembled += 1;
+                let mut whole = Frame::copy_from(&frame[..ETH_HEADER]);
+                whole.extend_from_slice(&packet);
+                match Node6::whole_upper_layer(&whole[ETH_HEADER..]) {
+                    Ok(upper) => self.packet6_in(port, whole, upper, frames, ctx),
+                    Err(reason) => ctx.drop_n(reason, frames),
+                }
+            }
+            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+        }
+    }
+
+    /// A whole IPv6 packet for the host that came in by `port` in `frames`
+    /// frames, whose upper layer is `upper`.
+    fn packet6_in(
+        &mut self,
+        port: PortId,
+        frame: Frame,
+        upper: ipv6::UpperLayer,
+        frames: u64,
+        ctx: &mut NodeCtx,
+    ) {
+        let ip = &frame[ETH_HEADER..];
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        let unicast = self.v6.is_own(dst);
         match upper.proto {
             next::ICMPV6 => {
                 let msg = &ip[upper.offset..];
                 if msg.len() < 4 || ipv6::checksum(src, dst, next::ICMPV6, msg) != 0 {
-                    ctx.drop_frame(DropReason::BadChecksum);
+                    ctx.drop_n(DropReason::BadChecksum, frames);
                     return;
                 }
                 if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
+                    if frames > 1 {
+                        // RFC 6980: neighbour discovery is never fragmented.
+                        ctx.drop_n(DropReason::Malformed, frames);
+                        return;
+                    }
                     let info = &self.ports[port];
                     self.v6
                         .ndp
                         .receive(port, info, &frame, upper.offset, false, ctx);
                     return;
                 }
-                ctx.deliver(Sink::Host);
-                if msg[0] == ECHO_REPLY && msg.len() >= 8 && self.v6.is_own(dst) {
-                    // A reply to one of the host's pings (by identifier).
-                    let ident = u16::from_be_bytes([msg[4], msg[5]]);
-                    let seq = u16::from_be_bytes([msg[6], msg[7]]);
-                    if let Some(&idx) = self.icmp_apps.get(&ident) {
-                        if let App::Ping(p) = &mut self.apps[idx] {
-                            if let Some(sent) = p.outstanding.remove(&seq) {
-                                p.received += 1;
-                                p.rtt.record((ctx.now - sent).as_nanos());
-                            }
+                ctx.deliver_n(Sink::Host, frames);
+                match msg[0] {
+                    ECHO_REPLY if msg.len() >= 8 && unicast => {
+                        // A reply to one of the host's pings (by identifier).
+                        let ident = u16::from_be_bytes([msg[4], msg[5]]);
+                        let seq = u16::from_be_bytes([msg[6], msg[7]]);
+                        self.echo_replied(ident, seq, ctx.now);
+                    }
+                    ECHO_REQUEST if msg[1] == 0 && msg.len() >= 8 => {
+                        let tclass = ipv6::traffic_class(ip);
+                        if unicast && !ipv6::is_link_local(src) {
+                            // Routed, from the address pinged, within the
+                            // path MTU the host knows.
+                            let mut reply = msg.to_vec();
+                            reply[0] = ECHO_REPLY;
+                            let frame = ipv6::icmp_frame(dst, src, ORIGINATED_HOPS, tclass, &reply);
+                            self.send_ip6(src, frame, ctx);
+                            self.stats.echo_replies += 1;
+                        } else if self
+                            .v6
+                            .echo_reply(&self.ports, port, src, dst, tclass, msg, ctx)
+                        {
+                            self.stats.echo_replies += 1;
                         }
                     }
-                }
-                if msg[0] == ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
-                    let tclass = ipv6::traffic_class(ip);
-                    if self
-                        .v6
-                        .echo_reply(&self.ports, port, src, dst, tclass, msg, ctx)
-                    {
-                        self.stats.echo_replies += 1;
+                    ICMPV6_PACKET_TOO_BIG if msg.len() >= 8 + IPV6_HEADER && unicast => {
+                        let mtu = u32::from_be_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                        self.packet_too_big(mtu, &msg[8..], ctx);
                     }
+                    ICMPV6_DST_UNREACHABLE | ICMPV6_TIME_EXCEEDED if unicast => {
+                        let from = IpAddr::V6(src);
+                        let unreachable = msg[0] == ICMPV6_DST_UNREACHABLE;
+                        self.probe_answered6(from, unreachable, &msg[8.min(msg.len())..], ctx);
+                    }
+                    // Other ICMPv6 (errors about TCP, MLD, ...): consumed.
+                    _ => {}
                 }
             }
-            next::UDP if self.v6.is_own(dst) => {
-                ctx.deliver(Sink::Host);
-                // No IPv6 sockets: the port is closed (RFC 4443 §3.1,
-                // destination unreachable, code 4).
-                let msg = ipv6::error_message(1, 4, 0, ip);
-                self.v6
-                    .originate(&self.ports, src, Some(dst), Some(port), 0, &msg, ctx);
+            next::UDP if unicast => {
+                let udp = &ip[upper.offset..];
+                let Ok(dgram) = UdpPacket::new_checked(udp) else {
+                    ctx.drop_n(DropReason::Malformed, frames);
+                    return;
+                };
+                // The checksum is not optional over IPv6 (RFC 8200 §8.1).
+                if dgram.checksum() == 0 || ipv6::checksum(src, dst, next::UDP, udp) != 0 {
+                    ctx.drop_n(DropReason::BadChecksum, frames);
+                    return;
+                }
+                let Some(idx) = self.udp_app(dgram.dst_port()) else {
+                    ctx.deliver_n(Sink::Host, frames);
+                    // No socket: the port is closed (RFC 4443 §3.1,
+                    // destination unreachable, code 4).
+                    let msg = ipv6::error_message(ICMPV6_DST_UNREACHABLE, 4, 0, ip);
+                    self.v6
+                        .originate(&self.ports, src, Some(dst), Some(port), 0, &msg, ctx);
+                    return;
+                };
+                let now = ctx.now;
+                let from = SocketAddr::new(src.into(), dgram.src_port());
+                let fast = match &mut self.apps[idx] {
+                    App::UdpSink(sink) => {
+                        let data = dgram.payload();
+                        if let Some((_, seq, sent)) = apps::read_probe(data) {
+                            sink.stats.record(seq, sent, data.len(), now);
+                        }
+                        Fast::Taken
+                    }
+                    App::Endpoint(e) => endpoint_in(e, from, dgram.payload(), now),
+                    // A traceroute's own port: nothing listens to what
+                    // arrives at it.
+                    _ => Fast::Taken,
+                };
+                match fast {
+                    Fast::Dropped(reason) => ctx.drop_n(reason, frames),
+                    _ => ctx.deliver_n(Sink::Host, frames),
+                }
             }
-            // TCP over IPv6 (not in the host's stack yet), and the rest.
-            _ => ctx.drop_frame(DropReason::Unsupported),
+            next::TCP if unicast => {
+                // smoltcp reads no extension headers but its own few: it
+                // gets the packet without them (nothing in them is for it:
+                // the checksum covers the final destination only).
+                let packet = if upper.offset == IPV6_HEADER {
+                    let mut f = frame;
+                    f.drain(..ETH_HEADER);
+                    f
+                } else {
+                    let mut p = Frame::copy_from(&ip[..IPV6_HEADER]);
+                    p[6] = next::TCP;
+                    let len = (ip.len() - upper.offset) as u16;
+                    p[4..6].copy_from_slice(&len.to_be_bytes());
+                    p.extend_from_slice(&ip[upper.offset..]);
+                    p
+                };
+                self.hand_to_stack(packet, frames, ctx);
+            }
+            // Another protocol, or UDP or TCP to a group.
+            _ => ctx.drop_n(DropReason::Unsupported, frames),
         }
+    }
+
+    /// Records the answer, sequence number `seq`, to ping `ident`.
+    fn echo_replied(&mut self, ident: u16, seq: u16, now: SimTime) {
+        if let Some(&idx) = self.icmp_apps.get(&ident) {
+            if let App::Ping(p) = &mut self.apps[idx] {
+                if let Some(sent) = p.outstanding.remove(&seq) {
+                    p.received += 1;
+                    p.rtt.record((now - sent).as_nanos());
+                }
+            }
+        }
+    }
+
+    /// ICMPv6 Packet Too Big with MTU `mtu` about `quoted`, a packet this
+    /// host sent (RFC 8201): lowers the path MTU to its destination, and
+    /// the segment size of the TCP connections to it.
+    fn packet_too_big(&mut self, mtu: u32, quoted: &[u8], ctx: &mut NodeCtx) {
+        if !self.v6.is_own(ipv6::src_addr(quoted)) {
+            return;
+        }
+        let dst = ipv6::dst_addr(quoted);
+        let Some((port, _, _)) = self.route6(dst) else {
+            return;
+        };
+        let link = self.ports[port].mtu;
+        let current = self
+            .pmtu
+            .get(dst, ctx.now)
+            .map_or(link, |p| p.mtu.min(link));
+        if self.pmtu.learn6(dst, mtu, current, ctx.now).is_none() {
+            return;
+        }
+        self.stats.path_mtu_lowered += 1;
+        self.sync_path_mss(Some(dst.into()), ctx.now);
+        self.poll(ctx);
+    }
+
+    /// An ICMPv6 error from `from` quoting `quoted`: if it is about one of
+    /// the host's traceroute probes, the hop it found.
+    fn probe_answered6(
+        &mut self,
+        from: IpAddr,
+        unreachable: bool,
+        quoted: &[u8],
+        ctx: &mut NodeCtx,
+    ) {
+        // Probes carry no extension headers: UDP right after the header.
+        if quoted.len() < IPV6_HEADER + 4 || ipv6::next_header(quoted) != next::UDP {
+            return;
+        }
+        let ports = &quoted[IPV6_HEADER..];
+        let sport = u16::from_be_bytes([ports[0], ports[1]]);
+        let dport = u16::from_be_bytes([ports[2], ports[3]]);
+        self.probe_answered(from, unreachable, sport, dport, ctx);
+    }
+
+    /// A whole packet `buf` (an IP packet, nothing before it) for smoltcp,
+    /// that arrived in `frames` frames.
+    fn hand_to_stack(&mut self, buf: Frame, frames: u64, ctx: &mut NodeCtx) {
+        if self.device.rx.len() >= MAX_STACK_QUEUE {
+            ctx.drop_n(DropReason::HostQueueFull, frames);
+            return;
+        }
+        ctx.deliver_n(Sink::Host, frames);
+        self.stats.to_stack += 1;
+        self.device.rx.push_back(buf);
+        self.poll(ctx);
     }
 
     fn ipv4_in(&mut self, frame: Frame, ctx: &mut NodeCtx) {
@@ -675,15 +858,8 @@ impl Host {
             }
             Fast::Stack => {}
         }
-        if self.device.rx.len() >= MAX_STACK_QUEUE {
-            ctx.drop_n(DropReason::HostQueueFull, frames);
-            return;
-        }
-        ctx.deliver_n(Sink::Host, frames);
-        self.stats.to_stack += 1;
         buf.drain(..start);
-        self.device.rx.push_back(buf);
-        self.poll(ctx);
+        self.hand_to_stack(buf, frames, ctx);
     }
 
     /// Sets the reassembly timer for the oldest datagram being reassembled,
@@ -705,7 +881,15 @@ impl Host {
         self.reassembly_timer = None;
         for gone in self.reassembly.expire(ctx.now) {
             ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
-            if let Some(quote) = gone.quote {
+            let Some(quote) = gone.quote else { continue };
+            if quote[0] >> 4 == 6 {
+                // RFC 8200 §4.5: time exceeded, code 1, from the address
+                // the packet was sent to.
+                let msg = ipv6::error_message(ICMPV6_TIME_EXCEEDED, 1, 0, &quote);
+                let (src, dst) = (ipv6::src_addr(&quote), ipv6::dst_addr(&quote));
+                self.v6
+                    .originate(&self.ports, src, Some(dst), None, 0, &msg, ctx);
+            } else {
                 self.send_icmp_error(11, 1, [0; 4], &quote, ctx);
             }
         }
@@ -734,7 +918,16 @@ impl Host {
                         }
                         Fast::Taken
                     }
-                    App::Endpoint(e) => endpoint_in(e, &ip, &udp, ctx.now),
+                    App::Endpoint(e) => {
+                        // A zero checksum means none was computed (RFC 768).
+                        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+                        if udp.checksum() != 0 && !udp.verify_checksum(&src.into(), &dst.into()) {
+                            e.stats.bad_checksum += 1;
+                            return Fast::Dropped(DropReason::BadChecksum);
+                        }
+                        let from = SocketAddr::new(src.into(), udp.src_port());
+                        endpoint_in(e, from, udp.payload(), ctx.now)
+                    }
                     _ => Fast::Stack,
                 }
             }
@@ -851,7 +1044,7 @@ impl Host {
             return;
         }
         self.stats.path_mtu_lowered += 1;
-        self.sync_path_mss(Some(dst), ctx.now);
+        self.sync_path_mss(Some(dst.into()), ctx.now);
         self.poll(ctx);
     }
 
@@ -860,7 +1053,7 @@ impl Host {
     /// connection made after the path MTU was learned gets it here too: its
     /// handshake sets the segment size from the peer's MSS option, which
     /// knows nothing of the path.
-    fn sync_path_mss(&mut self, only: Option<Ipv4Addr>, now: SimTime) {
+    fn sync_path_mss(&mut self, only: Option<IpAddr>, now: SimTime) {
         let handles = self.tcp_apps.iter().flat_map(|&idx| {
             let (one, many) = match &self.apps[idx] {
                 App::TcpClient(c) => (Some(c.handle), None),
@@ -875,15 +1068,16 @@ impl Host {
             let Some(peer) = s.remote_endpoint() else {
                 continue;
             };
-            // The host's stack has IPv4 addresses only.
-            let smoltcp::wire::IpAddress::Ipv4(peer) = peer.addr else {
-                continue;
-            };
+            let peer = IpAddr::from(peer.addr);
             if only.is_some_and(|d| d != peer) {
                 continue;
             }
+            let headers = match peer {
+                IpAddr::V4(_) => TCP_IP_HEADERS,
+                IpAddr::V6(_) => TCP_IPV6_HEADERS,
+            };
             if let Some(p) = self.pmtu.get(peer, now) {
-                s.reduce_mss(p.mtu.saturating_sub(TCP_IP_HEADERS) as usize);
+                s.reduce_mss(p.mtu.saturating_sub(headers) as usize);
             }
         }
     }
@@ -906,6 +1100,22 @@ impl Host {
         }
         let sport = u16::from_be_bytes([quoted[hl], quoted[hl + 1]]);
         let dport = u16::from_be_bytes([quoted[hl + 2], quoted[hl + 3]]);
+        let unreachable = msg == Icmpv4Message::DstUnreachable;
+        self.probe_answered(from.into(), unreachable, sport, dport, ctx)
+    }
+
+    /// An ICMP or ICMPv6 error from `from` (destination unreachable if
+    /// `unreachable`, else time exceeded) quoting a UDP datagram from port
+    /// `sport` to `dport`: whether it answered one of the host's traceroute
+    /// probes (the hop found, and the next probe sent).
+    fn probe_answered(
+        &mut self,
+        from: IpAddr,
+        unreachable: bool,
+        sport: u16,
+        dport: u16,
+        ctx: &mut NodeCtx,
+    ) -> bool {
         let Some(idx) = self.udp_app(sport) else {
             return false;
         };
@@ -920,7 +1130,7 @@ impl Host {
             address: Some(from),
             rtt_ns: Some((ctx.now - t.probe_sent).as_nanos()),
         });
-        if msg == Icmpv4Message::DstUnreachable || t.ttl >= t.max_hops {
+        if unreachable || t.ttl >= t.max_hops {
             t.done = true;
         } else {
             self.traceroute_probe(idx, ctx);
@@ -1007,7 +1217,8 @@ impl Host {
                     c.connected = true;
                     c.stats.started = Some(now);
                     let sock = self.sockets.get_mut::<tcp::Socket>(c.handle);
-                    let _ = sock.connect(self.iface.context(), (c.dst, c.dst_port), c.src_port);
+                    let remote = smoltcp::wire::IpEndpoint::new(c.dst.into(), c.dst_port);
+                    let _ = sock.connect(self.iface.context(), remote, c.src_port);
                 }
                 self.poll(ctx);
             }
@@ -1167,6 +1378,10 @@ impl Host {
             dport,
             ttl,
         } = to;
+        let dst = match dst {
+            IpAddr::V4(dst) => dst,
+            IpAddr::V6(dst) => return self.send_udp6(sport, dst, dport, ttl, len, fill, ctx),
+        };
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
         let mut frame = Frame::zeroed(ETH_HEADER + 20 + 8 + len);
         self.ip_header(&mut frame, src, dst, IpProtocol::Udp, 8 + len, ttl);
@@ -1179,6 +1394,35 @@ impl Host {
             udp.fill_checksum(&src.into(), &dst.into());
         }
         self.send_ip(dst, frame, Df::Want, ctx);
+    }
+
+    /// [`Self::send_udp`] over IPv6, with hop limit `hops`.
+    #[allow(clippy::too_many_arguments)]
+    fn send_udp6(
+        &mut self,
+        sport: u16,
+        dst: Ipv6Addr,
+        dport: u16,
+        hops: u8,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        ctx: &mut NodeCtx,
+    ) {
+        let src = self.route6(dst).map_or(Ipv6Addr::UNSPECIFIED, |r| r.1);
+        let mut frame = ipv6::packet_frame(src, dst, next::UDP, hops, 8 + len);
+        let udp = &mut frame[ETH_HEADER + IPV6_HEADER..];
+        udp[0..2].copy_from_slice(&sport.to_be_bytes());
+        udp[2..4].copy_from_slice(&dport.to_be_bytes());
+        // A datagram over 65 535 bytes has no length of its own (RFC
+        // 2675); the topology refuses such sizes.
+        udp[4..6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
+        fill(&mut udp[8..]);
+        let c = match ipv6::checksum(src, dst, next::UDP, udp) {
+            0 => 0xffff, // a computed 0 is sent as all ones (RFC 768)
+            c => c,
+        };
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        self.send_ip6(dst, frame, ctx);
     }
 
     fn send_echo(&mut self, dst: Ipv4Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
@@ -1204,17 +1448,50 @@ impl Host {
     }
 
     /// An ICMPv6 echo request of `size` bytes of data to `dst`, from the
-    /// egress port's address. One that does not fit the egress link is
-    /// dropped as `mtu_exceeded` (the host does not fragment IPv6 yet); with
-    /// no route, none is sent.
+    /// egress port's address.
     fn send_echo6(&mut self, dst: Ipv6Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
         let mut msg = vec![ECHO_REQUEST, 0, 0, 0];
         msg.extend_from_slice(&ident.to_be_bytes());
         msg.extend_from_slice(&seq.to_be_bytes());
         msg.resize(8 + size, 0);
+        let src = self.route6(dst).map_or(Ipv6Addr::UNSPECIFIED, |r| r.1);
+        let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, 0, &msg);
+        self.send_ip6(dst, frame, ctx);
+    }
+
+    /// The port, source address and next hop toward `dst` over IPv6.
+    fn route6(&self, dst: Ipv6Addr) -> Option<(PortId, Ipv6Addr, Ipv6Addr)> {
+        let r = self.v6.table.lookup(dst)?;
+        let src = self.ports[r.port].addr6?.addr;
+        Some((r.port, src, r.via.unwrap_or(dst)))
+    }
+
+    /// Sends `frame`, an IPv6 packet without extension headers after room
+    /// for the Ethernet header: routes it, fragments it if it does not fit
+    /// the path MTU (only the source fragments in IPv6), and resolves the
+    /// next hop.
+    fn send_ip6(&mut self, dst: Ipv6Addr, mut frame: Frame, ctx: &mut NodeCtx) {
+        ctx.create(Origin::Host);
         self.stats.packets_sent += 1;
-        self.v6
-            .originate(&self.ports, dst, None, None, 0, &msg, ctx);
+        let Some((port, _, next_hop)) = self.route6(dst) else {
+            ctx.drop_frame(DropReason::NoRoute);
+            return;
+        };
+        let link = self.ports[port].mtu;
+        let path = if self.pmtu.is_empty() {
+            None
+        } else {
+            self.pmtu.get(dst, ctx.now)
+        };
+        let mtu = path.map_or(link, |p| p.mtu.min(link)) as usize;
+        frame[12..14].copy_from_slice(&ipv6::ETHERTYPE.to_be_bytes());
+        let extra = self
+            .v6
+            .send_sized(&self.ports, port, next_hop, frame, mtu, ctx);
+        if extra > 0 {
+            self.stats.fragmented += 1;
+            self.stats.fragments_created += extra;
+        }
     }
 
     /// Lets smoltcp and the TCP applications make progress, sends what they
@@ -1251,6 +1528,13 @@ impl Host {
 
     /// An IP packet from smoltcp: frame it and send it.
     fn stack_out(&mut self, frame: Frame, ctx: &mut NodeCtx) {
+        if frame.get(ETH_HEADER).is_some_and(|v| v >> 4 == 6) {
+            if ipv6::validate(&frame[ETH_HEADER..]).is_ok() {
+                let dst = ipv6::dst_addr(&frame[ETH_HEADER..]);
+                self.send_ip6(dst, frame, ctx);
+            }
+            return;
+        }
         let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH_HEADER..]) else {
             return; // smoltcp only emits valid packets
         };

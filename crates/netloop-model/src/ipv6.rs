@@ -99,7 +99,48 @@ pub struct UpperLayer {
     /// A Routing header with segments left: the packet is bound further
     /// than its destination address says.
     pub routing_left: bool,
+    /// For a fragment (not an atomic one): where its Fragment header is.
+    pub fragment_at: Option<FragmentAt>,
 }
+
+/// Where a fragment's Fragment header is (RFC 8200 §4.5): what comes before
+/// it is the unfragmentable part, repeated in every fragment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentAt {
+    /// The offset of the Next Header field that says "Fragment" (6 in the
+    /// fixed header, or the first byte of the extension header before).
+    pub next_field: usize,
+    /// The offset of the Fragment header.
+    pub at: usize,
+}
+
+/// The fields of a Fragment header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentHeader {
+    /// The protocol of the fragmentable part.
+    pub next: u8,
+    /// The fragment's offset in the fragmentable part, in bytes.
+    pub offset: usize,
+    /// More fragments follow.
+    pub more: bool,
+    /// The identification shared by a packet's fragments.
+    pub ident: u32,
+}
+
+/// The Fragment header at `at` in `ip` (which holds its 8 bytes).
+pub fn fragment_header(ip: &[u8], at: usize) -> FragmentHeader {
+    let h = &ip[at..at + FRAGMENT_HEADER];
+    let word = u16::from_be_bytes([h[2], h[3]]);
+    FragmentHeader {
+        next: h[0],
+        offset: usize::from(word & 0xfff8),
+        more: word & 1 != 0,
+        ident: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+    }
+}
+
+/// The size of a Fragment header.
+pub const FRAGMENT_HEADER: usize = 8;
 
 /// Walks the extension-header chain of a validated packet (RFC 8200 §4) to
 /// its upper layer. Every header must lie within the packet
@@ -112,6 +153,8 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
     let mut at = IPV6_HEADER;
     let mut fragment = false;
     let mut routing_left = false;
+    let mut next_field = 6;
+    let mut fragment_at = None;
     loop {
         let len = match proto {
             next::HOP_BY_HOP | next::ROUTING | next::DEST_OPTS => {
@@ -128,7 +171,10 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                 let word = u16::from_be_bytes([h[2], h[3]]);
                 // An atomic fragment (offset 0, no more to come) is a whole
                 // packet (RFC 6946).
-                fragment |= word & 0xfff9 != 0;
+                if word & 0xfff9 != 0 {
+                    fragment = true;
+                    fragment_at = Some(FragmentAt { next_field, at });
+                }
                 if word & 0xfff8 != 0 {
                     return Ok(UpperLayer {
                         proto: h[0],
@@ -136,6 +182,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                         fragment,
                         later_fragment: true,
                         routing_left,
+                        fragment_at,
                     });
                 }
                 8
@@ -147,6 +194,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                     fragment,
                     later_fragment: false,
                     routing_left,
+                    fragment_at,
                 })
             }
         };
@@ -154,6 +202,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
             return Err(DropReason::Malformed);
         }
         proto = ip[at];
+        next_field = at;
         at += len;
     }
 }
@@ -193,21 +242,31 @@ pub fn checksum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, data: &[u8]) -> u16 {
 /// whose payload is the ICMPv6 message `icmp` (checksum field zero: it is
 /// computed here).
 pub fn icmp_frame(src: Ipv6Addr, dst: Ipv6Addr, hops: u8, tclass: u8, icmp: &[u8]) -> Frame {
-    let mut frame = Frame::zeroed(ETH_HEADER + IPV6_HEADER + icmp.len());
-    frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    let mut frame = packet_frame(src, dst, next::ICMPV6, hops, icmp.len());
     let ip = &mut frame[ETH_HEADER..];
     ip[0] = 0x60 | tclass >> 4;
     ip[1] = tclass << 4;
-    ip[4..6].copy_from_slice(&(icmp.len() as u16).to_be_bytes());
-    ip[6] = next::ICMPV6;
-    ip[7] = hops;
-    ip[8..24].copy_from_slice(&src.octets());
-    ip[24..40].copy_from_slice(&dst.octets());
     let body = &mut ip[IPV6_HEADER..];
     body.copy_from_slice(icmp);
     body[2..4].fill(0);
     let c = checksum(src, dst, next::ICMPV6, body);
     body[2..4].copy_from_slice(&c.to_be_bytes());
+    frame
+}
+
+/// An Ethernet frame (MACs zero, EtherType IPv6) holding an IPv6 packet
+/// from `src` to `dst` with next header `proto`, hop limit `hops` and
+/// traffic class 0, whose `len` payload bytes are zero, to be filled in.
+pub fn packet_frame(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, hops: u8, len: usize) -> Frame {
+    let mut frame = Frame::zeroed(ETH_HEADER + IPV6_HEADER + len);
+    frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    let ip = &mut frame[ETH_HEADER..];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+    ip[6] = proto;
+    ip[7] = hops;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&dst.octets());
     frame
 }
 
@@ -222,6 +281,40 @@ pub fn error_message(ty: u8, code: u8, word: u32, ip: &[u8]) -> Vec<u8> {
     msg.extend_from_slice(&word.to_be_bytes());
     msg.extend_from_slice(quoted);
     msg
+}
+
+/// Cuts `frame`, an Ethernet frame holding an IPv6 packet with no
+/// extension headers (what a node originates), into fragments of at most
+/// `mtu` bytes of IPv6 packet each (RFC 8200 §4.5): each is the fixed
+/// header (its Next Header now "Fragment", its payload length its own), a
+/// Fragment header with identification `ident`, and a piece of the
+/// original payload, a multiple of 8 bytes long but for the last. `None` if
+/// `mtu` leaves no room for 8 bytes of data (never for IPv6's minimum MTU).
+pub fn fragment(frame: &[u8], mtu: usize, ident: u32) -> Option<Vec<Frame>> {
+    let head = ETH_HEADER + IPV6_HEADER;
+    let per = mtu.checked_sub(IPV6_HEADER + FRAGMENT_HEADER)? & !7;
+    if per == 0 {
+        return None;
+    }
+    let payload = &frame[head..];
+    let proto = frame[ETH_HEADER + 6];
+    let mut out = Vec::with_capacity(payload.len().div_ceil(per));
+    for (k, piece) in payload.chunks(per).enumerate() {
+        let offset = k * per;
+        let more = offset + piece.len() < payload.len();
+        let mut f = Frame::zeroed(head + FRAGMENT_HEADER + piece.len());
+        f[..head].copy_from_slice(&frame[..head]);
+        let len = (FRAGMENT_HEADER + piece.len()) as u16;
+        f[ETH_HEADER + 4..ETH_HEADER + 6].copy_from_slice(&len.to_be_bytes());
+        f[ETH_HEADER + 6] = next::FRAGMENT;
+        let h = &mut f[head..head + FRAGMENT_HEADER];
+        h[0] = proto;
+        h[2..4].copy_from_slice(&(offset as u16 | u16::from(more)).to_be_bytes());
+        h[4..8].copy_from_slice(&ident.to_be_bytes());
+        f[head + FRAGMENT_HEADER..].copy_from_slice(piece);
+        out.push(f);
+    }
+    Some(out)
 }
 
 /// The traffic class.

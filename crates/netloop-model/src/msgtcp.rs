@@ -38,13 +38,12 @@
 //! that ended stays until what it received is read.
 
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use netloop_core::SimTime;
 use smoltcp::iface::{Context, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::socket::AnySocket;
-use smoltcp::wire::IpAddress;
 
 use crate::apps::{EndpointStats, Message, ENDPOINT_INBOX};
 
@@ -79,7 +78,7 @@ pub struct TcpTransport {
 /// One connection and the messages on it.
 struct Conn {
     handle: SocketHandle,
-    peer: SocketAddrV4,
+    peer: SocketAddr,
     /// Opened by this endpoint (else accepted).
     outgoing: bool,
     /// Framed bytes not yet in the socket's buffer.
@@ -158,7 +157,7 @@ impl TcpTransport {
         &mut self,
         sockets: &mut SocketSet<'static>,
         cx: &mut Context,
-        to: SocketAddrV4,
+        to: SocketAddr,
         data: &[u8],
         stats: &mut EndpointStats,
     ) -> Result<(), crate::apps::SendRefused> {
@@ -187,12 +186,10 @@ impl TcpTransport {
             None => {
                 let mut s = self.socket();
                 let local = self.ephemeral(sockets);
-                if s.connect(cx, (IpAddress::Ipv4(*to.ip()), to.port()), local)
-                    .is_err()
-                {
+                if s.connect(cx, to, local).is_err() {
                     // Only a port of 0 or an unspecified address fail.
                     stats.refused_no_route += 1;
-                    return Err(crate::apps::SendRefused::NoRoute(*to.ip()));
+                    return Err(crate::apps::SendRefused::NoRoute(to.ip()));
                 }
                 stats.connections_opened += 1;
                 self.conns.push(Conn::new(sockets.add(s), to, true));
@@ -251,10 +248,10 @@ impl TcpTransport {
                 return true;
             }
             let peer = match s.remote_endpoint().map(|e| (e.addr, e.port)) {
-                Some((IpAddress::Ipv4(a), port)) => Some(SocketAddrV4::new(a, port)),
+                Some((a, port)) => Some(SocketAddr::new(a.into(), port)),
                 _ => None,
             };
-            let duplicate = |p: SocketAddrV4| {
+            let duplicate = |p: SocketAddr| {
                 self.conns
                     .iter()
                     .any(|c| !c.over && c.peer == p && !c.outgoing)
@@ -346,7 +343,7 @@ impl TcpTransport {
 }
 
 impl Conn {
-    fn new(handle: SocketHandle, peer: SocketAddrV4, outgoing: bool) -> Self {
+    fn new(handle: SocketHandle, peer: SocketAddr, outgoing: bool) -> Self {
         Conn {
             handle,
             peer,

@@ -500,7 +500,7 @@ impl Network {
         q: &mut EventQueue<Event>,
         node: NodeId,
         app: usize,
-        to: Option<std::net::SocketAddrV4>,
+        to: Option<std::net::SocketAddr>,
         data: &[u8],
     ) -> Result<(), SendRefused> {
         if !matches!(self.nodes.get(node), Some(Node::Host(_))) {

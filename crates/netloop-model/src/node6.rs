@@ -38,6 +38,8 @@ pub struct Node6 {
     /// Its neighbours, per port.
     pub ndp: Ndp,
     origin: Origin,
+    /// The identification of the last packet it fragmented.
+    ident: u32,
 }
 
 impl Node6 {
@@ -60,6 +62,7 @@ impl Node6 {
             table,
             ndp: Ndp::new(NeighbourConfig::default(), origin),
             origin,
+            ident: 0,
         }
     }
 
@@ -110,14 +113,14 @@ impl Node6 {
         !(src.is_multicast() || src.is_loopback() || (src.is_unspecified() && !to_group))
     }
 
-    /// Where the upper layer of `ip`, a packet for this node, starts; `None`
-    /// (the frame dropped and counted) if its extension headers run past
-    /// it (`malformed`), or it is a fragment (not reassembled) or carries a
-    /// Routing header with segments left (no source routing): both
-    /// `unsupported`.
+    /// Where the upper layer of `ip`, a packet for this node, starts, and
+    /// where its Fragment header is if it is a fragment; `None` (the frame
+    /// dropped and counted) if its extension headers run past it
+    /// (`malformed`) or it carries a Routing header with segments left (no
+    /// source routing: `unsupported`).
     pub fn upper_layer(ip: &[u8], ctx: &mut NodeCtx) -> Option<ipv6::UpperLayer> {
         match ipv6::upper_layer(ip) {
-            Ok(u) if u.fragment || u.routing_left => {
+            Ok(u) if u.routing_left => {
                 ctx.drop_frame(DropReason::Unsupported);
                 None
             }
@@ -127,6 +130,17 @@ impl Node6 {
                 None
             }
         }
+    }
+
+    /// The upper layer of `ip`, a packet just reassembled: an error if its
+    /// chain is broken (`malformed`), or it is a fragment again or bound
+    /// further by a Routing header (`unsupported`).
+    pub fn whole_upper_layer(ip: &[u8]) -> Result<ipv6::UpperLayer, DropReason> {
+        let u = ipv6::upper_layer(ip)?;
+        if u.fragment || u.routing_left {
+            return Err(DropReason::Unsupported);
+        }
+        Ok(u)
     }
 
     /// Sends IPv6 frame `frame` (its MACs to be filled in) out of `port`
@@ -144,14 +158,45 @@ impl Node6 {
             .send(port, &ports[port], (port, next_hop), frame, ctx);
     }
 
+    /// Sends `frame`, an IPv6 packet the node originates (no extension
+    /// headers), out of `port` towards `next_hop`, cut into fragments of at
+    /// most `mtu` bytes if it is larger (RFC 8200 §4.5: only the source
+    /// fragments). Returns how many fragments were made beyond the first
+    /// (the packet becomes the first), each recorded as a frame created.
+    pub fn send_sized(
+        &mut self,
+        ports: &[PortInfo],
+        port: PortId,
+        next_hop: Ipv6Addr,
+        frame: Frame,
+        mtu: usize,
+        ctx: &mut NodeCtx,
+    ) -> u64 {
+        if frame.len() - ETH_HEADER <= mtu {
+            self.transmit(ports, port, next_hop, frame, ctx);
+            return 0;
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let Some(fragments) = ipv6::fragment(&frame, mtu, self.ident) else {
+            // Never for an IPv6 link: the topology refuses MTUs below 1280.
+            ctx.drop_frame(DropReason::MtuExceeded);
+            return 0;
+        };
+        let extra = fragments.len() as u64 - 1;
+        ctx.ledger.create_n(Origin::Fragment, extra);
+        for f in fragments {
+            self.transmit(ports, port, next_hop, f, ctx);
+        }
+        extra
+    }
+
     /// Sends an ICMPv6 message the node originates, `msg` (its checksum
     /// is computed here), to `dst`: out of `link_port` if `dst` is
     /// link-local (its scope is that link), else routed by longest-prefix
     /// match; from `src`, or else the egress port's address of `dst`'s
     /// scope. Refused, having sent nothing, if there is no route or source
     /// address, or `dst` is the node's own. A message that does not fit
-    /// the egress link is created and dropped as `mtu_exceeded` (not
-    /// fragmented at the source) and counts as refused.
+    /// the egress link (an echo reply to a large request) is fragmented.
     #[allow(clippy::too_many_arguments)]
     pub fn originate(
         &mut self,
@@ -184,13 +229,10 @@ impl Node6 {
             }
         });
         let Some(src) = src else { return false };
+        let mtu = info.mtu as usize;
         let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, tclass, msg);
         ctx.create(self.origin);
-        if frame.len() - ETH_HEADER > info.mtu as usize {
-            ctx.drop_frame(DropReason::MtuExceeded);
-            return false;
-        }
-        self.transmit(ports, port, next_hop, frame, ctx);
+        self.send_sized(ports, port, next_hop, frame, mtu, ctx);
         true
     }
 

@@ -16,13 +16,19 @@
 //!   §5 would guess from a table of plateaus instead; Linux stopped doing so
 //!   in 2.6.)
 //!
+//! IPv6 (RFC 8201) learns from ICMPv6 Packet Too Big, whose MTU is never
+//! taken below IPv6's minimum of 1280 (Linux's `rt6_do_update_pmtu`, since
+//! RFC 8021 deprecated the atomic fragments older hosts sent instead); IPv6
+//! has no Don't Fragment, so nothing is locked. The expiry is the same (10
+//! min, `ip6_rt_mtu_expires`).
+//!
 //! What uses the cache lives in [`crate::host`]: datagrams larger than the
 //! path MTU are fragmented by the host, smaller ones carry Don't Fragment,
 //! and TCP connections to the destination lower their segment size.
 
 use netloop_core::{SimDuration, SimTime};
 use rustc_hash::FxHashMap as HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// How long a learned path MTU is kept (Linux's `mtu_expires`).
 pub const EXPIRES: SimDuration = SimDuration::from_secs(600);
@@ -48,7 +54,7 @@ struct Entry {
 /// Path MTUs learned by one host, per destination.
 #[derive(Default)]
 pub struct PmtuCache {
-    entries: HashMap<Ipv4Addr, Entry>,
+    entries: HashMap<IpAddr, Entry>,
 }
 
 impl PmtuCache {
@@ -60,7 +66,8 @@ impl PmtuCache {
 
     /// The path MTU to `dst` at `now`, if one was learned and has not
     /// expired.
-    pub fn get(&mut self, dst: Ipv4Addr, now: SimTime) -> Option<PathMtu> {
+    pub fn get(&mut self, dst: impl Into<IpAddr>, now: SimTime) -> Option<PathMtu> {
+        let dst = dst.into();
         let e = self.entries.get(&dst)?;
         if e.expires <= now {
             self.entries.remove(&dst);
@@ -93,6 +100,31 @@ impl PmtuCache {
         if path.mtu >= current && !(path.locked && path.mtu == current) {
             return None;
         }
+        self.store(dst.into(), path, now)
+    }
+
+    /// Takes a Packet Too Big report of MTU `reported` about a packet to
+    /// `dst`, sent when the path MTU was `current`. Returns the new path
+    /// MTU if it was lowered.
+    pub fn learn6(
+        &mut self,
+        dst: Ipv6Addr,
+        reported: u32,
+        current: u32,
+        now: SimTime,
+    ) -> Option<PathMtu> {
+        let path = PathMtu {
+            mtu: reported.max(crate::ipv6::MIN_MTU as u32),
+            locked: false,
+        };
+        if path.mtu >= current {
+            return None;
+        }
+        self.store(dst.into(), path, now)
+    }
+
+    /// Keeps `path` for `dst` unless what is known is as low already.
+    fn store(&mut self, dst: IpAddr, path: PathMtu, now: SimTime) -> Option<PathMtu> {
         if self
             .get(dst, now)
             .is_some_and(|p| p.mtu < path.mtu || p == path)
@@ -143,6 +175,27 @@ mod tests {
         assert_eq!(c.get(D, t(2) + EXPIRES), None);
         assert!(c.is_empty());
         assert_eq!(c.get(Ipv4Addr::new(198, 18, 0, 10), t(3)), None);
+    }
+
+    #[test]
+    fn packet_too_big_lowers_an_ipv6_path_but_never_below_1280() {
+        let d6: Ipv6Addr = "2001:2:0:3::2".parse().unwrap();
+        let mut c = PmtuCache::default();
+        assert_eq!(c.learn6(d6, 1500, 1500, t(0)), None);
+        assert_eq!(c.learn6(d6, 1400, 1500, t(0)).unwrap().mtu, 1400);
+        // A report below the minimum is taken as the minimum, unlocked.
+        let p = c.learn6(d6, 600, 1400, t(1)).unwrap();
+        assert_eq!(
+            p,
+            PathMtu {
+                mtu: 1280,
+                locked: false
+            }
+        );
+        assert_eq!(c.learn6(d6, 0, 1280, t(2)), None);
+        // IPv4 and IPv6 destinations are apart.
+        assert_eq!(c.get(D, t(2)), None);
+        assert_eq!(c.get(d6, t(2)), Some(p));
     }
 
     #[test]

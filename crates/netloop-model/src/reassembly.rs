@@ -1,6 +1,15 @@
-//! IPv4 reassembly (RFC 791 §3.2) of datagrams addressed to a node: simulated
-//! hosts reassemble what they receive (RFC 1122 §3.3.2), routers what is
-//! addressed to them (RFC 1812 §5.2.3).
+//! IPv4 reassembly (RFC 791 §3.2) and IPv6 reassembly (RFC 8200 §4.5) of
+//! datagrams addressed to a node: simulated hosts reassemble what they
+//! receive (RFC 1122 §3.3.2), routers what is addressed to them (RFC 1812
+//! §5.2.3).
+//!
+//! An IPv6 packet is kept per (source, destination, identification); its
+//! unfragmentable part (the headers before the Fragment header) comes from
+//! the fragment at offset 0, and the packet rebuilt has no Fragment header.
+//! The rules below hold for both families (Linux shares them between
+//! `ip_fragment.c` and `reassembly.c` since 4.19), with IPv6's own time
+//! limit, [`TIMEOUT6`] (60 s, RFC 8200 and `ip6frag_time`). The memory
+//! bound is one per node for both families.
 //!
 //! Fragments are kept per (source, destination, protocol, identification)
 //! until every byte from 0 to the end given by the last fragment has arrived
@@ -25,8 +34,11 @@
 //!   datagrams already started are not evicted for it.
 //!
 //! What this module does not do: send ICMP time-exceeded (code 1) for a
-//! datagram given up (RFC 1122 says SHOULD; the caller gets the first
-//! fragment's header in [`Expired`] to do so).
+//! datagram given up (RFC 1122 says SHOULD, RFC 8200 too; the caller gets
+//! what to quote in [`Expired`] to do so), or ICMPv6 Parameter Problem for
+//! the fragments RFC 8200 says to answer with one (a length not a multiple
+//! of 8, an end past 65 535): they are dropped and counted, and the sender
+//! learns nothing — a deviation.
 //!
 //! Accounting: every fragment held here is a frame still in flight at the
 //! node ([`Reassembler::held_frames`]); a datagram completed, dropped or given
@@ -35,15 +47,19 @@
 
 use netloop_core::{SimDuration, SimTime};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::ipv4::{
     checksum, dst_addr, frag_offset, header_len, more_fragments, src_addr, MAX_DATAGRAM,
 };
+use crate::ipv6::{self, FragmentAt, IPV6_HEADER, MIN_MTU};
 use crate::stats::DropReason;
 
 /// How long a datagram may take to become whole (Linux's `ipfrag_time`).
 pub const TIMEOUT: SimDuration = SimDuration::from_secs(30);
+/// How long an IPv6 packet may take (RFC 8200 §4.5, Linux's
+/// `ip6frag_time`).
+pub const TIMEOUT6: SimDuration = SimDuration::from_secs(60);
 /// Most bytes held at once by one node (Linux's `ipfrag_high_thresh`).
 pub const MEMORY_LIMIT: usize = 4 << 20;
 /// Bytes charged per fragment on top of its data, for the bookkeeping (Linux
@@ -51,21 +67,28 @@ pub const MEMORY_LIMIT: usize = 4 << 20;
 /// fills the limit).
 const PER_FRAGMENT: usize = 256;
 
-/// Identifies the datagram a fragment belongs to (RFC 791).
+/// Identifies the datagram a fragment belongs to (RFC 791; RFC 8200 §4.5
+/// has no protocol in it: 0 for IPv6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: IpAddr,
+    dst: IpAddr,
     proto: u8,
-    ident: u16,
+    ident: u32,
 }
 
 /// A datagram being reassembled.
 struct Pending {
-    /// When its first fragment (in arrival order) came.
-    started: SimTime,
-    /// The header of the fragment at offset 0, once it has come.
+    /// When it is given up: a time limit after its first fragment (in
+    /// arrival order) came.
+    deadline: SimTime,
+    /// The header of the fragment at offset 0, once it has come: IPv4's
+    /// header, or IPv6's unfragmentable part (its last Next Header field
+    /// already saying what the fragmentable part is).
     header: Option<Vec<u8>>,
+    /// IPv6: the fragment at offset 0 as it came, up to what an ICMPv6
+    /// error can quote.
+    first6: Option<Vec<u8>>,
     /// The data received so far, at its offsets (gaps are zeros).
     data: Vec<u8>,
     /// Byte ranges received: start → end, disjoint and not touching.
@@ -107,17 +130,33 @@ pub enum Outcome {
 pub struct Expired {
     /// Fragments that were held for it.
     pub frames: u64,
-    /// The first fragment's header and the first 8 bytes of data, if the
-    /// first fragment had come (what an ICMP time-exceeded would quote).
+    /// If the first fragment had come, what an ICMP time-exceeded would
+    /// quote: IPv4, its header and the first 8 bytes of data; IPv6, the
+    /// fragment itself, within what an ICMPv6 error holds. The version
+    /// nibble tells which.
     pub quote: Option<Vec<u8>>,
 }
 
-/// Reassembles the IPv4 datagrams addressed to one node.
+/// Reassembles the IPv4 and IPv6 datagrams addressed to one node.
 #[derive(Default)]
 pub struct Reassembler {
     pending: BTreeMap<Key, Pending>,
     held_bytes: usize,
     held_frames: u64,
+}
+
+/// A fragment as [`Reassembler::insert`] takes it, of either family.
+struct Piece<'a> {
+    /// The header the datagram gets from the fragment at offset 0.
+    header: &'a [u8],
+    /// The fragment's data.
+    data: &'a [u8],
+    /// Where the data goes, in bytes.
+    offset: usize,
+    /// More Fragments.
+    more: bool,
+    /// The furthest the data may end.
+    limit: usize,
 }
 
 impl Reassembler {
@@ -133,79 +172,32 @@ impl Reassembler {
 
     /// When the oldest datagram being reassembled is to be given up.
     pub fn next_expiry(&self) -> Option<SimTime> {
-        self.pending.values().map(|p| p.started + TIMEOUT).min()
+        self.pending.values().map(|p| p.deadline).min()
     }
 
     /// Takes fragment `ip` (a valid IPv4 header whose total length is the
     /// slice's length, with More Fragments set or a non-zero offset).
     pub fn push(&mut self, ip: &[u8], now: SimTime) -> Outcome {
         let hl = header_len(ip);
-        let data = &ip[hl..];
-        let offset = frag_offset(ip) as usize * 8;
-        let end = offset + data.len();
-        let more = more_fragments(ip);
-        if more && (data.is_empty() || !data.len().is_multiple_of(8)) {
-            return Outcome::Dropped {
-                reason: DropReason::Malformed,
-                frames: 1,
-            };
-        }
         let key = Key {
-            src: src_addr(ip),
-            dst: dst_addr(ip),
+            src: src_addr(ip).into(),
+            dst: dst_addr(ip).into(),
             proto: ip[9],
-            ident: u16::from_be_bytes([ip[4], ip[5]]),
+            ident: u32::from(u16::from_be_bytes([ip[4], ip[5]])),
         };
-        if end + hl > MAX_DATAGRAM {
-            return self.discard(key, 1, DropReason::ReassemblyInvalid);
-        }
-        let charge = PER_FRAGMENT + data.len();
-        if self.held_bytes + charge > MEMORY_LIMIT {
-            return Outcome::Dropped {
-                reason: DropReason::ReassemblyFull,
-                frames: 1,
-            };
-        }
-        let p = self.pending.entry(key).or_insert_with(|| Pending {
-            started: now,
-            header: None,
-            data: Vec::new(),
-            ranges: BTreeMap::new(),
-            end: None,
-            frames: 0,
-            charged: 0,
-        });
-        match p.check(offset, end, more) {
-            Check::Fits => {}
-            Check::Duplicate => {
-                return Outcome::Dropped {
-                    reason: DropReason::ReassemblyInvalid,
-                    frames: 1,
-                };
-            }
-            Check::Invalid => return self.discard(key, 1, DropReason::ReassemblyInvalid),
-        }
-        if !more {
-            p.end = Some(end);
-        }
-        if offset == 0 {
-            p.header = Some(ip[..hl].to_vec());
-        }
-        if p.data.len() < end {
-            p.data.resize(end, 0);
-        }
-        p.data[offset..end].copy_from_slice(data);
-        p.insert_range(offset, end);
-        p.frames += 1;
-        p.charged += charge;
-        self.held_bytes += charge;
-        self.held_frames += 1;
-        if !p.is_whole() {
-            return Outcome::Held;
-        }
-        let p = self.take(&key).expect("just inserted");
-        let header = p.header.expect("is_whole checks the first fragment");
-        let mut packet = header;
+        let piece = Piece {
+            header: &ip[..hl],
+            data: &ip[hl..],
+            offset: frag_offset(ip) as usize * 8,
+            more: more_fragments(ip),
+            // The header and data together within the largest datagram.
+            limit: MAX_DATAGRAM - hl,
+        };
+        let p = match self.insert(key, piece, now, TIMEOUT) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
+        let mut packet = p.header.expect("is_whole checks the first fragment");
         let total = packet.len() + p.data.len();
         packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
         // No fragment flags or offset, DF kept as the first fragment had it.
@@ -221,24 +213,141 @@ impl Reassembler {
         }
     }
 
+    /// Takes IPv6 fragment `ip` (validated, its length the slice's, not an
+    /// atomic fragment) whose Fragment header is where `at` says. The
+    /// packet completed has the unfragmentable part of the fragment at
+    /// offset 0, no Fragment header, and its payload length set.
+    pub fn push6(&mut self, ip: &[u8], at: FragmentAt, now: SimTime) -> Outcome {
+        let h = ipv6::fragment_header(ip, at.at);
+        let key = Key {
+            src: ipv6::src_addr(ip).into(),
+            dst: ipv6::dst_addr(ip).into(),
+            proto: 0,
+            ident: h.ident,
+        };
+        let first = h.offset == 0;
+        let mut unfragmentable = ip[..at.at].to_vec();
+        unfragmentable[at.next_field] = h.next;
+        let piece = Piece {
+            header: &unfragmentable,
+            data: &ip[at.at + ipv6::FRAGMENT_HEADER..],
+            offset: h.offset,
+            more: h.more,
+            // The payload length field holds what follows the fixed header.
+            limit: usize::from(u16::MAX) + IPV6_HEADER - at.at,
+        };
+        let p = match self.insert(key, piece, now, TIMEOUT6) {
+            Ok(p) => p,
+            Err(outcome) => {
+                if first && outcome == Outcome::Held {
+                    let quote = &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)];
+                    if let Some(p) = self.pending.get_mut(&key) {
+                        p.first6 = Some(quote.to_vec());
+                    }
+                }
+                return outcome;
+            }
+        };
+        let mut packet = p.header.expect("is_whole checks the first fragment");
+        let payload = (packet.len() - IPV6_HEADER + p.data.len()) as u16;
+        packet[4..6].copy_from_slice(&payload.to_be_bytes());
+        packet.extend_from_slice(&p.data);
+        Outcome::Complete {
+            packet,
+            frames: p.frames,
+        }
+    }
+
+    /// Adds `piece` to datagram `key` (started now with `timeout` if it is
+    /// new): the datagram, taken out, if it is now whole; else what became
+    /// of the piece.
+    fn insert(
+        &mut self,
+        key: Key,
+        piece: Piece,
+        now: SimTime,
+        timeout: SimDuration,
+    ) -> Result<Pending, Outcome> {
+        let Piece {
+            header,
+            data,
+            offset,
+            more,
+            limit,
+        } = piece;
+        let end = offset + data.len();
+        let dropped = |reason| Outcome::Dropped { reason, frames: 1 };
+        if more && (data.is_empty() || !data.len().is_multiple_of(8)) {
+            return Err(dropped(DropReason::Malformed));
+        }
+        if end > limit {
+            return Err(self.discard(key, 1, DropReason::ReassemblyInvalid));
+        }
+        let charge = PER_FRAGMENT + data.len();
+        if self.held_bytes + charge > MEMORY_LIMIT {
+            return Err(dropped(DropReason::ReassemblyFull));
+        }
+        let p = self.pending.entry(key).or_insert_with(|| Pending {
+            deadline: now + timeout,
+            header: None,
+            first6: None,
+            data: Vec::new(),
+            ranges: BTreeMap::new(),
+            end: None,
+            frames: 0,
+            charged: 0,
+        });
+        match p.check(offset, end, more) {
+            Check::Fits => {}
+            Check::Duplicate => {
+                return Err(dropped(DropReason::ReassemblyInvalid));
+            }
+            Check::Invalid => {
+                return Err(self.discard(key, 1, DropReason::ReassemblyInvalid));
+            }
+        }
+        if !more {
+            p.end = Some(end);
+        }
+        if offset == 0 {
+            p.header = Some(header.to_vec());
+        }
+        if p.data.len() < end {
+            p.data.resize(end, 0);
+        }
+        p.data[offset..end].copy_from_slice(data);
+        p.insert_range(offset, end);
+        p.frames += 1;
+        p.charged += charge;
+        self.held_bytes += charge;
+        self.held_frames += 1;
+        if !p.is_whole() {
+            return Err(Outcome::Held);
+        }
+        Ok(self.take(&key).expect("just inserted"))
+    }
+
     /// Gives up the datagrams whose time ran out by `now`, oldest first.
     pub fn expire(&mut self, now: SimTime) -> Vec<Expired> {
         let due: Vec<Key> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.started + TIMEOUT <= now)
+            .filter(|(_, p)| p.deadline <= now)
             .map(|(k, _)| *k)
             .collect();
         let mut out: Vec<(SimTime, Expired)> = due
             .into_iter()
             .filter_map(|k| self.take(&k))
             .map(|p| {
-                let quote = p.header.map(|mut h| {
-                    h.extend_from_slice(&p.data[..p.data.len().min(8)]);
-                    h
-                });
+                let quote = match p.first6 {
+                    Some(first) => Some(first),
+                    None => p.header.map(|mut h| {
+                        h.extend_from_slice(&p.data[..p.data.len().min(8)]);
+                        h
+                    }),
+                };
                 (
-                    p.started,
+                    p.deadline,
                     Expired {
                         frames: p.frames,
                         quote,
@@ -538,5 +647,124 @@ mod tests {
         assert_eq!(r.expire(T0 + TIMEOUT).len() as u64, held);
         assert_eq!((r.held_frames(), r.held_bytes()), (0, 0));
         assert_eq!(r.push(&f[1], T0 + TIMEOUT), Outcome::Held);
+    }
+    /// An IPv6 packet from 2001:2::1 to 2001:2:0:1::2 with a Destination
+    /// Options header (8 bytes) before `len` bytes of UDP-protocol data,
+    /// cut into fragments of at most `mtu` bytes after that header, with
+    /// `ident`: the whole packet and its fragments.
+    fn packet6(len: usize, ident: u32, mtu: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let src: std::net::Ipv6Addr = "2001:2::1".parse().unwrap();
+        let dst: std::net::Ipv6Addr = "2001:2:0:1::2".parse().unwrap();
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        // ipv6::fragment cuts after the fixed header: make the packet, cut
+        // it, then put a Destination Options header in front of each
+        // Fragment header (it is part of the unfragmentable part).
+        let f = ipv6::packet_frame(src, dst, 17, 64, len);
+        let mut f = f.to_vec();
+        f[ETH_HEADER + IPV6_HEADER..].copy_from_slice(&data);
+        let with_opts = |ip: &[u8]| {
+            let mut p = ip[..IPV6_HEADER].to_vec();
+            let next = p[6];
+            p[6] = ipv6::next::DEST_OPTS;
+            let len = u16::from_be_bytes([p[4], p[5]]) + 8;
+            p[4..6].copy_from_slice(&len.to_be_bytes());
+            p.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
+            p.extend_from_slice(&ip[IPV6_HEADER..]);
+            p
+        };
+        let whole = with_opts(&f[ETH_HEADER..]);
+        let pieces = ipv6::fragment(&f, mtu - 8, ident)
+            .unwrap()
+            .iter()
+            .map(|p| with_opts(&p[ETH_HEADER..]))
+            .collect();
+        (whole, pieces)
+    }
+
+    fn push6(r: &mut Reassembler, ip: &[u8], now: SimTime) -> Outcome {
+        let u = ipv6::upper_layer(ip).unwrap();
+        let at = u.fragment_at.expect("a fragment");
+        assert_eq!(at.next_field, IPV6_HEADER, "after the options header");
+        r.push6(ip, at, now)
+    }
+
+    #[test]
+    fn ipv6_fragments_in_any_order_give_back_the_packet_without_its_fragment_header() {
+        let (whole, six) = packet6(3000, 5, 1280);
+        assert_eq!(six.len(), 3);
+        assert!(six.iter().all(|p| p.len() <= 1280));
+        let mut r = Reassembler::default();
+        assert_eq!(push6(&mut r, &six[2], T0), Outcome::Held);
+        assert_eq!(push6(&mut r, &six[0], T0), Outcome::Held);
+        assert_eq!(r.held_frames(), 2);
+        let got = push6(&mut r, &six[1], T0);
+        assert_eq!(
+            got,
+            Outcome::Complete {
+                packet: whole,
+                frames: 3
+            }
+        );
+        assert_eq!(r.held_frames(), 0);
+        assert_eq!(r.held_bytes(), 0);
+        // IPv4 and IPv6 datagrams with the same identification are apart.
+        let v4 = pieces(3000, 5, 1280);
+        let (_, v6) = packet6(3000, 5, 1280);
+        assert_eq!(r.push(&v4[0], T0), Outcome::Held);
+        assert_eq!(push6(&mut r, &v6[0], T0), Outcome::Held);
+        assert!(matches!(r.push(&v4[1], T0), Outcome::Held));
+        assert!(matches!(r.push(&v4[2], T0), Outcome::Complete { .. }));
+        assert_eq!(r.held_frames(), 1);
+    }
+
+    #[test]
+    fn ipv6_packets_are_given_up_after_60_s_quoting_their_first_fragment() {
+        let (_, pieces) = packet6(3000, 9, 1280);
+        let mut r = Reassembler::default();
+        push6(&mut r, &pieces[1], T0);
+        let later = T0 + SimDuration::from_secs(1);
+        push6(&mut r, &pieces[0], later);
+        // The time runs from the first to arrive.
+        assert_eq!(r.next_expiry(), Some(T0 + TIMEOUT6));
+        assert!(r.expire(T0 + TIMEOUT).is_empty(), "not IPv4's 30 s");
+        let gone = r.expire(T0 + TIMEOUT6);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].frames, 2);
+        let quote = gone[0].quote.as_ref().unwrap();
+        assert_eq!(quote[..], pieces[0][..MIN_MTU - IPV6_HEADER - 8]);
+        // One whose first fragment never came quotes nothing.
+        push6(&mut r, &pieces[2], T0);
+        let gone = r.expire(T0 + TIMEOUT6);
+        assert!(gone[0].quote.is_none());
+    }
+
+    #[test]
+    fn ipv6_overlaps_and_oversized_packets_are_discarded() {
+        let (_, pieces) = packet6(3000, 3, 1280);
+        let mut r = Reassembler::default();
+        push6(&mut r, &pieces[0], T0);
+        // The second piece moved 8 bytes back: it overlaps the first.
+        let mut overlap = pieces[1].clone();
+        let at = IPV6_HEADER + 8;
+        let word = u16::from_be_bytes([overlap[at + 2], overlap[at + 3]]);
+        overlap[at + 2..at + 4].copy_from_slice(&(word - 8).to_be_bytes());
+        assert_eq!(
+            push6(&mut r, &overlap, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 2
+            }
+        );
+        // An end past what the payload length can say.
+        let mut far = pieces[1].clone();
+        far[at + 2..at + 4].copy_from_slice(&(0xfff8u16 | 1).to_be_bytes());
+        assert_eq!(
+            push6(&mut r, &far, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 1
+            }
+        );
+        assert_eq!(r.held_frames(), 0);
     }
 }

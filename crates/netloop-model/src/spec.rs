@@ -197,7 +197,7 @@ pub enum EndpointTarget {
     /// Another message endpoint, by name: its host's address and its port.
     Endpoint(String),
     /// An address and port: a real host's program, or any socket.
-    Address(std::net::SocketAddrV4),
+    Address(std::net::SocketAddr),
 }
 
 /// netloop as a federate of a HELICS co-simulation (see

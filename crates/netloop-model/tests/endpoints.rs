@@ -15,7 +15,7 @@ use netloop_core::{DataRate, SimDuration, SimTime};
 use netloop_model::apps::{Message, SendRefused};
 use netloop_model::spec::*;
 use netloop_model::{ItemRef, Simulation};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 const DELAY_MS: u64 = 5;
 
@@ -58,7 +58,7 @@ fn send_at(
     sim: &mut Simulation,
     t: SimTime,
     i: usize,
-    to: Option<SocketAddrV4>,
+    to: Option<SocketAddr>,
     data: &[u8],
 ) -> Result<(), SendRefused> {
     sim.run_until(t, 1 << 20, |_, _| true);
@@ -152,7 +152,7 @@ fn refusals_are_named_and_counted() {
     );
     // 203.0.113.1 is an address no host here has a route to: nothing is
     // sent to it, the send is refused before a frame exists.
-    let nowhere: SocketAddrV4 = "203.0.113.1:9".parse().unwrap();
+    let nowhere: SocketAddr = "203.0.113.1:9".parse().unwrap();
     let e = sim.endpoints[0].clone();
     let routes_to_it = sim
         .net
@@ -283,4 +283,54 @@ fn bad_endpoints_are_build_errors() {
         assert_eq!(err.field, Some(field), "{err}");
         assert!(err.to_string().contains(text), "{err}");
     }
+}
+
+#[test]
+fn messages_go_over_ipv6_to_an_ipv6_address_and_the_reply_comes_back() {
+    let mut sim = net(|s| s.run.ipv6 = true);
+    let h2 = sim.net.node_id("h2").unwrap();
+    let b6 = sim.net.ports(h2)[0].addr6.unwrap().addr;
+    let to = SocketAddr::new(b6.into(), 5000);
+    // Neighbour discovery on both hops first.
+    send_at(&mut sim, SimTime::ZERO, 0, Some(to), b"warm up").unwrap();
+    sim.run_until(at(1_000_000_000), 1 << 20, |_, _| true);
+    assert_eq!(inbox(&mut sim, 1).len(), 1);
+    let t0 = 1_000_000_000;
+    send_at(&mut sim, at(t0), 0, Some(to), &[7; 1000]).unwrap();
+    sim.run_until(at(2_000_000_000), 1 << 20, |_, _| true);
+    let got = inbox(&mut sim, 1);
+    assert_eq!(got.len(), 1);
+    // 20 bytes more of header than over IPv4, on each hop.
+    assert_eq!(got[0].at, at(t0 + 2 * hop_ns(1020)), "exact to the ns");
+    let h1 = sim.net.node_id("h1").unwrap();
+    let a6 = sim.net.ports(h1)[0].addr6.unwrap().addr;
+    assert_eq!(got[0].from, SocketAddr::new(a6.into(), 4000));
+    // b answers whoever wrote, over IPv6; a message larger than the path
+    // is fragmented and arrives whole.
+    let big: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
+    send_at(&mut sim, at(2_000_000_000), 1, Some(got[0].from), &big).unwrap();
+    sim.run_until(at(3_000_000_000), 1 << 20, |_, _| true);
+    let back = inbox(&mut sim, 0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].data, big);
+    assert_eq!(back[0].from, SocketAddr::new(b6.into(), 5000));
+    assert_conserved(&sim);
+    // Without IPv6, an IPv6 destination is a build error naming the field.
+    let mut s = spec(
+        SimDuration::from_secs(1),
+        1,
+        vec![host("h1"), host("h2")],
+        vec![link("h1", "h2", dir(Some(10), ms(1)))],
+        vec![],
+    );
+    s.endpoints = vec![endpoint(
+        "x",
+        "h1",
+        1,
+        Some(EndpointTarget::Address("[2001:2::2]:5000".parse().unwrap())),
+    )];
+    let err = Simulation::build(&s).err().expect("refused");
+    assert_eq!(err.item, ItemRef::Endpoint(0));
+    assert_eq!(err.field, Some("to"));
+    assert!(err.to_string().contains("add 'ipv6 = true'"), "{err}");
 }

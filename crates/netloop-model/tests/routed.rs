@@ -54,7 +54,7 @@ fn traceroute_gets_time_exceeded_from_each_router_in_order() {
     )]));
     let r = sim.results("afap", None, None);
     let hops = r.flows[0].hops.as_ref().unwrap();
-    let got: Vec<Ipv4Addr> = hops
+    let got: Vec<std::net::IpAddr> = hops
         .iter()
         .map(|h| h.address.expect("every hop answers"))
         .collect();
@@ -131,26 +131,193 @@ fn an_ipv6_ping_through_routers_has_the_exact_round_trip() {
     assert_eq!(h.stats.echo_replies, 40);
 }
 
-#[test]
-fn traffic_over_ipv6_says_what_is_not_there_yet() {
-    let err = |s: &NetworkSpec| Simulation::build(s).err().expect("an error").to_string();
-    let v6 = |kind: TrafficKind| TrafficSpec {
-        ipv6: true,
-        ..flow("f", "h1", "h2", kind)
+fn addr6_of(sim: &Simulation, node: &str, port: usize) -> std::net::IpAddr {
+    let id = sim.net.node_id(node).unwrap();
+    sim.net.ports(id)[port].addr6.unwrap().addr.into()
+}
+
+fn host_of<'a>(sim: &'a Simulation, node: &str) -> &'a netloop_model::host::Host {
+    let id = sim.net.node_id(node).unwrap();
+    let netloop_model::network::Node::Host(h) = sim.net.node(id) else {
+        panic!("{node} is a host")
     };
-    let mut s = chain(vec![v6(cbr(1, 100))]);
+    h
+}
+
+fn over_ipv6(t: TrafficSpec) -> TrafficSpec {
+    TrafficSpec { ipv6: true, ..t }
+}
+
+#[test]
+fn every_traffic_kind_runs_over_ipv6() {
+    let stop = Some(SimDuration::from_secs(2));
+    let mut s = chain(vec![
+        over_ipv6(TrafficSpec {
+            stop,
+            ..flow("udp", "h1", "h2", cbr(1, 100))
+        }),
+        over_ipv6(flow(
+            "bulk",
+            "h1",
+            "h2",
+            TrafficKind::TcpBulk {
+                bytes: Some(Bytes::new(2_000_000)),
+            },
+        )),
+        over_ipv6(TrafficSpec {
+            stop,
+            ..flow(
+                "rr",
+                "h2",
+                "h1",
+                TrafficKind::TcpRr {
+                    request: Bytes::new(100),
+                    response: Bytes::new(3000),
+                    interval: Some(ms(100)),
+                },
+            )
+        }),
+        over_ipv6(flow(
+            "tr",
+            "h1",
+            "h2",
+            TrafficKind::Traceroute { max_hops: 10 },
+        )),
+    ]);
     s.run.ipv6 = true;
-    let e = err(&s);
+    let sim = run(&s);
+    let r = sim.results("afap", None, None);
+    let (udp, bulk, rr, tr) = (&r.flows[0], &r.flows[1], &r.flows[2], &r.flows[3]);
+    assert!(udp.sent_packets.unwrap() > 2000, "{udp:?}");
+    assert_eq!(udp.received_packets, udp.sent_packets);
+    // 4 links of 1 ms plus 4 serialisations of 100 bytes of data behind
+    // UDP, IPv6 and Ethernet (162 bytes; 186 on the wire) at 100 Mbit/s.
+    assert_eq!(udp.delay_ns.as_ref().unwrap().min, 4_000_000 + 4 * 14_880);
+    assert_eq!(bulk.received_bytes, 2_000_000, "{bulk:?}");
+    // 20 transactions of 100 ms in 2 s, less the handshake's.
+    assert!(rr.tcp.as_ref().unwrap().transactions >= 19, "{rr:?}");
+    // Each router answers from the interface the probe came in by, then
+    // the destination with port unreachable.
+    let hops: Vec<_> = tr
+        .hops
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|h| h.address)
+        .collect();
+    let want = ["r1", "r2", "r3", "h2"].map(|n| Some(addr6_of(&sim, n, 0)));
+    assert_eq!(hops, want);
+    // A network without IPv6 refuses IPv6 traffic by name.
+    let mut s = chain(vec![over_ipv6(flow("f", "h1", "h2", cbr(1, 100)))]);
+    s.run.ipv6 = false;
+    let e = Simulation::build(&s).err().expect("an error").to_string();
     assert!(
-        e.contains("traffic 'f'") && e.contains("udp-cbr over IPv6 is not there yet"),
+        e.contains("traffic 'f'") && e.contains("add 'ipv6 = true' to [run]"),
         "{e}"
     );
-    let ping = TrafficKind::Ping {
-        interval: ms(100),
-        size: Bytes::new(56),
-    };
-    let s = chain(vec![v6(ping)]);
-    assert!(err(&s).contains("add 'ipv6 = true' to [run]"));
+}
+
+/// h1 - r1 - r2 - h2 over IPv6, the middle link's MTU IPv6's least.
+fn narrow_middle6(traffic: Vec<TrafficSpec>) -> NetworkSpec {
+    let mut mid = dir(Some(100), ms(1));
+    mid.mtu = 1280;
+    let mut s = spec(
+        SimDuration::from_secs(2),
+        1,
+        vec![host("h1"), router("r1"), router("r2"), host("h2")],
+        vec![
+            link("h1", "r1", dir(Some(100), ms(1))),
+            link("r1", "r2", mid),
+            link("r2", "h2", dir(Some(100), ms(1))),
+        ],
+        traffic.into_iter().map(over_ipv6).collect(),
+    );
+    s.run.ipv6 = true;
+    s
+}
+
+#[test]
+fn packet_too_big_teaches_the_path_mtu_and_the_source_fragments() {
+    let stop = Some(SimDuration::from_secs(1));
+    let s = narrow_middle6(vec![
+        TrafficSpec {
+            stop,
+            ..flow("big", "h1", "h2", cbr(1, 1400))
+        },
+        TrafficSpec {
+            stop,
+            ..flow("small", "h1", "h2", cbr(1, 500))
+        },
+        flow(
+            "tcp",
+            "h1",
+            "h2",
+            TrafficKind::TcpBulk {
+                bytes: Some(Bytes::new(1_000_000)),
+            },
+        ),
+    ]);
+    let sim = run(&s);
+    let r = sim.results("afap", None, None);
+    let big_sent = r.flows[0].sent_packets.unwrap();
+    // The first datagram too big for the middle link is refused with
+    // Packet Too Big (IPv6 routers never fragment); the host fragments the
+    // rest to 1280 bytes and h2 puts them together again.
+    assert_eq!(r.flows[0].received_packets, Some(big_sent - 1));
+    assert_eq!(r.flows[1].received_packets, r.flows[1].sent_packets);
+    // TCP lowers its segment size and resends what was refused.
+    assert_eq!(r.flows[2].received_bytes, 1_000_000);
+    // The path MTU is per destination: one Packet Too Big taught it to
+    // every flow to h2.
+    assert_eq!(r.conservation.dropped.get(DropReason::PacketTooBig), 1);
+    let (h1, h2) = (host_of(&sim, "h1"), host_of(&sim, "h2"));
+    assert_eq!(h1.stats.path_mtu_lowered, 1);
+    assert_eq!(h1.stats.fragmented, big_sent - 1);
+    assert_eq!(h2.stats.reassembled, big_sent - 1);
+
+    // TCP alone: its first full-sized segments are refused, the segment
+    // size drops to fit 1280 bytes, and what was refused is sent again.
+    let sim = run(&narrow_middle6(vec![flow(
+        "tcp",
+        "h1",
+        "h2",
+        TrafficKind::TcpBulk {
+            bytes: Some(Bytes::new(1_000_000)),
+        },
+    )]));
+    let r = sim.results("afap", None, None);
+    assert_eq!(r.flows[0].received_bytes, 1_000_000);
+    assert!(r.conservation.dropped.get(DropReason::PacketTooBig) >= 1);
+    assert_eq!(host_of(&sim, "h1").stats.path_mtu_lowered, 1);
+    assert_eq!(host_of(&sim, "h1").stats.fragmented, 0);
+}
+
+#[test]
+fn a_large_ipv6_ping_is_fragmented_there_and_back() {
+    let s = narrow_middle6(vec![TrafficSpec {
+        stop: Some(SimDuration::from_secs(1)),
+        ..flow(
+            "p",
+            "h1",
+            "h2",
+            TrafficKind::Ping {
+                interval: ms(100),
+                size: Bytes::new(3000),
+            },
+        )
+    }]);
+    let sim = run(&s);
+    let f = &sim.results("afap", None, None).flows[0];
+    // The first request (fragmented to the 1500-byte link) is refused by
+    // the narrow link; the others are cut to 1280 bytes. h2 answers each
+    // (fragmenting the reply to its own link), and r2 refuses the first
+    // reply too.
+    assert_eq!(f.sent_packets, Some(10));
+    assert_eq!(f.received_packets, Some(8));
+    let (h1, h2) = (host_of(&sim, "h1"), host_of(&sim, "h2"));
+    assert_eq!(h2.stats.echo_replies, 9);
+    assert_eq!(h2.stats.reassembled, 9);
+    assert_eq!(h1.stats.reassembled, 8);
 }
 
 #[test]
@@ -301,7 +468,7 @@ fn static_route_overrides_the_shortest_path() {
         .clone()
         .unwrap();
     assert_eq!(detour.len(), 4, "{detour:?}");
-    assert_eq!(detour[1].address, Some(via));
+    assert_eq!(detour[1].address, Some(via.into()));
 }
 
 #[test]

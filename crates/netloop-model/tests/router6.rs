@@ -771,7 +771,8 @@ fn bad_lengths_and_extension_chains_are_dropped_and_counted() {
     let out = b.take();
     assert_eq!(&out[0].1[ETH + 8..], &pkt[8..]);
     // ...but to the router, a chain that runs past the packet is refused,
-    // and a fragment addressed to it is not reassembled.
+    // and so is a fragment to it with more to come whose data is not a
+    // multiple of 8 bytes (RFC 8200 §4.5).
     let bad = ip6(
         h1(),
         p(0),
@@ -789,8 +790,7 @@ fn bad_lengths_and_extension_chains_are_dropped_and_counted() {
     );
     b.inject(0, eth(port_mac(0), H1_MAC, &frag));
     assert!(b.take().is_empty());
-    assert_eq!(b.dropped(DropReason::Malformed), 4);
-    assert_eq!(b.dropped(DropReason::Unsupported), 1);
+    assert_eq!(b.dropped(DropReason::Malformed), 5);
     b.assert_conserved();
 }
 
@@ -1009,5 +1009,148 @@ fn an_atomic_fragment_is_whole_and_source_routing_is_refused() {
     );
     assert!(b.take().is_empty());
     assert_eq!(b.dropped(DropReason::Unsupported), 1);
+    b.assert_conserved();
+}
+
+/// `payload` (an upper-layer message whose protocol is `next`) from h1 to
+/// `dst`, cut by hand into fragments carrying `sizes` bytes each (the
+/// rest in the last), with identification `ident`.
+fn fragments(dst: Ipv6Addr, next: u8, payload: &[u8], sizes: &[usize], ident: u32) -> Vec<Frame> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut k = 0;
+    while at < payload.len() {
+        let n = sizes.get(k).copied().unwrap_or(payload.len() - at);
+        let end = (at + n).min(payload.len());
+        let more = end < payload.len();
+        let mut f = vec![next, 0];
+        f.extend_from_slice(&((at as u16) | u16::from(more)).to_be_bytes());
+        f.extend_from_slice(&ident.to_be_bytes());
+        f.extend_from_slice(&payload[at..end]);
+        out.push(eth(
+            port_mac(0),
+            H1_MAC,
+            &ip6(h1(), dst, 64, IpProtocol::Ipv6Frag, &f),
+        ));
+        at = end;
+        k += 1;
+    }
+    out
+}
+
+/// Puts the fragments the router sent back together, checking each one's
+/// Fragment header: the whole upper-layer message and its protocol.
+fn unfragment(frames: &[(PortId, Frame)]) -> (Ipv6Repr, u8, Vec<u8>) {
+    let mut whole = Vec::new();
+    let mut ident = None;
+    let mut first = None;
+    let mut proto = 0;
+    for (k, (_, f)) in frames.iter().enumerate() {
+        let (ip, payload) = ip_of(f);
+        assert_eq!(ip.next_header, IpProtocol::Ipv6Frag, "fragment {k}");
+        let word = u16::from_be_bytes([payload[2], payload[3]]);
+        assert_eq!(usize::from(word & 0xfff8), whole.len(), "offset of {k}");
+        assert_eq!(word & 1 == 1, k + 1 < frames.len(), "more flag of {k}");
+        let id = u32::from_be_bytes(payload[4..8].try_into().unwrap());
+        assert_eq!(*ident.get_or_insert(id), id, "one identification");
+        proto = payload[0];
+        whole.extend_from_slice(&payload[8..]);
+        first.get_or_insert(ip);
+    }
+    (first.unwrap(), proto, whole)
+}
+
+#[test]
+fn a_fragmented_ping_of_the_router_is_put_together_and_answered_in_fragments() {
+    let mut b = Bench::new();
+    b.teach(0, h1(), H1_MAC);
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let echo = icmp6(
+        h1(),
+        p(2),
+        &Icmpv6Repr::EchoRequest {
+            ident: 9,
+            seq_no: 4,
+            data: &data,
+        },
+    );
+    // Out of order: the last piece first, the first last.
+    let mut pieces = fragments(p(2), 58, &echo, &[1232, 1232], 0xabcd);
+    pieces.reverse();
+    let n = pieces.len() as u64;
+    let delivered = |b: &Bench| b.ledger.delivered.get(&Sink::Router).copied().unwrap_or(0);
+    let before = delivered(&b);
+    for f in pieces {
+        b.inject(0, f);
+    }
+    let out = unicast(b.take());
+    // The reply leaves by port 0 (1500 bytes): 3008 bytes of ICMPv6 in
+    // pieces of 1448 (1500 less the two headers, a multiple of 8).
+    assert_eq!(out.len(), 3, "the reply in three fragments");
+    assert!(out
+        .iter()
+        .all(|(port, f)| *port == 0 && f.len() <= ETH + 1500));
+    let (ip, proto, msg) = unfragment(&out);
+    assert_eq!((ip.src_addr, ip.dst_addr, proto), (p(2), h1(), 58));
+    let pkt = Icmpv6Packet::new_checked(&msg[..]).unwrap();
+    let repr = Icmpv6Repr::parse(&p(2), &h1(), &pkt, &ChecksumCapabilities::default())
+        .expect("a valid echo reply");
+    assert_eq!(
+        repr,
+        Icmpv6Repr::EchoReply {
+            ident: 9,
+            seq_no: 4,
+            data: &data
+        }
+    );
+    assert_eq!(b.router.stats().icmpv6_sent.echo_reply, 1);
+    assert_eq!(delivered(&b) - before, n, "each fragment delivered");
+    b.assert_conserved();
+}
+
+#[test]
+fn a_packet_never_whole_is_given_up_after_60_s_with_time_exceeded() {
+    let mut b = Bench::new();
+    b.teach(0, h1(), H1_MAC);
+    let echo = icmp6(
+        h1(),
+        p(0),
+        &Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: &[7; 2000],
+        },
+    );
+    let pieces = fragments(p(0), 58, &echo, &[1232], 77);
+    let first = pieces[0].clone();
+    b.inject(0, first.clone());
+    assert!(b.take().is_empty());
+    assert_eq!(b.router.in_flight(), 1, "held");
+    b.assert_conserved();
+    let start = b.now;
+    assert!(b
+        .run_until(start + SimDuration::from_secs(59))
+        .iter()
+        .all(|(_, f)| icmp_of(f).0.dst_addr != h1()));
+    let out = unicast(b.run_until(start + SimDuration::from_secs(61)));
+    assert_eq!(out.len(), 1);
+    let (ip, icmp) = icmp_of(&out[0].1);
+    assert_eq!((ip.src_addr, ip.dst_addr), (p(0), h1()));
+    let Icmpv6Repr::TimeExceeded { reason, .. } = icmp else {
+        panic!("time exceeded, got {icmp:?}")
+    };
+    assert_eq!(reason, Icmpv6TimeExceeded::FragReassemExceeded);
+    assert_eq!(b.dropped(DropReason::ReassemblyTimeout), 1);
+    // Overlapping pieces discard the packet (RFC 5722).
+    let mut bad = fragments(p(0), 58, &echo, &[1232], 78);
+    let mut overlap = fragments(p(0), 58, &echo[8..], &[1232], 78).remove(0);
+    // The same data shifted: offset 8 over the first piece.
+    let ip = &mut overlap[ETH..];
+    ip[40 + 2..40 + 4].copy_from_slice(&(8u16 | 1).to_be_bytes());
+    b.inject(0, bad.remove(0));
+    b.inject(0, overlap);
+    assert!(b.take().is_empty());
+    assert_eq!(b.dropped(DropReason::ReassemblyInvalid), 2);
+    assert_eq!(b.router.in_flight(), 0);
     b.assert_conserved();
 }

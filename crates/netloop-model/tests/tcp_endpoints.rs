@@ -14,7 +14,7 @@ use netloop_core::{DataRate, SimDuration, SimTime};
 use netloop_model::apps::{EndpointStats, Message};
 use netloop_model::spec::*;
 use netloop_model::{ItemRef, Simulation};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 const DELAY_MS: u64 = 5;
 
@@ -52,7 +52,7 @@ fn at(ns: u64) -> SimTime {
     SimTime::ZERO + SimDuration::from_nanos(ns)
 }
 
-fn send_at(sim: &mut Simulation, t: SimTime, i: usize, to: Option<SocketAddrV4>, data: &[u8]) {
+fn send_at(sim: &mut Simulation, t: SimTime, i: usize, to: Option<SocketAddr>, data: &[u8]) {
     sim.run_until(t, 1 << 20, |_, _| true);
     let e = sim.endpoints[i].clone();
     sim.net
@@ -203,7 +203,7 @@ fn many_peers_connect_to_one_endpoint_at_once() {
 fn a_connection_nobody_accepts_loses_its_messages_by_count() {
     let mut sim = net(|_| {});
     // h2 has nothing on TCP port 5999: its stack resets the SYN.
-    let nobody: SocketAddrV4 = SocketAddrV4::new(*sim.endpoints[1].addr.ip(), 5999);
+    let nobody: SocketAddr = SocketAddr::new(sim.endpoints[1].addr.ip(), 5999);
     send_at(&mut sim, SimTime::ZERO, 0, Some(nobody), b"one");
     send_at(&mut sim, SimTime::ZERO, 0, Some(nobody), b"two");
     sim.run_until(at(1_000_000_000), 1 << 20, |_, _| true);
@@ -299,5 +299,40 @@ fn a_full_inbox_holds_the_sender_back_and_loses_nothing() {
     );
     let s = stats(&mut sim, 1);
     assert_eq!((s.received, s.inbox_full), (n as u64, 0));
+    assert_conserved(&sim);
+}
+
+#[test]
+fn tcp_messages_go_over_ipv6_to_an_ipv6_address() {
+    let mut sim = net(|s| s.run.ipv6 = true);
+    let h2 = sim.net.node_id("h2").unwrap();
+    let b6 = sim.net.ports(h2)[0].addr6.unwrap().addr;
+    let to = SocketAddr::new(b6.into(), 5000);
+    send_at(&mut sim, SimTime::ZERO, 0, Some(to), b"connect");
+    sim.run_until(at(1_000_000_000), 1 << 20, |_, _| true);
+    assert_eq!(inbox(&mut sim, 1).len(), 1);
+    let data = vec![0x5au8; 1000];
+    let t0 = 1_000_000_000;
+    send_at(&mut sim, at(t0), 0, Some(to), &data);
+    sim.run_until(at(2_000_000_000), 1 << 20, |_, _| true);
+    let got = inbox(&mut sim, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].data, data);
+    // One segment, 20 bytes of header more than over IPv4.
+    assert_eq!(got[0].at, at(t0 + 2 * hop_ns(1024)), "exact to the ns");
+    assert!(got[0].from.is_ipv6());
+    // The reply goes back on that connection.
+    send_at(
+        &mut sim,
+        at(2_000_000_000),
+        1,
+        Some(got[0].from),
+        b"setpoint",
+    );
+    sim.run_until(at(3_000_000_000), 1 << 20, |_, _| true);
+    let back = inbox(&mut sim, 0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].from, to);
+    assert_eq!(stats(&mut sim, 1).connections_accepted, 1);
     assert_conserved(&sim);
 }

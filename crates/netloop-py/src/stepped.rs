@@ -142,7 +142,7 @@ impl Stepped {
         let e = self.endpoint(endpoint, &call)?;
         let dst = match to {
             None => None,
-            Some(t) => Some(match t.parse::<std::net::SocketAddrV4>() {
+            Some(t) => Some(match t.parse::<std::net::SocketAddr>() {
                 Ok(a) => a,
                 Err(_) => self.endpoint(t, &format!("{call}, to={t:?}"))?.addr,
             }),

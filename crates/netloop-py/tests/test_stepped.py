@@ -56,6 +56,26 @@ def test_messages_arrive_when_the_network_says_and_answers_come_back():
     assert r.raw["conservation"]["unaccounted"] == 0
 
 
+def test_messages_go_over_ipv6_to_an_ipv6_address():
+    net = netloop.Network("stepped6", duration="10s", ipv6=True)
+    h1, r1, h2 = net.add_host("h1"), net.add_router("r1"), net.add_host("h2")
+    net.add_link(h1, r1, rate="10Mbps", delay="5ms")
+    net.add_link(r1, h2, rate="10Mbps", delay="5ms")
+    net.add_endpoint("a", h1, 4000)
+    net.add_endpoint("b", h2, 5000)
+    sim = net.stepped()
+    sim.send("a", b"over six", to=f"[{h2.ip6}]:5000")
+    sim.run_until(1.0)
+    (m,) = sim.receive("b")
+    assert (m.data, m.source) == (b"over six", f"[{h1.ip6}]:4000")
+    sim.send("b", b"back", to=m.source)
+    sim.run_until(2.0)
+    (back,) = sim.receive("a")
+    assert (back.data, back.source) == (b"back", f"[{h2.ip6}]:5000")
+    # Two hops of 5 ms (the exact time is the model's tests' business).
+    assert 1_010_000_000 < back.at_ns < 1_011_000_000
+
+
 def test_a_message_larger_than_the_mtu_arrives_whole():
     sim = wan().stepped()
     data = bytes(range(256)) * 200  # 51 200 bytes: 36 fragments

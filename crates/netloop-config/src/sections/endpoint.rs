@@ -120,12 +120,12 @@ pub(crate) fn read_all(l: &mut Loader<'_, '_>, tables: &[(&DeTable<'_>, Range<us
         }
         let to = t.opt(l.d, "to", |v| {
             let s = value::string(v)?;
-            if let Ok(a) = s.parse::<std::net::SocketAddrV4>() {
+            if let Ok(a) = s.parse::<std::net::SocketAddr>() {
                 return Ok(EndpointTarget::Address(a));
             }
             if s.contains(':') {
                 return Err(format!(
-                    "'{}' is not an IPv4 address and port (e.g. \"198.18.0.2:5000\")",
+                    "'{}' is not an address and port (e.g. \"198.18.0.2:5000\" or \"[2001:2::2]:5000\")",
                     quote(&s)
                 ));
             }

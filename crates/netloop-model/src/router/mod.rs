@@ -568,7 +568,10 @@ impl Router {
         self.reassembly_timer = None;
         for gone in self.reassembly.expire(ctx.now) {
             ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
-            if let Some(quote) = gone.quote {
+            let Some(quote) = gone.quote else { continue };
+            if quote[0] >> 4 == 6 {
+                self.reassembly_expired6(&quote, ctx);
+            } else {
                 let from = dst_addr(&quote);
                 self.send_error(&quote, false, IcmpError::ReassemblyTimeExceeded, from, ctx);
             }

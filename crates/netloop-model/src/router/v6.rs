@@ -27,7 +27,9 @@
 //!   link-scope groups it has not joined, such as MLD reports, `unsupported`
 //!   for wider scopes: no multicast routing).
 //! - **Packets for the router** (any of its global or link-local
-//!   addresses, or a group it is in): neighbour solicitations and
+//!   addresses, or a group it is in): fragments are reassembled first
+//!   ([`crate::reassembly`], ICMPv6 time exceeded code 1 for a packet given
+//!   up after 60 s whose first fragment came); neighbour solicitations and
 //!   advertisements to [`crate::ndp`]; echo requests answered (from the
 //!   address they were sent to); UDP answered with port unreachable so that
 //!   `traceroute -6` to a router address ends there; anything else consumed.
@@ -41,11 +43,10 @@
 //!   address that is not a single node's.
 //!
 //! Deviations, each on purpose:
-//! - Fragments addressed to the router itself are dropped as `unsupported`
-//!   (it does not reassemble IPv6; forwarded fragments pass untouched; an
-//!   atomic fragment, offset 0 without more to come, is taken whole as RFC
-//!   6946 says), and so are packets to it whose Routing header has segments
-//!   left (no source routing, RFC 5095).
+//! - Packets to the router whose Routing header has segments left are
+//!   dropped as `unsupported` (no source routing, RFC 5095). (Forwarded
+//!   fragments pass untouched; an atomic fragment, offset 0 without more
+//!   to come, is taken whole as RFC 6946 says.)
 //! - Hop-by-Hop options need not come first to be tolerated; the
 //!   subnet-router anycast address (RFC 4291 §2.6.1) is not the router's.
 //! - Hop-by-Hop options are not processed (Router Alert, for MLD, has no
@@ -55,17 +56,19 @@
 //! - No Parameter Problem, Redirects or Router Advertisements: real hosts
 //!   get their addresses and routes from netloop, not from the router.
 //! - Packets the router originates that do not fit the egress link (an echo
-//!   reply to a large request, sent out of a smaller link) are dropped as
-//!   `mtu_exceeded` rather than fragmented at the source.
+//!   reply to a large request) are fragmented to that link's MTU: the
+//!   router keeps no path MTUs of its own.
 
 use std::net::Ipv6Addr;
 
 use super::{Job, Router};
+use crate::ipv6::UpperLayer;
 use crate::ipv6::{self, next, IPV6_HEADER};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::NodeCtx;
 use crate::node6::{Node6, ECHO_REQUEST};
+use crate::reassembly::Outcome;
 use crate::stats::{DropReason, Sink};
 use crate::{Frame, PortId};
 
@@ -217,15 +220,37 @@ impl Router {
         self.v6.transmit(&self.ports, route.port, via, frame, ctx);
     }
 
-    /// A packet for the router: to neighbour discovery, answered, or
-    /// consumed.
+    /// A packet for the router: reassembled if it is a fragment, then to
+    /// neighbour discovery, answered, or consumed.
     fn local6(&mut self, job: Job, ctx: &mut NodeCtx) {
         let ip = &job.frame[ETH_HEADER..];
-        // Fragments are not reassembled here, and there is no source
-        // routing (see the module docs).
+        // No source routing (see the module docs).
         let Some(upper) = Node6::upper_layer(ip, ctx) else {
             return;
         };
+        let Some(at) = upper.fragment_at else {
+            self.local6_whole(job, upper, 1, ctx);
+            return;
+        };
+        match self.reassembly.push6(ip, at, ctx.now) {
+            Outcome::Held => self.arm_reassembly_timer(ctx),
+            Outcome::Complete { packet, frames } => {
+                let mut frame = Frame::copy_from(&job.frame[..ETH_HEADER]);
+                frame.extend_from_slice(&packet);
+                let job = Job { frame, ..job };
+                match Node6::whole_upper_layer(&job.frame[ETH_HEADER..]) {
+                    Ok(upper) => self.local6_whole(job, upper, frames, ctx),
+                    Err(reason) => ctx.drop_n(reason, frames),
+                }
+            }
+            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+        }
+    }
+
+    /// A whole packet for the router, made of `frames` frames, whose upper
+    /// layer is `upper`.
+    fn local6_whole(&mut self, job: Job, upper: UpperLayer, frames: u64, ctx: &mut NodeCtx) {
+        let ip = &job.frame[ETH_HEADER..];
         let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
         match upper.proto {
             next::ICMPV6 => {
@@ -233,10 +258,15 @@ impl Router {
                 // RFC 4443 §2.4 (a), (b): an unreadable message or a bad
                 // checksum is discarded.
                 if msg.len() < 4 || ipv6::checksum(src, dst, next::ICMPV6, msg) != 0 {
-                    ctx.drop_frame(DropReason::BadChecksum);
+                    ctx.drop_n(DropReason::BadChecksum, frames);
                     return;
                 }
                 if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
+                    if frames > 1 {
+                        // RFC 6980: neighbour discovery is never fragmented.
+                        ctx.drop_n(DropReason::Malformed, frames);
+                        return;
+                    }
                     let port = job.port;
                     let info = &self.ports[port];
                     self.v6
@@ -244,7 +274,7 @@ impl Router {
                         .receive(port, info, &job.frame, upper.offset, true, ctx);
                     return;
                 }
-                ctx.deliver(Sink::Router);
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
                 // Pings of a group the port is in are answered too.
                 if msg[0] == ECHO_REQUEST && msg[1] == 0 && msg.len() >= 8 {
@@ -256,14 +286,35 @@ impl Router {
                 }
             }
             next::UDP if self.v6.is_own(dst) => {
-                ctx.deliver(Sink::Router);
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
                 self.send_error6(&job, Icmpv6Error::PortUnreachable, Some(dst), ctx);
             }
             _ => {
-                ctx.deliver(Sink::Router);
+                ctx.deliver_n(Sink::Router, frames);
                 self.stats.local += 1;
             }
+        }
+    }
+
+    /// Tells the source of an IPv6 packet given up before it was whole,
+    /// whose first fragment `quote` is, with ICMPv6 time exceeded (code 1,
+    /// RFC 8200 §4.5), from the address it was sent to.
+    pub(super) fn reassembly_expired6(&mut self, quote: &[u8], ctx: &mut NodeCtx) {
+        if !self.may_send_error6(quote, false, false) {
+            self.stats.icmp_suppressed += 1;
+            return;
+        }
+        let msg = ipv6::error_message(ICMPV6_TIME_EXCEEDED, 1, 0, quote);
+        let (src, dst) = (ipv6::src_addr(quote), ipv6::dst_addr(quote));
+        // A link-local source has no port to answer by here: not answered.
+        if self
+            .v6
+            .originate(&self.ports, src, Some(dst), None, ERROR_TCLASS, &msg, ctx)
+        {
+            self.stats.icmpv6_sent.time_exceeded += 1;
+        } else {
+            self.stats.icmp_suppressed += 1;
         }
     }
 

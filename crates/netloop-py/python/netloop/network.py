@@ -91,7 +91,7 @@ class Node:
     def ip6(self) -> str | None:
         """The global IPv6 address of its first interface that has one,
         without the prefix length (e.g. ``"2001:2:0:1::2"``), or ``None``
-        (a network without ``ipv6=True``, a switch, a simulated host)."""
+        (a network without ``ipv6=True``, a switch)."""
         return self._first("address6")
 
     def _first(self, field: str) -> str | None:
