@@ -222,6 +222,26 @@ fn frame_seeds(h: &Harness, target: Target) -> Vec<(&'static str, Vec<u8>)> {
             r.push(3, 2, &eth(ETH_IPV6, &Ip6::new(x6, dst, 58).packet(&m)));
         }
     });
+    add("ipv6-fragments", &|r| {
+        hello6(r);
+        // A ping of 2000 bytes in two fragments, the last first (whole: the
+        // node answers, in fragments of its own), then pieces that overlap.
+        let mut body = vec![0x12, 0x34, 0, 9];
+        body.extend_from_slice(&[5; 2000]);
+        let m = icmp6(x6, near6, 128, 0, &body);
+        let piece = |off: usize, end: usize, ident: u32| {
+            let mut f = vec![58, 0];
+            let more = end < m.len();
+            f.extend_from_slice(&((off as u16) | u16::from(more)).to_be_bytes());
+            f.extend_from_slice(&ident.to_be_bytes());
+            f.extend_from_slice(&m[off..end]);
+            eth(ETH_IPV6, &Ip6::new(x6, near6, 44).packet(&f))
+        };
+        r.push(3, 1, &piece(1232, m.len(), 21));
+        r.push(3, 1, &piece(0, 1232, 21));
+        r.push(3, 1, &piece(0, 1232, 22));
+        r.push(3, 1, &piece(1224, m.len(), 22));
+    });
     add("ipv6-hops-and-size", &|r| {
         hello6(r);
         for hops in [0u8, 1, 2] {

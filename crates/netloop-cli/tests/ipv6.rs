@@ -1,8 +1,9 @@
 //! IPv6 end to end with real programs: `ping -6`, `traceroute -6`,
 //! `tracepath -6` (which must report the smaller MTU of the link between the
 //! routers), iperf3 both ways and an HTTP transfer, between two network
-//! namespaces across two simulated routers of a dual-stack topology; and
-//! `ping -6` and `traceroute -6` to a simulated host.
+//! namespaces across two simulated routers of a dual-stack topology;
+//! `ping -6` and `traceroute -6` to a simulated host; and an IPv6-only
+//! network (`ipv4 = false`) whose namespaces have no IPv4 address.
 //!
 //! Needs root (it creates network namespaces) and the programs; says so and
 //! returns otherwise. Addresses are all from 2001:2::/48 and 198.18.0.0/15;
@@ -173,7 +174,7 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
     assert!(u(&r1["icmpv6_sent"]["time_exceeded"]) >= 2, "{r1}");
 
     // A simulated host answers ping -6, and traceroute -6 ends at it
-    // (port unreachable: it has no IPv6 sockets).
+    // (port unreachable: nothing listens on the probes' ports).
     let log = read_log(&r, "h1", 3);
     assert_eq!(ping_summary(&log), Some((3, 3)), "{log}");
     assert_eq!(command(&r, "h1", 4)["exit_code"], 0);
@@ -223,4 +224,93 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
         r["realtime"]["kept_up"],
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// An IPv6-only network: h1 — r1 — h2 namespaces with no IPv4 address, and
+/// simulated hosts h3 and h4 beside them whose TCP flow goes over IPv6
+/// without being told to.
+const IPV6_ONLY: &str = r#"[run]
+duration = "20s"
+ipv6 = true
+ipv4 = false
+
+[defaults.link]
+rate = "100Mbps"
+delay = "5ms"
+
+[[node]]
+name = "h1"
+kind = "namespace"
+{h1}
+
+[[node]]
+name = "r1"
+kind = "router"
+
+[[node]]
+name = "h2"
+kind = "namespace"
+
+[[node]]
+name = "h3"
+kind = "host"
+
+[[node]]
+name = "h4"
+kind = "host"
+
+[[link]]
+endpoints = ["h1", "r1"]
+addresses6 = ["2001:2::2/64", "2001:2::1/64"]
+
+[[link]]
+endpoints = ["r1", "h2"]
+addresses6 = ["2001:2:0:1::1/64", "2001:2:0:1::2/64"]
+
+[[link]]
+endpoints = ["h3", "r1"]
+
+[[link]]
+endpoints = ["r1", "h4"]
+addresses6 = ["2001:2:0:3::1/64", "2001:2:0:3::2/64"]
+
+[[traffic]]
+name = "bulk"
+kind = "tcp-bulk"
+from = "h3"
+to = "h4"
+bytes = "1MB"
+"#;
+
+#[test]
+fn an_ipv6_only_network_has_no_ipv4_and_carries_real_and_simulated_traffic() {
+    let _serial = serial();
+    if !have_root() || !have(&["ping", "ip"]) {
+        return;
+    }
+    let s = Scratch::new("ipv6-only");
+    let h1 = cmd("ip -o addr show scope global", "0s", true)
+        + &cmd("ping -6 -n -c 3 -i 0.2 2001:2:0:1::2", "200ms", true)
+        + &cmd("ping -6 -n -c 2 -i 0.2 2001:2:0:3::2", "1s", true);
+    let topo = s.write("t.toml", &IPV6_ONLY.replace("{h1}", &h1));
+    let (r, id) = run_to_end(&s, &topo);
+    check_realtime_results(&r, &id);
+    // No IPv4 address anywhere; IPv6 ones from the pool.
+    for n in ["h1", "r1", "h2", "h3"] {
+        let i = &node(&r, n)["interfaces"][0];
+        assert!(i["address"].is_null(), "{n}: {i}");
+        assert!(i["address6"].is_string(), "{n}: {i}");
+    }
+    let log = read_log(&r, "h1", 0);
+    assert!(!log.contains(" inet "), "an IPv4 address in h1:\n{log}");
+    assert!(log.contains("inet6 2001:2::2/64"), "{log}");
+    // h1 reaches h2 and the simulated host h4 over IPv6.
+    let log = read_log(&r, "h1", 1);
+    assert_eq!(ping_summary(&log), Some((3, 3)), "{log}");
+    let log = read_log(&r, "h1", 2);
+    assert_eq!(ping_summary(&log), Some((2, 2)), "{log}");
+    // The simulated flow went over IPv6 and arrived whole.
+    let f = &r["flows"][0];
+    assert_eq!(u(&f["received_bytes"]), 1_000_000, "{f}");
+    assert_eq!(u(&r["conservation"]["unaccounted"]), 0);
 }

@@ -108,6 +108,17 @@ fn spin_window() {
     // A run setting outside [run] says where it belongs.
     let e = one_error("spin = \"20us\"\n");
     assert!(e.contains("'spin' belongs in the [run] table"), "{e}");
+    // IPv6-only: IPv4 off needs IPv6 on, and has no IPv4 pool.
+    let run = ok("[run]\nipv6 = true\nipv4 = false\n").spec.run;
+    assert!(run.ipv6 && run.ipv6_only);
+    assert!(!ok("[run]\nipv6 = true\nipv4 = true\n").spec.run.ipv6_only);
+    let e = one_error("[run]\nipv4 = false\n");
+    assert!(
+        e.starts_with("t.toml:2:8: run, field 'ipv4': a network needs IPv4 or IPv6"),
+        "{e}"
+    );
+    let e = one_error("[run]\nipv6 = true\naddress_pool = \"198.18.0.0/16\"\nipv4 = false\n");
+    assert!(e.contains("an IPv4 pool in an IPv6-only network"), "{e}");
 }
 
 #[test]

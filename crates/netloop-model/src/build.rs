@@ -11,7 +11,9 @@
 //!   With IPv6 on ([`crate::spec::RunSpec::ipv6`]) every segment also gets a
 //!   /64 from the IPv6 pool (2001:2::/48 by default: `2001:2:0:k::/64` for
 //!   the k-th segment), and each interface the same host number as in IPv4
-//!   (198.18.3.2 is 2001:2:0:3::2 when the two pools line up).
+//!   (198.18.3.2 is 2001:2:0:3::2 when the two pools line up). An
+//!   IPv6-only network ([`crate::spec::RunSpec::ipv6_only`]) is numbered
+//!   the same way, then its IPv4 addresses are taken away.
 //! - **Routes.** Each router and host gets a connected route per subnet and a
 //!   route to every other subnet via the first hop of a shortest path (fewest
 //!   router hops; ties go to the lower port, then the earlier neighbour, so
@@ -328,6 +330,7 @@ impl<'a> Builder<'a> {
         self.make_segments()?;
         self.assign_addresses()?;
         self.assign_addresses6()?;
+        self.drop_ipv4()?;
         let tables = self.routing_tables()?;
         self.finish(tables)
     }
@@ -778,6 +781,40 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// In an IPv6-only network ([`crate::spec::RunSpec::ipv6_only`]): no
+    /// interface keeps an IPv4 address (they were numbered only so that
+    /// IPv6 addresses get the same host numbers), and IPv4 settings are an
+    /// error.
+    fn drop_ipv4(&mut self) -> Result<(), BuildError> {
+        let spec = self.spec;
+        if !spec.run.ipv6_only {
+            return Ok(());
+        }
+        let why = "an IPv4 setting in an IPv6-only network (ipv4 = false in [run]): remove it";
+        for (li, l) in spec.links.iter().enumerate() {
+            if l.subnet.is_some() {
+                return Err(self.err(ItemRef::Link(li), Some("subnet"), why.into()));
+            }
+            if l.a.address.is_some() || l.b.address.is_some() {
+                return Err(self.err(ItemRef::Link(li), Some("addresses"), why.into()));
+            }
+        }
+        for (i, r) in spec.routes.iter().enumerate() {
+            if matches!(r.prefix, IpPrefix::V4(_)) {
+                return Err(self.err(ItemRef::Route(i), Some("prefix"), why.into()));
+            }
+        }
+        for (i, e) in spec.endpoints.iter().enumerate() {
+            if matches!(&e.to, Some(EndpointTarget::Address(a)) if a.is_ipv4()) {
+                return Err(self.err(ItemRef::Endpoint(i), Some("to"), why.into()));
+            }
+        }
+        for p in self.ports.iter_mut().flatten() {
+            p.addr = None;
         }
         Ok(())
     }
@@ -1401,7 +1438,7 @@ impl<'a> Builder<'a> {
             }
             // Where the flow goes: the destination's first address of the
             // family the flow asks for.
-            let dst: IpAddr = if t.ipv6 {
+            let dst: IpAddr = if t.ipv6 || spec.run.ipv6_only {
                 if !spec.run.ipv6 {
                     return Err(self.err(
                         item,
@@ -1713,18 +1750,28 @@ impl<'a> Builder<'a> {
                 ));
             }
             ports.insert((node, e.protocol, e.port), i);
-            let Some(ip) = self.ports[node].iter().find_map(|p| p.addr.map(|a| a.addr)) else {
+            // Its host's IPv4 address; IPv6 in an IPv6-only network.
+            let ip: Option<IpAddr> = if spec.run.ipv6_only {
+                self.ports[node]
+                    .iter()
+                    .find_map(|p| p.addr6.map(|a| a.addr.into()))
+            } else {
+                self.ports[node]
+                    .iter()
+                    .find_map(|p| p.addr.map(|a| a.addr.into()))
+            };
+            let Some(ip) = ip else {
                 return Err(self.err(
                     item,
                     Some("node"),
-                    format!("'{}' has no IPv4 address (is it connected?)", e.node),
+                    format!("'{}' has no address (is it connected?)", e.node),
                 ));
             };
             out.push(EndpointInfo {
                 name: e.name.clone(),
                 node,
                 app: 0,
-                addr: std::net::SocketAddr::new(ip.into(), e.port),
+                addr: std::net::SocketAddr::new(ip, e.port),
                 protocol: e.protocol,
                 to: None,
                 federate: e.federate.clone(),

@@ -238,6 +238,10 @@ pub struct RunSpec {
     /// too, routers forward IPv6, and real hosts have it on.
     #[serde(default)]
     pub ipv6: bool,
+    /// IPv6 only (with [`RunSpec::ipv6`]): no interface has an IPv4
+    /// address, and traffic and endpoints use IPv6.
+    #[serde(default)]
+    pub ipv6_only: bool,
 }
 
 /// The default spin window of the real-time scheduler: covers the wake-up
@@ -254,6 +258,7 @@ impl Default for RunSpec {
             seed: 1,
             spin: DEFAULT_SPIN,
             ipv6: false,
+            ipv6_only: false,
         }
     }
 }
@@ -732,8 +737,8 @@ pub struct TrafficSpec {
     pub count: u32,
     /// The traffic pattern.
     pub kind: TrafficKind,
-    /// Over IPv6 instead of IPv4 (a dual-stack network; ping flows only,
-    /// for now).
+    /// Over IPv6 instead of IPv4 (in a dual-stack network; always in an
+    /// IPv6-only one).
     #[serde(default)]
     pub ipv6: bool,
 }

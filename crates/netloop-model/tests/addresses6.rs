@@ -187,3 +187,78 @@ fn mistakes_are_named() {
     s.address_pool6 = Some(Ipv6Cidr::parse("2001:2::/63").unwrap());
     assert!(err(&s).contains("has no /64 left"));
 }
+
+#[test]
+fn an_ipv6_only_network_has_no_ipv4_and_its_traffic_and_endpoints_use_ipv6() {
+    let mut s = net();
+    s.run.ipv6_only = true;
+    s.nodes.push(host("g"));
+    s.links.push(link("r2", "g", dir(Some(100), ms(1))));
+    s.traffic = vec![
+        TrafficSpec {
+            stop: Some(ms(500)),
+            ..flow("u", "h", "g", cbr(1, 100))
+        },
+        flow(
+            "t",
+            "g",
+            "h",
+            TrafficKind::TcpBulk {
+                bytes: Some(netloop_core::Bytes::new(100_000)),
+            },
+        ),
+    ];
+    s.endpoints = vec![MessageEndpointSpec {
+        name: "e".into(),
+        node: "h".into(),
+        port: 7000,
+        protocol: Transport::Udp,
+        to: None,
+        federate: None,
+    }];
+    let mut sim = Simulation::build(&s).unwrap();
+    for id in 0..s.nodes.len() {
+        for p in sim.net.ports(id) {
+            assert!(p.addr.is_none(), "{p:?}");
+            assert_eq!(p.addr6.is_some(), !s.nodes[id].name.starts_with("sw"));
+        }
+    }
+    // The real hosts get IPv6 routes only.
+    let x = sim.real.iter().find(|r| r.name == "x").unwrap();
+    assert!(x.routes.is_empty() && !x.routes6.is_empty());
+    assert!(sim.endpoints[0].addr.is_ipv6());
+    assert_eq!(
+        sim.endpoints[0].addr.ip(),
+        addr6(&sim, "h", 0)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .parse::<IpAddr>()
+            .unwrap()
+    );
+    sim.run(1 << 20, |_, _| true);
+    let r = sim.results("afap", None, None);
+    let (u, t) = (&r.flows[0], &r.flows[1]);
+    assert!(u.sent_packets.unwrap() > 50);
+    assert_eq!(u.received_packets, u.sent_packets);
+    assert_eq!(t.received_bytes, 100_000);
+    assert_eq!(r.conservation.unaccounted, 0);
+
+    // IPv4 settings are refused by name.
+    let err = |s: &NetworkSpec| Simulation::build(s).err().expect("an error").to_string();
+    let mut bad = net();
+    bad.run.ipv6_only = true;
+    bad.links[4].subnet = Some(Ipv4Cidr::parse("198.18.9.0/24").unwrap());
+    let e = err(&bad);
+    assert!(e.contains("link 'r2-h'") && e.contains("IPv6-only"), "{e}");
+    let mut bad = net();
+    bad.run.ipv6_only = true;
+    bad.routes.push(RouteSpec {
+        node: "r1".into(),
+        prefix: IpPrefix::V4(Ipv4Cidr::parse("198.19.0.0/16").unwrap()),
+        via: IpAddr::V4("198.18.1.2".parse().unwrap()),
+    });
+    let e = err(&bad);
+    assert!(e.contains("route") && e.contains("IPv6-only"), "{e}");
+}

@@ -76,6 +76,22 @@ def test_messages_go_over_ipv6_to_an_ipv6_address():
     assert 1_010_000_000 < back.at_ns < 1_011_000_000
 
 
+def test_an_ipv6_only_network_has_ipv6_endpoints():
+    net = netloop.Network("only6", duration="10s", ipv6=True, ipv4=False)
+    h1, r1, h2 = net.add_host("h1"), net.add_router("r1"), net.add_host("h2")
+    net.add_link(h1, r1, rate="10Mbps", delay="5ms")
+    net.add_link(r1, h2, rate="10Mbps", delay="5ms")
+    net.add_endpoint("a", h1, 4000, to="b")
+    net.add_endpoint("b", h2, 5000)
+    assert h1.ip is None and h1.ip6 is not None
+    sim = net.stepped()
+    assert sim.endpoints == {"a": f"[{h1.ip6}]:4000", "b": f"[{h2.ip6}]:5000"}
+    sim.send("a", b"only six")
+    sim.run_until(1.0)
+    (m,) = sim.receive("b")
+    assert (m.data, m.source) == (b"only six", sim.endpoints["a"])
+
+
 def test_a_message_larger_than_the_mtu_arrives_whole():
     sim = wan().stepped()
     data = bytes(range(256)) * 200  # 51 200 bytes: 36 fragments

@@ -1,4 +1,5 @@
-//! `[run]`: how long to run, the seed, IPv6 on or off, the pools of
+//! `[run]`: how long to run, the seed, IPv6 on or off (and IPv4 off: an
+//! IPv6-only network), the pools of
 //! automatic addresses, and the real-time scheduler's spin window.
 
 use std::ops::Range;
@@ -19,6 +20,7 @@ pub(crate) const KEYS: &[&str] = &[
     "spin",
     "ipv6",
     "address_pool6",
+    "ipv4",
 ];
 
 /// The longest spin window allowed: past a few milliseconds, spinning costs a
@@ -62,6 +64,24 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
     }
     if let Some(on) = t.opt(l.d, "ipv6", value::boolean) {
         l.spec.run.ipv6 = on;
+    }
+    if let Some(on) = t.opt(l.d, "ipv4", value::boolean) {
+        if !on && !l.spec.run.ipv6 {
+            t.error(
+                l.d,
+                "ipv4",
+                "a network needs IPv4 or IPv6: with IPv4 off, add 'ipv6 = true' to [run]"
+                    .to_string(),
+            );
+        } else if !on && l.spec.address_pool.is_some() {
+            t.error(
+                l.d,
+                "address_pool",
+                "an IPv4 pool in an IPv6-only network (ipv4 = false): remove it".to_string(),
+            );
+        } else {
+            l.spec.run.ipv6_only = !on;
+        }
     }
     if let Some(pool) = t.opt(l.d, "address_pool6", value::network::<Ipv6Cidr>) {
         if pool.prefix > 64 {
