@@ -1267,6 +1267,21 @@ impl<'a> Builder<'a> {
             let (table, table6) = std::mem::take(&mut tables[i]);
             nodes.push(match &n.kind {
                 NodeKind::Host => {
+                    let addresses = ports
+                        .iter()
+                        .map(|p| usize::from(p.addr.is_some()) + usize::from(p.addr6.is_some()))
+                        .sum::<usize>();
+                    if addresses > crate::host::MAX_ADDRESSES {
+                        return Err(self.err(
+                            ItemRef::Node(i),
+                            Some("name"),
+                            format!(
+                                "'{}' has {addresses} addresses on its links; a simulated host has at most {} (its TCP/IP stack's limit)",
+                                n.name,
+                                crate::host::MAX_ADDRESSES
+                            ),
+                        ));
+                    }
                     let hseed = RngStream::new(seed, &format!("host/{}", n.name)).next_u64();
                     Node::Host(Box::new(Host::new(ports, table, table6, hseed)))
                 }

@@ -80,6 +80,9 @@ use crate::routing::{RoutingTable, RoutingTable6};
 use crate::stats::{DropReason, Origin, Sink};
 use crate::{Frame, PortId};
 
+/// The most addresses a host has (both families, all ports): what its
+/// smoltcp interface holds (the `iface-max-addr-count-8` feature).
+pub const MAX_ADDRESSES: usize = 8;
 /// Timer token for smoltcp's next poll.
 pub const POLL_TIMER: u64 = 1 << 62;
 /// Timer token for giving up datagrams not reassembled in time.
@@ -284,13 +287,13 @@ impl Host {
         config.random_seed = seed;
         let mut iface = Interface::new(config, &mut device, Instant::from_micros(0));
         iface.update_ip_addrs(|addrs| {
-            for p in &ports {
-                if let Some(a) = p.addr {
-                    let _ = addrs.push(IpCidr::new(a.addr.into(), a.prefix));
-                }
-                if let Some(a) = p.addr6 {
-                    let _ = addrs.push(IpCidr::new(a.addr.into(), a.prefix));
-                }
+            let v4 = ports.iter().filter_map(|p| p.addr);
+            let v4 = v4.map(|a| IpCidr::new(a.addr.into(), a.prefix));
+            let v6 = ports.iter().filter_map(|p| p.addr6);
+            let v6 = v6.map(|a| IpCidr::new(a.addr.into(), a.prefix));
+            for a in v4.chain(v6) {
+                // The build refuses hosts with more than MAX_ADDRESSES.
+                addrs.push(a).expect("at most MAX_ADDRESSES addresses");
             }
         });
         // smoltcp wants a gateway for off-subnet destinations; with Medium::Ip
@@ -862,15 +865,18 @@ impl Host {
         self.hand_to_stack(buf, frames, ctx);
     }
 
-    /// Sets the reassembly timer for the oldest datagram being reassembled,
-    /// unless it is already set (it is then for an earlier time: datagrams
-    /// are given up in the order they started).
+    /// Sets the reassembly timer for the datagram to be given up first,
+    /// unless it is set for that time or earlier already. (IPv4 datagrams
+    /// wait 30 s and IPv6 packets 60 s, so a datagram that came later may
+    /// be due sooner: the timer moves earlier then, and the one it replaces
+    /// finds nothing due when it fires.)
     fn arm_reassembly_timer(&mut self, ctx: &mut NodeCtx) {
-        if self.reassembly_timer.is_none() {
-            if let Some(t) = self.reassembly.next_expiry() {
-                self.reassembly_timer = Some(t);
-                ctx.timer(t, REASSEMBLY_TIMER);
-            }
+        let Some(t) = self.reassembly.next_expiry() else {
+            return;
+        };
+        if self.reassembly_timer.is_none_or(|armed| t < armed) {
+            self.reassembly_timer = Some(t);
+            ctx.timer(t, REASSEMBLY_TIMER);
         }
     }
 
@@ -878,13 +884,21 @@ impl Host {
     /// (RFC 1122 §3.3.2, as Linux does: ICMP time-exceeded, code 1, when
     /// the first fragment came).
     fn reassembly_timeout(&mut self, ctx: &mut NodeCtx) {
+        // A timer the next one is set later than (the armed one moved
+        // earlier, fired, and set the next): nothing is due.
+        if self.reassembly_timer.is_some_and(|armed| armed > ctx.now) {
+            return;
+        }
         self.reassembly_timer = None;
         for gone in self.reassembly.expire(ctx.now) {
             ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
             let Some(quote) = gone.quote else { continue };
             if quote[0] >> 4 == 6 {
                 // RFC 8200 §4.5: time exceeded, code 1, from the address
-                // the packet was sent to.
+                // the packet was sent to, under RFC 4443's rules.
+                if !self.v6.may_send_error(&quote, false, false) {
+                    continue;
+                }
                 let msg = ipv6::error_message(ICMPV6_TIME_EXCEEDED, 1, 0, &quote);
                 let (src, dst) = (ipv6::src_addr(&quote), ipv6::dst_addr(&quote));
                 self.v6
@@ -1862,6 +1876,68 @@ mod tests {
             (Icmpv4Message::TimeExceeded, 1)
         );
         assert_eq!(icmp.data(), &quoted[..]);
+    }
+
+    /// An IPv6 host (2001:2::1/64 on a link with a neighbour 2001:2::9)
+    /// given a first fragment from that neighbour to `dst`: after 60 s the
+    /// packet is given up; only one sent to the host's own address is
+    /// answered (RFC 4443 §2.4 (e): never about a packet to a group).
+    fn given_up6(dst: Ipv6Addr) -> (Vec<(PortId, Frame)>, Ledger) {
+        let peer: Ipv6Addr = "2001:2::9".parse().unwrap();
+        let port = PortInfo {
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 1]),
+            addr: None,
+            addr6: Some(crate::spec::Ipv6Cidr::parse("2001:2::1/64").unwrap()),
+            mtu: 1500,
+            link: 0,
+            name: "eth0".into(),
+        };
+        let mut table6 = RoutingTable6::new();
+        table6.insert(crate::routing::Route6 {
+            prefix: crate::spec::Ipv6Cidr::parse("2001:2::/64").unwrap(),
+            via: None,
+            port: 0,
+        });
+        let mut host = Host::new(vec![port], RoutingTable::new(), table6, 1);
+        let mut f = ipv6::packet_frame(peer, dst, next::FRAGMENT, 64, 16);
+        let mac = if dst.is_multicast() {
+            ipv6::multicast_mac(dst)
+        } else {
+            [0x02, 0, 0, 0, 0, 1]
+        };
+        f[0..6].copy_from_slice(&mac);
+        f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+        let h = ETH_HEADER + IPV6_HEADER;
+        f[h] = next::UDP;
+        f[h + 3] = 1; // offset 0, more to come
+        f[h + 7] = 5; // identification
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+        host.receive(0, f, &mut ctx);
+        assert_eq!(host.in_flight(), 1, "held");
+        let due = SimTime::ZERO + crate::reassembly::TIMEOUT6;
+        let mut ctx = NodeCtx::new(due, &mut out, &mut timers, &mut ledger);
+        host.timer(REASSEMBLY_TIMER, &mut ctx);
+        assert_eq!(host.in_flight() - host.v6.ndp.in_flight(), 0);
+        assert_eq!(ledger.dropped.get(DropReason::ReassemblyTimeout), 1);
+        (out, ledger)
+    }
+
+    #[test]
+    fn an_ipv6_packet_never_whole_is_answered_only_if_it_was_sent_to_the_host() {
+        // To the host: time exceeded (code 1), waiting for the neighbour's
+        // address to be resolved (a solicitation goes out).
+        let (out, ledger) = given_up6("2001:2::1".parse().unwrap());
+        assert_eq!(out.len(), 1, "a neighbour solicitation: {out:02x?}");
+        assert_eq!(
+            ledger.created.values().sum::<u64>(),
+            2,
+            "the error and the solicitation"
+        );
+        // To all nodes: given up without a word.
+        let (out, ledger) = given_up6(ipv6::ALL_NODES);
+        assert!(out.is_empty(), "{out:02x?}");
+        assert_eq!(ledger.created.values().sum::<u64>(), 0);
     }
 
     #[test]

@@ -143,6 +143,28 @@ impl Node6 {
         Ok(u)
     }
 
+    /// RFC 4443 §2.4 (e): whether an ICMPv6 error may answer packet `ip`:
+    /// not about an ICMPv6 error message, a packet to a multicast group or
+    /// a link-layer group (`l2_group`; but Packet Too Big, `too_big`, may
+    /// answer those), or a packet whose source is not a single other node.
+    pub fn may_send_error(&self, ip: &[u8], l2_group: bool, too_big: bool) -> bool {
+        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
+        if (dst.is_multicast() || l2_group) && !too_big {
+            return false;
+        }
+        if src.is_unspecified() || src.is_multicast() || self.is_own(src) {
+            return false;
+        }
+        match ipv6::upper_layer(ip) {
+            // An error message (type < 128), or one too short to tell.
+            Ok(u) if u.proto == ipv6::next::ICMPV6 && !u.later_fragment => {
+                ip.get(u.offset).is_some_and(|t| *t >= 128)
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
     /// Sends IPv6 frame `frame` (its MACs to be filled in) out of `port`
     /// towards `next_hop`, resolving its MAC by neighbour discovery.
     pub fn transmit(

@@ -199,6 +199,14 @@ impl Reassembler {
         };
         let mut packet = p.header.expect("is_whole checks the first fragment");
         let total = packet.len() + p.data.len();
+        // Each fragment was checked against its own header's length; the
+        // datagram gets the first fragment's, which may be longer.
+        if total > MAX_DATAGRAM {
+            return Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: p.frames,
+            };
+        }
         packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
         // No fragment flags or offset, DF kept as the first fragment had it.
         packet[6] &= 0x40;
@@ -249,7 +257,15 @@ impl Reassembler {
             }
         };
         let mut packet = p.header.expect("is_whole checks the first fragment");
-        let payload = (packet.len() - IPV6_HEADER + p.data.len()) as u16;
+        // As for IPv4: the first fragment's unfragmentable part may be
+        // longer than the one the end was checked against (Linux's
+        // `out_oversize`).
+        let Ok(payload) = u16::try_from(packet.len() - IPV6_HEADER + p.data.len()) else {
+            return Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: p.frames,
+            };
+        };
         packet[4..6].copy_from_slice(&payload.to_be_bytes());
         packet.extend_from_slice(&p.data);
         Outcome::Complete {
@@ -763,6 +779,52 @@ mod tests {
             Outcome::Dropped {
                 reason: DropReason::ReassemblyInvalid,
                 frames: 1
+            }
+        );
+        assert_eq!(r.held_frames(), 0);
+    }
+    #[test]
+    fn a_first_fragment_whose_headers_push_the_packet_past_65535_discards_it() {
+        // An IPv6 fragment from 2001:2::1 to 2001:2::2 at `offset`, with
+        // `opts` bytes of Destination Options before the Fragment header.
+        let frag = |opts: usize, offset: usize, more: bool, len: usize| {
+            let mut p = vec![0u8; IPV6_HEADER];
+            p[0] = 0x60;
+            p[8..24].copy_from_slice(&"2001:2::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+            p[24..40].copy_from_slice(&"2001:2::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+            let next_field = if opts > 0 {
+                p[6] = ipv6::next::DEST_OPTS;
+                let mut o = vec![0u8; opts];
+                o[0] = ipv6::next::FRAGMENT;
+                o[1] = (opts / 8 - 1) as u8;
+                p.extend_from_slice(&o);
+                IPV6_HEADER
+            } else {
+                p[6] = ipv6::next::FRAGMENT;
+                6
+            };
+            let at = p.len();
+            p.extend_from_slice(&[17, 0]);
+            p.extend_from_slice(&((offset as u16) | u16::from(more)).to_be_bytes());
+            p.extend_from_slice(&7u32.to_be_bytes());
+            p.extend_from_slice(&vec![1u8; len]);
+            let payload = (p.len() - IPV6_HEADER) as u16;
+            p[4..6].copy_from_slice(&payload.to_be_bytes());
+            (p, FragmentAt { next_field, at })
+        };
+        let mut r = Reassembler::default();
+        let (first, at) = frag(1000, 0, true, 8);
+        assert_eq!(r.push6(&first, at, T0), Outcome::Held);
+        let (middle, at) = frag(0, 8, true, 65_512);
+        assert_eq!(r.push6(&middle, at, T0), Outcome::Held);
+        // Each piece ends within 65 535 bytes of its own headers; whole,
+        // with the first one's 1000 bytes of options, it would not.
+        let (last, at) = frag(0, 65_520, false, 8);
+        assert_eq!(
+            r.push6(&last, at, T0),
+            Outcome::Dropped {
+                reason: DropReason::ReassemblyInvalid,
+                frames: 3
             }
         );
         assert_eq!(r.held_frames(), 0);

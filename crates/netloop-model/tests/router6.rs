@@ -1154,3 +1154,68 @@ fn a_packet_never_whole_is_given_up_after_60_s_with_time_exceeded() {
     assert_eq!(b.router.in_flight(), 0);
     b.assert_conserved();
 }
+
+#[test]
+fn an_ipv4_datagram_after_an_ipv6_packet_is_still_given_up_after_30_s() {
+    // IPv6 waits 60 s, IPv4 30 s: a later IPv4 datagram is due first, and
+    // the timer set for the IPv6 packet must not hold it past its time.
+    let mut b = Bench::new();
+    b.teach(0, h1(), H1_MAC);
+    let echo = icmp6(
+        h1(),
+        p(0),
+        &Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: &[7; 2000],
+        },
+    );
+    b.inject(0, fragments(p(0), 58, &echo, &[1232], 5).remove(0));
+    let start = b.now;
+    b.run_until(start + SimDuration::from_secs(1));
+    // The first fragment of an IPv4 datagram to the router (10.0.1.1).
+    let mut v4 = vec![0u8; 20 + 16];
+    v4[0] = 0x45;
+    v4[2..4].copy_from_slice(&36u16.to_be_bytes());
+    v4[4..6].copy_from_slice(&99u16.to_be_bytes());
+    v4[6] = 0x20; // more fragments
+    v4[8] = 64;
+    v4[9] = 17;
+    v4[12..16].copy_from_slice(&[10, 0, 1, 10]);
+    v4[16..20].copy_from_slice(&[10, 0, 1, 1]);
+    let c = !fold_sum(&v4[..20]);
+    v4[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut f = eth(port_mac(0), H1_MAC, &v4);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    b.inject(0, f);
+    assert_eq!(b.router.in_flight(), 2, "both held");
+    b.run_until(start + SimDuration::from_secs(31) + SimDuration::from_millis(1));
+    assert_eq!(
+        b.dropped(DropReason::ReassemblyTimeout),
+        1,
+        "IPv4's at 31 s"
+    );
+    b.run_until(start + SimDuration::from_secs(59));
+    assert_eq!(b.dropped(DropReason::ReassemblyTimeout), 1);
+    b.run_until(start + SimDuration::from_secs(61));
+    assert_eq!(
+        b.dropped(DropReason::ReassemblyTimeout),
+        2,
+        "IPv6's at 60 s"
+    );
+    b.take();
+    b.assert_conserved();
+}
+
+/// The one's-complement sum of 16-bit words (IPv4's header checksum is its
+/// complement).
+fn fold_sum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}

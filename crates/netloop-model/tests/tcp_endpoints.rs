@@ -336,3 +336,50 @@ fn tcp_messages_go_over_ipv6_to_an_ipv6_address() {
     assert_eq!(stats(&mut sim, 1).connections_accepted, 1);
     assert_conserved(&sim);
 }
+
+#[test]
+fn a_dual_stack_host_on_two_links_takes_connections_on_each_address() {
+    // h2 on two links to r, dual stack: four addresses, each one its TCP's.
+    let mut sim = net(|s| {
+        s.run.ipv6 = true;
+        let d = dir(Some(10), ms(DELAY_MS));
+        s.links.push(LinkSpec {
+            name: "r-h2-second".into(),
+            ..link("r", "h2", d)
+        });
+    });
+    let h2 = sim.net.node_id("h2").unwrap();
+    let second = sim.net.ports(h2)[1].clone();
+    let mut t = SimTime::ZERO;
+    for ip in [
+        std::net::IpAddr::from(second.addr.unwrap().addr),
+        second.addr6.unwrap().addr.into(),
+    ] {
+        send_at(&mut sim, t, 0, Some(SocketAddr::new(ip, 5000)), b"hello");
+        t += SimDuration::from_secs(1);
+    }
+    sim.run_until(t, 1 << 20, |_, _| true);
+    let got = inbox(&mut sim, 1);
+    assert_eq!(got.len(), 2, "{:?}", stats(&mut sim, 0));
+    assert_conserved(&sim);
+
+    // More addresses than a simulated host's stack holds: refused by name.
+    let mut s = spec(
+        SimDuration::from_secs(1),
+        1,
+        vec![host("h"), router("r")],
+        (0..5)
+            .map(|_| link("h", "r", dir(Some(10), ms(1))))
+            .collect(),
+        vec![],
+    );
+    s.run.ipv6 = true;
+    for (k, l) in s.links.iter_mut().enumerate() {
+        l.name = format!("l{k}");
+    }
+    let e = Simulation::build(&s).err().expect("refused").to_string();
+    assert!(
+        e.contains("'h' has 10 addresses") && e.contains("at most 8"),
+        "{e}"
+    );
+}

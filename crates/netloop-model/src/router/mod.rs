@@ -551,20 +551,29 @@ impl Router {
         }
     }
 
-    /// Sets the reassembly timer for the oldest datagram being reassembled,
-    /// unless it is already set (then for an earlier time).
+    /// Sets the reassembly timer for the datagram to be given up first,
+    /// unless it is set for that time or earlier already. (IPv4 datagrams
+    /// wait 30 s and IPv6 packets 60 s, so a datagram that came later may
+    /// be due sooner: the timer moves earlier then, and the one it replaces
+    /// finds nothing due when it fires.)
     fn arm_reassembly_timer(&mut self, ctx: &mut NodeCtx) {
-        if self.reassembly_timer.is_none() {
-            if let Some(t) = self.reassembly.next_expiry() {
-                self.reassembly_timer = Some(t);
-                ctx.timer(t, REASSEMBLY_TIMER);
-            }
+        let Some(t) = self.reassembly.next_expiry() else {
+            return;
+        };
+        if self.reassembly_timer.is_none_or(|armed| t < armed) {
+            self.reassembly_timer = Some(t);
+            ctx.timer(t, REASSEMBLY_TIMER);
         }
     }
 
     /// Gives up the datagrams not whole in time, telling their senders when
     /// the first fragment came (RFC 1122 §3.3.2, as Linux does).
     fn reassembly_timeout(&mut self, ctx: &mut NodeCtx) {
+        // A timer the next one is set later than (the armed one moved
+        // earlier, fired, and set the next): nothing is due.
+        if self.reassembly_timer.is_some_and(|armed| armed > ctx.now) {
+            return;
+        }
         self.reassembly_timer = None;
         for gone in self.reassembly.expire(ctx.now) {
             ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);

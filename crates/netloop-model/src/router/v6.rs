@@ -301,7 +301,7 @@ impl Router {
     /// whose first fragment `quote` is, with ICMPv6 time exceeded (code 1,
     /// RFC 8200 §4.5), from the address it was sent to.
     pub(super) fn reassembly_expired6(&mut self, quote: &[u8], ctx: &mut NodeCtx) {
-        if !self.may_send_error6(quote, false, false) {
+        if !self.v6.may_send_error(quote, false, false) {
             self.stats.icmp_suppressed += 1;
             return;
         }
@@ -336,7 +336,7 @@ impl Router {
     ) {
         let ip = &job.frame[ETH_HEADER..];
         let too_big = matches!(kind, Icmpv6Error::PacketTooBig(_));
-        if !self.may_send_error6(ip, job.l2_broadcast, too_big) {
+        if !self.v6.may_send_error(ip, job.l2_broadcast, too_big) {
             self.stats.icmp_suppressed += 1;
             return;
         }
@@ -364,27 +364,6 @@ impl Router {
             Icmpv6Error::BeyondScope => s.beyond_scope += 1,
             Icmpv6Error::PortUnreachable => s.port_unreachable += 1,
             Icmpv6Error::PacketTooBig(_) => s.packet_too_big += 1,
-        }
-    }
-
-    /// RFC 4443 §2.4 (e): no error about an ICMPv6 error message, a packet
-    /// to a multicast group or a link-layer group (but Packet Too Big may
-    /// answer those), or a packet whose source is not a single node.
-    fn may_send_error6(&self, ip: &[u8], l2_group: bool, too_big: bool) -> bool {
-        let (src, dst) = (ipv6::src_addr(ip), ipv6::dst_addr(ip));
-        if (dst.is_multicast() || l2_group) && !too_big {
-            return false;
-        }
-        if src.is_unspecified() || src.is_multicast() || self.v6.is_own(src) {
-            return false;
-        }
-        match ipv6::upper_layer(ip) {
-            // An error message (type < 128), or one too short to tell.
-            Ok(u) if u.proto == next::ICMPV6 && !u.later_fragment => {
-                ip.get(u.offset).is_some_and(|t| *t >= 128)
-            }
-            Ok(_) => true,
-            Err(_) => false,
         }
     }
 }
