@@ -59,7 +59,7 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, HardwareAddress, Icmpv4Message, Icmpv4Packet,
-    Icmpv4Repr, IpCidr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
+    IpCidr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
 };
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -202,6 +202,15 @@ fn endpoint_in(e: &mut apps::MessageEndpoint, from: SocketAddr, data: &[u8], now
     Fast::Taken
 }
 
+/// Writes an echo message's header (`ty`, code 0, checksum 0, `ident`,
+/// `seq`) at the start of `msg`, whose data is left as it is.
+fn write_echo(msg: &mut [u8], ty: u8, ident: u16, seq: u16) {
+    msg[0] = ty;
+    msg[1..4].fill(0);
+    msg[4..6].copy_from_slice(&ident.to_be_bytes());
+    msg[6..8].copy_from_slice(&seq.to_be_bytes());
+}
+
 /// Host counters.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HostStats {
@@ -245,6 +254,8 @@ pub struct Host {
     /// Applications with TCP sockets.
     tcp_apps: Vec<usize>,
     next_poll: Option<SimTime>,
+    /// The vector smoltcp's packets are taken out in, kept between polls.
+    tx_spare: Vec<Frame>,
     ident: u16,
     /// Fragments waiting for the rest of their datagram.
     reassembly: Reassembler,
@@ -318,6 +329,7 @@ impl Host {
             icmp_apps: HashMap::default(),
             tcp_apps: Vec::new(),
             next_poll: None,
+            tx_spare: Vec::new(),
             ident: 0,
             reassembly: Reassembler::default(),
             reassembly_timer: None,
@@ -534,10 +546,7 @@ impl Host {
             return;
         }
         match eth.ethertype() {
-            EthernetProtocol::Arp => {
-                let info = self.ports[port].clone();
-                self.arp.receive(port, &info, &frame, ctx);
-            }
+            EthernetProtocol::Arp => self.arp.receive(port, &self.ports[port], &frame, ctx),
             EthernetProtocol::Ipv4 => self.ipv4_in(frame, ctx),
             EthernetProtocol::Ipv6 => self.ipv6_in(port, frame, ctx),
             _ => ctx.drop_frame(DropReason::Unsupported),
@@ -639,9 +648,17 @@ impl Host {
                         if unicast && !ipv6::is_link_local(src) {
                             // Routed, from the address pinged, within the
                             // path MTU the host knows.
-                            let mut reply = msg.to_vec();
-                            reply[0] = ECHO_REPLY;
-                            let frame = ipv6::icmp_frame(dst, src, ORIGINATED_HOPS, tclass, &reply);
+                            let frame = ipv6::icmp_frame_with(
+                                dst,
+                                src,
+                                ORIGINATED_HOPS,
+                                tclass,
+                                msg.len(),
+                                |b| {
+                                    b.copy_from_slice(msg);
+                                    b[0] = ECHO_REPLY;
+                                },
+                            );
                             self.send_ip6(src, frame, ctx);
                             self.stats.echo_replies += 1;
                         } else if self
@@ -1156,9 +1173,8 @@ impl Host {
     pub fn timer(&mut self, token: u64, ctx: &mut NodeCtx) {
         if token & ARP_TIMER != 0 {
             // The tick is shared: each cache ignores one it did not ask for.
-            let ports = self.ports.clone();
-            self.arp.timer(&ports, ctx);
-            self.v6.ndp.timer(&ports, ctx);
+            self.arp.timer(&self.ports, ctx);
+            self.v6.ndp.timer(&self.ports, ctx);
         } else if token == REASSEMBLY_TIMER {
             self.reassembly_timeout(ctx);
         } else if token == POLL_TIMER {
@@ -1351,8 +1367,7 @@ impl Host {
             ctx.send(port, frame);
             return;
         }
-        let info = self.ports[port].clone();
-        self.arp.send(port, &info, next_hop, frame, ctx);
+        self.arp.send(port, &self.ports[port], next_hop, frame, ctx);
     }
 
     /// The identification of the next datagram the host sends.
@@ -1439,37 +1454,27 @@ impl Host {
         self.send_ip6(dst, frame, ctx);
     }
 
+    /// An ICMP echo request of `size` bytes of zeros to `dst`, built in its
+    /// frame (nothing else allocated).
     fn send_echo(&mut self, dst: Ipv4Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
-        let data = vec![0u8; size];
-        let icmp = Icmpv4Repr::EchoRequest {
-            ident,
-            seq_no: seq,
-            data: &data,
-        };
-        let mut frame = Frame::zeroed(ETH_HEADER + 20 + icmp.buffer_len());
-        self.ip_header(
-            &mut frame,
-            src,
-            dst,
-            IpProtocol::Icmp,
-            icmp.buffer_len(),
-            DEFAULT_TTL,
-        );
-        let mut pkt = Icmpv4Packet::new_unchecked(&mut frame[ETH_HEADER + 20..]);
-        icmp.emit(&mut pkt, &smoltcp::phy::ChecksumCapabilities::default());
+        let len = 8 + size;
+        let mut frame = Frame::zeroed(ETH_HEADER + IP_HEADER + len);
+        self.ip_header(&mut frame, src, dst, IpProtocol::Icmp, len, DEFAULT_TTL);
+        write_echo(&mut frame[ETH_HEADER + IP_HEADER..], 8, ident, seq);
+        let icmp = &mut frame[ETH_HEADER + IP_HEADER..];
+        let c = ipv4::checksum(icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
         self.send_ip(dst, frame, Df::Want, ctx);
     }
 
-    /// An ICMPv6 echo request of `size` bytes of data to `dst`, from the
+    /// An ICMPv6 echo request of `size` bytes of zeros to `dst`, from the
     /// egress port's address.
     fn send_echo6(&mut self, dst: Ipv6Addr, ident: u16, seq: u16, size: usize, ctx: &mut NodeCtx) {
-        let mut msg = vec![ECHO_REQUEST, 0, 0, 0];
-        msg.extend_from_slice(&ident.to_be_bytes());
-        msg.extend_from_slice(&seq.to_be_bytes());
-        msg.resize(8 + size, 0);
         let src = self.route6(dst).map_or(Ipv6Addr::UNSPECIFIED, |r| r.1);
-        let frame = ipv6::icmp_frame(src, dst, ORIGINATED_HOPS, 0, &msg);
+        let frame = ipv6::icmp_frame_with(src, dst, ORIGINATED_HOPS, 0, 8 + size, |b| {
+            write_echo(b, ECHO_REQUEST, ident, seq)
+        });
         self.send_ip6(dst, frame, ctx);
     }
 
@@ -1514,11 +1519,16 @@ impl Host {
         let now = smol_now(ctx.now);
         for _ in 0..16 {
             self.iface.poll(now, &mut self.device, &mut self.sockets);
-            let out = std::mem::take(&mut self.device.tx);
+            // What smoltcp sent, into the spare vector, whose room is kept
+            // (taking the device's would leave it none: one allocation per
+            // packet sent).
+            let mut out = std::mem::take(&mut self.tx_spare);
+            std::mem::swap(&mut out, &mut self.device.tx);
             let sent_any = !out.is_empty();
-            for pkt in out {
+            for pkt in out.drain(..) {
                 self.stack_out(pkt, ctx);
             }
+            self.tx_spare = out;
             if !self.pmtu.is_empty() {
                 self.sync_path_mss(None, ctx.now);
             }

@@ -242,12 +242,28 @@ pub fn checksum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, data: &[u8]) -> u16 {
 /// whose payload is the ICMPv6 message `icmp` (checksum field zero: it is
 /// computed here).
 pub fn icmp_frame(src: Ipv6Addr, dst: Ipv6Addr, hops: u8, tclass: u8, icmp: &[u8]) -> Frame {
-    let mut frame = packet_frame(src, dst, next::ICMPV6, hops, icmp.len());
+    icmp_frame_with(src, dst, hops, tclass, icmp.len(), |b| {
+        b.copy_from_slice(icmp)
+    })
+}
+
+/// [`icmp_frame`] for a message of `len` bytes that `fill` writes in place
+/// (from zeros; its checksum field is then computed): nothing allocated
+/// beside the frame.
+pub fn icmp_frame_with(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hops: u8,
+    tclass: u8,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> Frame {
+    let mut frame = packet_frame(src, dst, next::ICMPV6, hops, len);
     let ip = &mut frame[ETH_HEADER..];
     ip[0] = 0x60 | tclass >> 4;
     ip[1] = tclass << 4;
     let body = &mut ip[IPV6_HEADER..];
-    body.copy_from_slice(icmp);
+    fill(body);
     body[2..4].fill(0);
     let c = checksum(src, dst, next::ICMPV6, body);
     body[2..4].copy_from_slice(&c.to_be_bytes());
