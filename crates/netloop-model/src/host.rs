@@ -46,8 +46,9 @@
 //!   does for IPv4; a packet larger than the path MTU is fragmented here
 //!   (IPv6 routers never fragment), echo replies included;
 //! - UDP with a zero checksum is dropped (`bad_checksum`: mandatory over
-//!   IPv6, RFC 8200 §8.1), as are UDP and TCP to a multicast group
-//!   (`unsupported`); TCP reaches smoltcp without extension headers, which
+//!   IPv6, RFC 8200 §8.1), as are UDP and TCP to a multicast group and TCP
+//!   to a link-local address (`unsupported`: smoltcp holds the global
+//!   addresses only); TCP reaches smoltcp without extension headers, which
 //!   smoltcp does not read and which say nothing to it.
 
 use netloop_core::SimTime;
@@ -689,6 +690,11 @@ impl Host {
                 };
                 // The checksum is not optional over IPv6 (RFC 8200 §8.1).
                 if dgram.checksum() == 0 || ipv6::checksum(src, dst, next::UDP, udp) != 0 {
+                    if let Some(App::Endpoint(e)) =
+                        self.udp_app(dgram.dst_port()).map(|i| &mut self.apps[i])
+                    {
+                        e.stats.bad_checksum += 1;
+                    }
                     ctx.drop_n(DropReason::BadChecksum, frames);
                     return;
                 }
@@ -720,6 +726,12 @@ impl Host {
                     Fast::Dropped(reason) => ctx.drop_n(reason, frames),
                     _ => ctx.deliver_n(Sink::Host, frames),
                 }
+            }
+            // smoltcp has the host's global addresses, not its link-local
+            // ones (an interface holds few): TCP to those is refused by
+            // name rather than lost inside smoltcp.
+            next::TCP if unicast && ipv6::is_link_local(dst) => {
+                ctx.drop_n(DropReason::Unsupported, frames)
             }
             next::TCP if unicast => {
                 // smoltcp reads no extension headers but its own few: it
@@ -1931,6 +1943,37 @@ mod tests {
         assert_eq!(host.in_flight() - host.v6.ndp.in_flight(), 0);
         assert_eq!(ledger.dropped.get(DropReason::ReassemblyTimeout), 1);
         (out, ledger)
+    }
+
+    #[test]
+    fn tcp_to_the_link_local_address_is_refused_by_name_not_lost() {
+        let port = PortInfo {
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 1]),
+            addr: None,
+            addr6: Some(crate::spec::Ipv6Cidr::parse("2001:2::1/64").unwrap()),
+            mtu: 1500,
+            link: 0,
+            name: "eth0".into(),
+        };
+        let ll = port.link_local();
+        let mut host = Host::new(vec![port], RoutingTable::new(), RoutingTable6::new(), 1);
+        let peer: Ipv6Addr = "fe80::9".parse().unwrap();
+        let mut syn = [0u8; 20];
+        syn[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        syn[2..4].copy_from_slice(&80u16.to_be_bytes());
+        syn[12] = 5 << 4;
+        syn[13] = 0x02;
+        let c = ipv6::checksum(peer, ll, next::TCP, &syn);
+        syn[16..18].copy_from_slice(&c.to_be_bytes());
+        let mut f = ipv6::packet_frame(peer, ll, next::TCP, 64, 20);
+        f[ETH_HEADER + IPV6_HEADER..].copy_from_slice(&syn);
+        f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+        let (mut out, mut timers, mut ledger) = (Vec::new(), Vec::new(), Ledger::default());
+        let mut ctx = NodeCtx::new(SimTime::ZERO, &mut out, &mut timers, &mut ledger);
+        host.receive(0, f, &mut ctx);
+        assert_eq!(ledger.dropped.get(DropReason::Unsupported), 1);
+        assert_eq!(ledger.delivered_total(), 0);
+        assert_eq!(host.stats.to_stack, 0);
     }
 
     #[test]

@@ -187,14 +187,28 @@ fn refusals_are_named_and_counted() {
 
 #[test]
 fn lost_and_corrupted_messages_are_never_delivered_damaged() {
+    corrupted_messages(false);
+}
+
+#[test]
+fn lost_and_corrupted_messages_over_ipv6_are_never_delivered_damaged() {
+    corrupted_messages(true);
+}
+
+fn corrupted_messages(ipv6: bool) {
     let mut sim = net(|s| {
+        s.run.ipv6 = ipv6;
         s.links[1].a_to_b.corrupt = 0.5;
         s.links[0].a_to_b.loss = LossSpec::Bernoulli { p: 0.2 };
+    });
+    let to = ipv6.then(|| {
+        let h2 = sim.net.node_id("h2").unwrap();
+        SocketAddr::new(sim.net.ports(h2)[0].addr6.unwrap().addr.into(), 5000)
     });
     let n = 400;
     for k in 0..n {
         let msg = format!("measurement {k:05}").into_bytes();
-        send_at(&mut sim, at(k * 10_000_000), 0, None, &msg).unwrap();
+        send_at(&mut sim, at(k * 10_000_000), 0, to, &msg).unwrap();
     }
     sim.run_until(at(9_000_000_000), 1 << 20, |_, _| true);
     let got = inbox(&mut sim, 1);
