@@ -182,17 +182,23 @@ impl Percentiles {
         if s.count == 0 {
             return None;
         }
-        let h = &s.hist;
+        // One pass over the histogram for the four (a pass each cost 5 %
+        // of a 10 000-flow run: the histograms are tens of kilobytes). A
+        // bucket's upper edge can lie beyond the exact extremes.
+        let mut q = s
+            .hist
+            .value_at_quantiles([0.5, 0.9, 0.99, 0.999])
+            .map(|v| v.clamp(s.min, s.max));
+        let mut next = || q.next().expect("one value per quantile");
         Some(Percentiles {
             count: s.count,
             min: s.min,
             mean: (s.mean() * 1000.0).round() / 1000.0,
             stdev: (s.stdev() * 1000.0).round() / 1000.0,
-            // A bucket's upper edge can lie beyond the exact extremes.
-            p50: h.value_at_quantile(0.5).clamp(s.min, s.max),
-            p90: h.value_at_quantile(0.9).clamp(s.min, s.max),
-            p99: h.value_at_quantile(0.99).clamp(s.min, s.max),
-            p999: h.value_at_quantile(0.999).clamp(s.min, s.max),
+            p50: next(),
+            p90: next(),
+            p99: next(),
+            p999: next(),
             max: s.max,
         })
     }
@@ -668,4 +674,29 @@ fn flow_result(f: &FlowInfo, fs: &FlowShare, now: SimTime, names: &[String]) -> 
         _ => {}
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_in_one_pass_are_those_of_a_pass_each() {
+        let mut rng = netloop_core::RngStream::new(3, "percentiles");
+        for n in [1u64, 2, 7, 1000, 50_000] {
+            let mut s = crate::apps::new_histogram();
+            for _ in 0..n {
+                // Delays from 100 ns to 50 ms, most of them small.
+                let u = rng.uniform();
+                s.record((100.0 + 5e7 * u * u * u) as u64);
+            }
+            let p = Percentiles::of(&s).unwrap();
+            let each = |q: f64| s.hist.value_at_quantile(q).clamp(s.min, s.max);
+            assert_eq!(
+                (p.p50, p.p90, p.p99, p.p999),
+                (each(0.5), each(0.9), each(0.99), each(0.999)),
+                "{n} samples"
+            );
+        }
+    }
 }
