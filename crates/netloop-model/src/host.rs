@@ -776,20 +776,11 @@ impl Host {
             return;
         }
         let dst = ipv6::dst_addr(quoted);
-        let Some((port, _, _)) = self.route6(dst) else {
-            return;
-        };
-        let link = self.ports[port].mtu;
-        let current = self
-            .pmtu
-            .get(dst, ctx.now)
-            .map_or(link, |p| p.mtu.min(link));
-        if self.pmtu.learn6(dst, mtu, current, ctx.now).is_none() {
-            return;
+        if let Some((port, _, _)) = self.route6(dst) {
+            self.lower_path_mtu(dst.into(), port, ctx, |c, current, now| {
+                c.learn6(dst, mtu, current, now)
+            });
         }
-        self.stats.path_mtu_lowered += 1;
-        self.sync_path_mss(Some(dst.into()), ctx.now);
-        self.poll(ctx);
     }
 
     /// An ICMPv6 error from `from` quoting `quoted`: if it is about one of
@@ -1075,19 +1066,33 @@ impl Host {
             return;
         }
         let dst = ipv4::dst_addr(quoted);
-        let Some((port, _, _)) = self.route(dst) else {
-            return;
-        };
+        if let Some((port, _, _)) = self.route(dst) {
+            self.lower_path_mtu(dst.into(), port, ctx, |c, current, now| {
+                c.learn(dst, mtu, current, now)
+            });
+        }
+    }
+
+    /// A report (either family's) that the path to `dst`, left by `port`,
+    /// carries less: `learn` puts it in the cache, given the path MTU now;
+    /// if that lowered it, the TCP connections to `dst` follow at once.
+    fn lower_path_mtu(
+        &mut self,
+        dst: IpAddr,
+        port: PortId,
+        ctx: &mut NodeCtx,
+        learn: impl FnOnce(&mut PmtuCache, u32, SimTime) -> Option<crate::pmtu::PathMtu>,
+    ) {
         let link = self.ports[port].mtu;
         let current = self
             .pmtu
             .get(dst, ctx.now)
             .map_or(link, |p| p.mtu.min(link));
-        if self.pmtu.learn(dst, mtu, current, ctx.now).is_none() {
+        if learn(&mut self.pmtu, current, ctx.now).is_none() {
             return;
         }
         self.stats.path_mtu_lowered += 1;
-        self.sync_path_mss(Some(dst.into()), ctx.now);
+        self.sync_path_mss(Some(dst), ctx.now);
         self.poll(ctx);
     }
 

@@ -1038,6 +1038,16 @@ fn fragments(dst: Ipv6Addr, next: u8, payload: &[u8], sizes: &[usize], ident: u3
     out
 }
 
+/// An echo request of 2000 bytes from h1 to the router's first address.
+fn big_echo() -> Vec<u8> {
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 1,
+        seq_no: 1,
+        data: &[7; 2000],
+    };
+    icmp6(h1(), p(0), &echo)
+}
+
 /// Puts the fragments the router sent back together, checking each one's
 /// Fragment header: the whole upper-layer message and its protocol.
 fn unfragment(frames: &[(PortId, Frame)]) -> (Ipv6Repr, u8, Vec<u8>) {
@@ -1112,15 +1122,7 @@ fn a_fragmented_ping_of_the_router_is_put_together_and_answered_in_fragments() {
 fn a_packet_never_whole_is_given_up_after_60_s_with_time_exceeded() {
     let mut b = Bench::new();
     b.teach(0, h1(), H1_MAC);
-    let echo = icmp6(
-        h1(),
-        p(0),
-        &Icmpv6Repr::EchoRequest {
-            ident: 1,
-            seq_no: 1,
-            data: &[7; 2000],
-        },
-    );
+    let echo = big_echo();
     let pieces = fragments(p(0), 58, &echo, &[1232], 77);
     let first = pieces[0].clone();
     b.inject(0, first.clone());
@@ -1161,15 +1163,7 @@ fn an_ipv4_datagram_after_an_ipv6_packet_is_still_given_up_after_30_s() {
     // the timer set for the IPv6 packet must not hold it past its time.
     let mut b = Bench::new();
     b.teach(0, h1(), H1_MAC);
-    let echo = icmp6(
-        h1(),
-        p(0),
-        &Icmpv6Repr::EchoRequest {
-            ident: 1,
-            seq_no: 1,
-            data: &[7; 2000],
-        },
-    );
+    let echo = big_echo();
     b.inject(0, fragments(p(0), 58, &echo, &[1232], 5).remove(0));
     let start = b.now;
     b.run_until(start + SimDuration::from_secs(1));
