@@ -40,7 +40,9 @@
 //!   to it ends there); smoltcp's TCP runs over IPv6 as over IPv4, and
 //!   every traffic kind may be IPv6 (`[[traffic]] ipv6 = true`);
 //! - fragments are reassembled ([`crate::reassembly`], 60 s, then ICMPv6
-//!   time exceeded code 1 if the first fragment came);
+//!   time exceeded code 1 if the first fragment came), as at a router
+//!   (RFC 7112's first fragments and RFC 6980's unfragmented neighbour
+//!   discovery included);
 //! - path MTU discovery (RFC 8201): Packet Too Big lowers the path MTU
 //!   (never below 1280) and the TCP segment size, as fragmentation-needed
 //!   does for IPv4; a packet larger than the path MTU is fragmented here
@@ -625,8 +627,9 @@ impl Host {
                     return;
                 }
                 if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
-                    if frames > 1 {
-                        // RFC 6980: neighbour discovery is never fragmented.
+                    if frames > 1 || upper.fragment_header {
+                        // RFC 6980: neighbour discovery is never fragmented
+                        // (not even in an atomic fragment).
                         ctx.drop_n(DropReason::Malformed, frames);
                         return;
                     }

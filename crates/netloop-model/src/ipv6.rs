@@ -101,6 +101,27 @@ pub struct UpperLayer {
     pub routing_left: bool,
     /// For a fragment (not an atomic one): where its Fragment header is.
     pub fragment_at: Option<FragmentAt>,
+    /// The chain has a Fragment header, an atomic one included (neighbour
+    /// discovery must have none, RFC 6980).
+    pub fragment_header: bool,
+}
+
+impl UpperLayer {
+    /// A first fragment that stops before the end of its upper-layer
+    /// header (RFC 7112: the first fragment carries the whole header
+    /// chain; Linux's `ipv6_frag_thdr_truncated`, with its sizes: TCP 20
+    /// bytes, UDP 8, ICMPv6 8, any other protocol 1).
+    pub fn truncated_first_fragment(&self, packet_len: usize) -> bool {
+        if !self.fragment || self.later_fragment {
+            return false;
+        }
+        let need = match self.proto {
+            next::TCP => 20,
+            next::UDP | next::ICMPV6 => 8,
+            _ => 1,
+        };
+        self.offset + need > packet_len
+    }
 }
 
 /// Where a fragment's Fragment header is (RFC 8200 §4.5): what comes before
@@ -155,6 +176,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
     let mut routing_left = false;
     let mut next_field = 6;
     let mut fragment_at = None;
+    let mut fragment_header = false;
     loop {
         let len = match proto {
             next::HOP_BY_HOP | next::ROUTING | next::DEST_OPTS => {
@@ -169,6 +191,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
             next::FRAGMENT => {
                 let h = ip.get(at..at + 8).ok_or(DropReason::Malformed)?;
                 let word = u16::from_be_bytes([h[2], h[3]]);
+                fragment_header = true;
                 // An atomic fragment (offset 0, no more to come) is a whole
                 // packet (RFC 6946).
                 if word & 0xfff9 != 0 {
@@ -183,6 +206,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                         later_fragment: true,
                         routing_left,
                         fragment_at,
+                        fragment_header: true,
                     });
                 }
                 8
@@ -195,6 +219,7 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                     later_fragment: false,
                     routing_left,
                     fragment_at,
+                    fragment_header,
                 })
             }
         };

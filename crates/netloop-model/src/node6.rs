@@ -115,13 +115,18 @@ impl Node6 {
 
     /// Where the upper layer of `ip`, a packet for this node, starts, and
     /// where its Fragment header is if it is a fragment; `None` (the frame
-    /// dropped and counted) if its extension headers run past it
-    /// (`malformed`) or it carries a Routing header with segments left (no
+    /// dropped and counted) if its extension headers run past it or it is
+    /// a first fragment without its whole upper-layer header (RFC 7112:
+    /// `malformed`), or it carries a Routing header with segments left (no
     /// source routing: `unsupported`).
     pub fn upper_layer(ip: &[u8], ctx: &mut NodeCtx) -> Option<ipv6::UpperLayer> {
         match ipv6::upper_layer(ip) {
             Ok(u) if u.routing_left => {
                 ctx.drop_frame(DropReason::Unsupported);
+                None
+            }
+            Ok(u) if u.truncated_first_fragment(ip.len()) => {
+                ctx.drop_frame(DropReason::Malformed);
                 None
             }
             Ok(u) => Some(u),

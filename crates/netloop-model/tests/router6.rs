@@ -1213,3 +1213,30 @@ fn fold_sum(b: &[u8]) -> u16 {
     }
     s as u16
 }
+
+#[test]
+fn neighbour_discovery_in_a_fragment_and_a_first_fragment_without_its_header_are_refused() {
+    let mut b = Bench::new();
+    // A solicitation for the router's address, its ICMPv6 behind an
+    // atomic Fragment header (offset 0, no more): RFC 6980 says to ignore
+    // it, so nothing is learned or answered.
+    let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: p(0),
+        lladdr: Some(RawHardwareAddress::from_bytes(H1_MAC.as_bytes())),
+    });
+    let mut f = vec![58, 0, 0, 0, 0, 0, 0, 3];
+    f.extend_from_slice(&icmp6(h1(), p(0), &repr));
+    let ns = ip6(h1(), p(0), 255, IpProtocol::Ipv6Frag, &f);
+    b.inject(0, eth(port_mac(0), H1_MAC, &ns));
+    assert!(b.take().is_empty(), "not answered");
+    assert_eq!(b.dropped(DropReason::Malformed), 1);
+    // A first fragment whose TCP header is cut after 8 bytes (RFC 7112):
+    // dropped at once, not held for the rest.
+    let mut f = vec![6, 0, 0, 1, 0, 0, 0, 4];
+    f.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 0, 1]);
+    let cut = ip6(h1(), p(0), 64, IpProtocol::Ipv6Frag, &f);
+    b.inject(0, eth(port_mac(0), H1_MAC, &cut));
+    assert_eq!(b.router.in_flight(), 0, "not held");
+    assert_eq!(b.dropped(DropReason::Malformed), 2);
+    b.assert_conserved();
+}

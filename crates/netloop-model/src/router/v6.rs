@@ -29,7 +29,10 @@
 //! - **Packets for the router** (any of its global or link-local
 //!   addresses, or a group it is in): fragments are reassembled first
 //!   ([`crate::reassembly`], ICMPv6 time exceeded code 1 for a packet given
-//!   up after 60 s whose first fragment came); neighbour solicitations and
+//!   up after 60 s whose first fragment came; a first fragment without its
+//!   whole upper-layer header is `malformed`, RFC 7112; neighbour
+//!   discovery behind any Fragment header is `malformed`, RFC 6980);
+//!   neighbour solicitations and
 //!   advertisements to [`crate::ndp`]; echo requests answered (from the
 //!   address they were sent to); UDP answered with port unreachable so that
 //!   `traceroute -6` to a router address ends there; anything else consumed.
@@ -262,8 +265,9 @@ impl Router {
                     return;
                 }
                 if matches!(msg[0], ndp::SOLICITATION | ndp::ADVERTISEMENT) {
-                    if frames > 1 {
-                        // RFC 6980: neighbour discovery is never fragmented.
+                    if frames > 1 || upper.fragment_header {
+                        // RFC 6980: neighbour discovery is never fragmented
+                        // (not even in an atomic fragment).
                         ctx.drop_n(DropReason::Malformed, frames);
                         return;
                     }
