@@ -509,7 +509,7 @@ pub fn complete_l4_checksum(frame: &mut [u8]) -> bool {
             // Routing header it covers the final destination, not the one
             // here (RFC 8200 §8.1): neither is completed, the frame goes on
             // as its sender wrote it.
-            if u.fragment || u.routing_left {
+            if u.is_fragment() || u.routing_left {
                 return false;
             }
             (u.proto, l3 + u.offset, total - u.offset, l3 + 8..l3 + 40)

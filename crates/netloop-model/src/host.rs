@@ -76,7 +76,7 @@ use crate::ipv6::{self, next};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::{NodeCtx, PortInfo};
-use crate::node6::{Node6, ECHO_REPLY, ECHO_REQUEST, ORIGINATED_HOPS};
+use crate::node6::{Node6, Reassembled, ECHO_REPLY, ECHO_REQUEST, ORIGINATED_HOPS, TIME_EXCEEDED};
 use crate::pmtu::PmtuCache;
 use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::{RoutingTable, RoutingTable6};
@@ -98,7 +98,6 @@ const TCP_IPV6_HEADERS: u32 = 60;
 /// ICMPv6 types the host reads (RFC 4443).
 const ICMPV6_DST_UNREACHABLE: u8 = 1;
 const ICMPV6_PACKET_TOO_BIG: u8 = 2;
-const ICMPV6_TIME_EXCEEDED: u8 = 3;
 /// Application timer tokens carry a generation in bits 32..48.
 const APP_MASK: u64 = 0xffff_ffff;
 /// TTL of packets the host originates.
@@ -237,6 +236,8 @@ pub struct HostStats {
 
 /// A route as a host uses it: the port, the source address, the next hop.
 type HostRoute = (PortId, Ipv4Addr, Ipv4Addr);
+/// The same over IPv6.
+type HostRoute6 = (PortId, Ipv6Addr, Ipv6Addr);
 
 /// A simulated host.
 pub struct Host {
@@ -274,6 +275,8 @@ pub struct Host {
     /// their own, three cache misses per packet on a network of thousands
     /// of hosts (cachegrind).
     route_cache: Cell<Option<(Ipv4Addr, HostRoute)>>,
+    /// The same for IPv6.
+    route_cache6: Cell<Option<(Ipv6Addr, HostRoute6)>>,
     /// The last UDP port looked up in `udp_apps` and its application, for
     /// the same reason (cleared whenever `udp_apps` changes).
     udp_cache: Cell<Option<(u16, usize)>>,
@@ -338,6 +341,7 @@ impl Host {
             reassembly_timer: None,
             pmtu: PmtuCache::default(),
             route_cache: Cell::new(None),
+            route_cache6: Cell::new(None),
             udp_cache: Cell::new(None),
             stats: HostStats::default(),
         }
@@ -591,18 +595,13 @@ impl Host {
             self.packet6_in(port, frame, upper, 1, ctx);
             return;
         };
-        match self.reassembly.push6(ip, at, ctx.now) {
-            Outcome::Held => self.arm_reassembly_timer(ctx),
-            Outcome::Complete { packet, frames } => {
+        match Node6::reassemble(&mut self.reassembly, &frame, at, ctx) {
+            Reassembled::Held => self.arm_reassembly_timer(ctx),
+            Reassembled::Whole(whole, upper, frames) => {
                 self.stats.reassembled += 1;
-                let mut whole = Frame::copy_from(&frame[..ETH_HEADER]);
-                whole.extend_from_slice(&packet);
-                match Node6::whole_upper_layer(&whole[ETH_HEADER..]) {
-                    Ok(upper) => self.packet6_in(port, whole, upper, frames, ctx),
-                    Err(reason) => ctx.drop_n(reason, frames),
-                }
+                self.packet6_in(port, whole, upper, frames, ctx);
             }
-            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+            Reassembled::Gone => {}
         }
     }
 
@@ -676,7 +675,7 @@ impl Host {
                         let mtu = u32::from_be_bytes([msg[4], msg[5], msg[6], msg[7]]);
                         self.packet_too_big(mtu, &msg[8..], ctx);
                     }
-                    ICMPV6_DST_UNREACHABLE | ICMPV6_TIME_EXCEEDED if unicast => {
+                    ICMPV6_DST_UNREACHABLE | TIME_EXCEEDED if unicast => {
                         let from = IpAddr::V6(src);
                         let unreachable = msg[0] == ICMPV6_DST_UNREACHABLE;
                         self.probe_answered6(from, unreachable, &msg[8.min(msg.len())..], ctx);
@@ -917,15 +916,7 @@ impl Host {
             ctx.drop_n(DropReason::ReassemblyTimeout, gone.frames);
             let Some(quote) = gone.quote else { continue };
             if quote[0] >> 4 == 6 {
-                // RFC 8200 §4.5: time exceeded, code 1, from the address
-                // the packet was sent to, under RFC 4443's rules.
-                if !self.v6.may_send_error(&quote, false, false) {
-                    continue;
-                }
-                let msg = ipv6::error_message(ICMPV6_TIME_EXCEEDED, 1, 0, &quote);
-                let (src, dst) = (ipv6::src_addr(&quote), ipv6::dst_addr(&quote));
-                self.v6
-                    .originate(&self.ports, src, Some(dst), None, 0, &msg, ctx);
+                self.v6.reassembly_expired(&self.ports, &quote, 0, ctx);
             } else {
                 self.send_icmp_error(11, 1, [0; 4], &quote, ctx);
             }
@@ -974,15 +965,10 @@ impl Host {
                 };
                 match icmp.msg_type() {
                     Icmpv4Message::EchoReply => {
-                        let Some(&idx) = self.icmp_apps.get(&icmp.echo_ident()) else {
+                        if !self.icmp_apps.contains_key(&icmp.echo_ident()) {
                             return Fast::Stack;
-                        };
-                        if let App::Ping(p) = &mut self.apps[idx] {
-                            if let Some(sent) = p.outstanding.remove(&icmp.echo_seq_no()) {
-                                p.received += 1;
-                                p.rtt.record((ctx.now - sent).as_nanos());
-                            }
                         }
+                        self.echo_replied(icmp.echo_ident(), icmp.echo_seq_no(), ctx.now);
                         Fast::Taken
                     }
                     // A bad checksum goes to smoltcp, which discards it.
@@ -1325,11 +1311,7 @@ impl Host {
             return;
         };
         let link_mtu = self.ports[port].mtu;
-        let path = if self.pmtu.is_empty() {
-            None
-        } else {
-            self.pmtu.get(dst, ctx.now)
-        };
+        let path = self.pmtu.get(dst, ctx.now);
         let mtu = path.map_or(link_mtu, |p| p.mtu.min(link_mtu)) as usize;
         let fits = frame.len() - ETH_HEADER <= mtu;
         let want_df = df == Df::Want && fits && !path.is_some_and(|p| p.locked);
@@ -1498,11 +1480,20 @@ impl Host {
         self.send_ip6(dst, frame, ctx);
     }
 
-    /// The port, source address and next hop toward `dst` over IPv6.
-    fn route6(&self, dst: Ipv6Addr) -> Option<(PortId, Ipv6Addr, Ipv6Addr)> {
+    /// The port, source address and next hop toward `dst` over IPv6, kept
+    /// for the last destination as [`Self::route`] does (a datagram routes
+    /// twice: for its source address, then to send it).
+    fn route6(&self, dst: Ipv6Addr) -> Option<HostRoute6> {
+        if let Some((d, r)) = self.route_cache6.get() {
+            if d == dst {
+                return Some(r);
+            }
+        }
         let r = self.v6.table.lookup(dst)?;
         let src = self.ports[r.port].addr6?.addr;
-        Some((r.port, src, r.via.unwrap_or(dst)))
+        let found = (r.port, src, r.via.unwrap_or(dst));
+        self.route_cache6.set(Some((dst, found)));
+        Some(found)
     }
 
     /// Sends `frame`, an IPv6 packet without extension headers after room
@@ -1517,11 +1508,7 @@ impl Host {
             return;
         };
         let link = self.ports[port].mtu;
-        let path = if self.pmtu.is_empty() {
-            None
-        } else {
-            self.pmtu.get(dst, ctx.now)
-        };
+        let path = self.pmtu.get(dst, ctx.now);
         let mtu = path.map_or(link, |p| p.mtu.min(link)) as usize;
         frame[12..14].copy_from_slice(&ipv6::ETHERTYPE.to_be_bytes());
         let extra = self

@@ -90,9 +90,6 @@ pub struct UpperLayer {
     pub proto: u8,
     /// Its offset in the packet.
     pub offset: usize,
-    /// The packet is a fragment (it has a Fragment header): the upper layer
-    /// is only whole after reassembly.
-    pub fragment: bool,
     /// A non-first fragment: what follows the Fragment header is not the
     /// upper layer's start.
     pub later_fragment: bool,
@@ -107,12 +104,18 @@ pub struct UpperLayer {
 }
 
 impl UpperLayer {
+    /// The packet is a fragment (not an atomic one): the upper layer is
+    /// only whole after reassembly.
+    pub fn is_fragment(&self) -> bool {
+        self.fragment_at.is_some()
+    }
+
     /// A first fragment that stops before the end of its upper-layer
     /// header (RFC 7112: the first fragment carries the whole header
     /// chain; Linux's `ipv6_frag_thdr_truncated`, with its sizes: TCP 20
     /// bytes, UDP 8, ICMPv6 8, any other protocol 1).
     pub fn truncated_first_fragment(&self, packet_len: usize) -> bool {
-        if !self.fragment || self.later_fragment {
+        if !self.is_fragment() || self.later_fragment {
             return false;
         }
         let need = match self.proto {
@@ -172,7 +175,6 @@ pub const FRAGMENT_HEADER: usize = 8;
 pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
     let mut proto = next_header(ip);
     let mut at = IPV6_HEADER;
-    let mut fragment = false;
     let mut routing_left = false;
     let mut next_field = 6;
     let mut fragment_at = None;
@@ -195,14 +197,12 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                 // An atomic fragment (offset 0, no more to come) is a whole
                 // packet (RFC 6946).
                 if word & 0xfff9 != 0 {
-                    fragment = true;
                     fragment_at = Some(FragmentAt { next_field, at });
                 }
                 if word & 0xfff8 != 0 {
                     return Ok(UpperLayer {
                         proto: h[0],
                         offset: at + 8,
-                        fragment,
                         later_fragment: true,
                         routing_left,
                         fragment_at,
@@ -215,7 +215,6 @@ pub fn upper_layer(ip: &[u8]) -> Result<UpperLayer, DropReason> {
                 return Ok(UpperLayer {
                     proto,
                     offset: at,
-                    fragment,
                     later_fragment: false,
                     routing_left,
                     fragment_at,
@@ -413,7 +412,7 @@ mod tests {
         let p = packet(next::HOP_BY_HOP, &ext);
         assert_eq!(validate(&p), Ok(p.len()));
         let u = upper_layer(&p).unwrap();
-        assert_eq!((u.proto, u.offset, u.fragment), (next::UDP, 64, false));
+        assert_eq!((u.proto, u.offset, u.is_fragment()), (next::UDP, 64, false));
         // A header that claims more than the packet has.
         let mut bad = packet(next::HOP_BY_HOP, &[next::UDP, 9, 0, 0, 0, 0, 0, 0]);
         assert_eq!(upper_layer(&bad), Err(DropReason::Malformed));
@@ -426,7 +425,7 @@ mod tests {
             &[next::ICMPV6, 0, 0x05, 0x00, 0, 0, 0, 1, 1, 2, 3],
         );
         let u = upper_layer(&p).unwrap();
-        assert!(u.fragment && u.later_fragment);
+        assert!(u.is_fragment() && u.later_fragment);
         assert_eq!(u.proto, next::ICMPV6);
     }
 

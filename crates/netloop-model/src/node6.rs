@@ -17,6 +17,7 @@ use crate::link::ETH_HEADER;
 use crate::ndp::Ndp;
 use crate::neighbour::NeighbourConfig;
 use crate::node::{NodeCtx, PortInfo};
+use crate::reassembly::{Outcome, Reassembler};
 use crate::routing::RoutingTable6;
 use crate::stats::{DropReason, Origin};
 use crate::{Frame, PortId};
@@ -137,15 +138,62 @@ impl Node6 {
         }
     }
 
-    /// The upper layer of `ip`, a packet just reassembled: an error if its
-    /// chain is broken (`malformed`), or it is a fragment again or bound
-    /// further by a Routing header (`unsupported`).
-    pub fn whole_upper_layer(ip: &[u8]) -> Result<ipv6::UpperLayer, DropReason> {
-        let u = ipv6::upper_layer(ip)?;
-        if u.fragment || u.routing_left {
-            return Err(DropReason::Unsupported);
+    /// Hands `frame`, a fragment for this node whose Fragment header is
+    /// where `at` says, to the node's reassembler `r`. Once its packet is
+    /// whole: the packet (behind `frame`'s Ethernet header), its upper
+    /// layer and the frames it was made of. A packet that cannot be used
+    /// (dropped by the reassembler, or whole but a fragment again or bound
+    /// further by a Routing header: `unsupported`) is counted here.
+    pub fn reassemble(
+        r: &mut Reassembler,
+        frame: &Frame,
+        at: ipv6::FragmentAt,
+        ctx: &mut NodeCtx,
+    ) -> Reassembled {
+        match r.push6(&frame[ETH_HEADER..], at, ctx.now) {
+            Outcome::Held => Reassembled::Held,
+            Outcome::Complete { packet, frames } => {
+                let mut whole = Frame::copy_from(&frame[..ETH_HEADER]);
+                whole.extend_from_slice(&packet);
+                match ipv6::upper_layer(&whole[ETH_HEADER..]) {
+                    Ok(u) if !(u.is_fragment() || u.routing_left) => {
+                        Reassembled::Whole(whole, u, frames)
+                    }
+                    Ok(_) => {
+                        ctx.drop_n(DropReason::Unsupported, frames);
+                        Reassembled::Gone
+                    }
+                    Err(reason) => {
+                        ctx.drop_n(reason, frames);
+                        Reassembled::Gone
+                    }
+                }
+            }
+            Outcome::Dropped { reason, frames } => {
+                ctx.drop_n(reason, frames);
+                Reassembled::Gone
+            }
         }
-        Ok(u)
+    }
+
+    /// Tells the source of an IPv6 packet given up before it was whole,
+    /// whose first fragment `quote` is, with ICMPv6 time exceeded (code 1,
+    /// RFC 8200 §4.5) from the address it was sent to, under RFC 4443's
+    /// rules. Whether it was sent (not when the rules forbid it, or the
+    /// source is link-local: no port to answer by is known here).
+    pub fn reassembly_expired(
+        &mut self,
+        ports: &[PortInfo],
+        quote: &[u8],
+        tclass: u8,
+        ctx: &mut NodeCtx,
+    ) -> bool {
+        if !self.may_send_error(quote, false, false) {
+            return false;
+        }
+        let msg = ipv6::error_message(TIME_EXCEEDED, 1, 0, quote);
+        let (src, dst) = (ipv6::src_addr(quote), ipv6::dst_addr(quote));
+        self.originate(ports, src, Some(dst), None, tclass, &msg, ctx)
     }
 
     /// RFC 4443 §2.4 (e): whether an ICMPv6 error may answer packet `ip`:
@@ -286,6 +334,19 @@ impl Node6 {
     }
 }
 
+/// What became of a fragment given to [`Node6::reassemble`].
+pub enum Reassembled {
+    /// Held until the rest of its packet comes.
+    Held,
+    /// Its packet is whole: the frame, its upper layer, and how many
+    /// frames it was made of.
+    Whole(Frame, ipv6::UpperLayer, u64),
+    /// Dropped, and counted.
+    Gone,
+}
+
+/// ICMPv6 type of time exceeded (RFC 4443 §3.3).
+pub const TIME_EXCEEDED: u8 = 3;
 /// ICMPv6 type of an echo request.
 pub const ECHO_REQUEST: u8 = 128;
 /// ICMPv6 type of an echo reply.

@@ -67,6 +67,10 @@ impl PmtuCache {
     /// The path MTU to `dst` at `now`, if one was learned and has not
     /// expired.
     pub fn get(&mut self, dst: impl Into<IpAddr>, now: SimTime) -> Option<PathMtu> {
+        // Most hosts never learn one: no hashing per packet for them.
+        if self.entries.is_empty() {
+            return None;
+        }
         let dst = dst.into();
         let e = self.entries.get(&dst)?;
         if e.expires <= now {

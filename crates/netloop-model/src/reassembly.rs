@@ -86,9 +86,9 @@ struct Pending {
     /// header, or IPv6's unfragmentable part (its last Next Header field
     /// already saying what the fragmentable part is).
     header: Option<Vec<u8>>,
-    /// IPv6: the fragment at offset 0 as it came, up to what an ICMPv6
-    /// error can quote.
-    first6: Option<Vec<u8>>,
+    /// What an error about the datagram quotes, from the fragment at
+    /// offset 0 (see [`Expired::quote`]).
+    quote: Option<Vec<u8>>,
     /// The data received so far, at its offsets (gaps are zeros).
     data: Vec<u8>,
     /// Byte ranges received: start → end, disjoint and not touching.
@@ -149,6 +149,13 @@ pub struct Reassembler {
 struct Piece<'a> {
     /// The header the datagram gets from the fragment at offset 0.
     header: &'a [u8],
+    /// A byte of that header to change, and its value (IPv6: the Next
+    /// Header field before the Fragment header gets the fragmentable
+    /// part's protocol).
+    next_fix: Option<(usize, u8)>,
+    /// What an error about the datagram would quote, if this is the
+    /// fragment at offset 0.
+    quote: &'a [u8],
     /// The fragment's data.
     data: &'a [u8],
     /// Where the data goes, in bytes.
@@ -187,6 +194,9 @@ impl Reassembler {
         };
         let piece = Piece {
             header: &ip[..hl],
+            next_fix: None,
+            // The header and the first 8 bytes of data (RFC 792).
+            quote: &ip[..ip.len().min(hl + 8)],
             data: &ip[hl..],
             offset: frag_offset(ip) as usize * 8,
             more: more_fragments(ip),
@@ -233,11 +243,11 @@ impl Reassembler {
             proto: 0,
             ident: h.ident,
         };
-        let first = h.offset == 0;
-        let mut unfragmentable = ip[..at.at].to_vec();
-        unfragmentable[at.next_field] = h.next;
         let piece = Piece {
-            header: &unfragmentable,
+            header: &ip[..at.at],
+            next_fix: Some((at.next_field, h.next)),
+            // The fragment as it came, as much as an ICMPv6 error holds.
+            quote: &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)],
             data: &ip[at.at + ipv6::FRAGMENT_HEADER..],
             offset: h.offset,
             more: h.more,
@@ -246,15 +256,7 @@ impl Reassembler {
         };
         let p = match self.insert(key, piece, now, TIMEOUT6) {
             Ok(p) => p,
-            Err(outcome) => {
-                if first && outcome == Outcome::Held {
-                    let quote = &ip[..ip.len().min(MIN_MTU - IPV6_HEADER - 8)];
-                    if let Some(p) = self.pending.get_mut(&key) {
-                        p.first6 = Some(quote.to_vec());
-                    }
-                }
-                return outcome;
-            }
+            Err(outcome) => return outcome,
         };
         let mut packet = p.header.expect("is_whole checks the first fragment");
         // As for IPv4: the first fragment's unfragmentable part may be
@@ -286,6 +288,8 @@ impl Reassembler {
     ) -> Result<Pending, Outcome> {
         let Piece {
             header,
+            next_fix,
+            quote,
             data,
             offset,
             more,
@@ -306,7 +310,7 @@ impl Reassembler {
         let p = self.pending.entry(key).or_insert_with(|| Pending {
             deadline: now + timeout,
             header: None,
-            first6: None,
+            quote: None,
             data: Vec::new(),
             ranges: BTreeMap::new(),
             end: None,
@@ -326,7 +330,12 @@ impl Reassembler {
             p.end = Some(end);
         }
         if offset == 0 {
-            p.header = Some(header.to_vec());
+            let mut h = header.to_vec();
+            if let Some((at, value)) = next_fix {
+                h[at] = value;
+            }
+            p.header = Some(h);
+            p.quote = Some(quote.to_vec());
         }
         if p.data.len() < end {
             p.data.resize(end, 0);
@@ -355,13 +364,7 @@ impl Reassembler {
             .into_iter()
             .filter_map(|k| self.take(&k))
             .map(|p| {
-                let quote = match p.first6 {
-                    Some(first) => Some(first),
-                    None => p.header.map(|mut h| {
-                        h.extend_from_slice(&p.data[..p.data.len().min(8)]);
-                        h
-                    }),
-                };
+                let quote = p.quote;
                 (
                     p.deadline,
                     Expired {

@@ -70,8 +70,7 @@ use crate::ipv6::{self, next, IPV6_HEADER};
 use crate::link::ETH_HEADER;
 use crate::ndp;
 use crate::node::NodeCtx;
-use crate::node6::{Node6, ECHO_REQUEST};
-use crate::reassembly::Outcome;
+use crate::node6::{Node6, Reassembled, ECHO_REQUEST, TIME_EXCEEDED};
 use crate::stats::{DropReason, Sink};
 use crate::{Frame, PortId};
 
@@ -80,7 +79,6 @@ const ERROR_TCLASS: u8 = 0xc0;
 
 const ICMPV6_DST_UNREACHABLE: u8 = 1;
 const ICMPV6_PACKET_TOO_BIG: u8 = 2;
-const ICMPV6_TIME_EXCEEDED: u8 = 3;
 
 /// The ICMPv6 errors a router sends.
 #[derive(Clone, Copy)]
@@ -235,18 +233,12 @@ impl Router {
             self.local6_whole(job, upper, 1, ctx);
             return;
         };
-        match self.reassembly.push6(ip, at, ctx.now) {
-            Outcome::Held => self.arm_reassembly_timer(ctx),
-            Outcome::Complete { packet, frames } => {
-                let mut frame = Frame::copy_from(&job.frame[..ETH_HEADER]);
-                frame.extend_from_slice(&packet);
-                let job = Job { frame, ..job };
-                match Node6::whole_upper_layer(&job.frame[ETH_HEADER..]) {
-                    Ok(upper) => self.local6_whole(job, upper, frames, ctx),
-                    Err(reason) => ctx.drop_n(reason, frames),
-                }
+        match Node6::reassemble(&mut self.reassembly, &job.frame, at, ctx) {
+            Reassembled::Held => self.arm_reassembly_timer(ctx),
+            Reassembled::Whole(frame, upper, frames) => {
+                self.local6_whole(Job { frame, ..job }, upper, frames, ctx);
             }
-            Outcome::Dropped { reason, frames } => ctx.drop_n(reason, frames),
+            Reassembled::Gone => {}
         }
     }
 
@@ -305,16 +297,9 @@ impl Router {
     /// whose first fragment `quote` is, with ICMPv6 time exceeded (code 1,
     /// RFC 8200 §4.5), from the address it was sent to.
     pub(super) fn reassembly_expired6(&mut self, quote: &[u8], ctx: &mut NodeCtx) {
-        if !self.v6.may_send_error(quote, false, false) {
-            self.stats.icmp_suppressed += 1;
-            return;
-        }
-        let msg = ipv6::error_message(ICMPV6_TIME_EXCEEDED, 1, 0, quote);
-        let (src, dst) = (ipv6::src_addr(quote), ipv6::dst_addr(quote));
-        // A link-local source has no port to answer by here: not answered.
         if self
             .v6
-            .originate(&self.ports, src, Some(dst), None, ERROR_TCLASS, &msg, ctx)
+            .reassembly_expired(&self.ports, quote, ERROR_TCLASS, ctx)
         {
             self.stats.icmpv6_sent.time_exceeded += 1;
         } else {
@@ -345,7 +330,7 @@ impl Router {
             return;
         }
         let (ty, code, word) = match kind {
-            Icmpv6Error::TimeExceeded => (ICMPV6_TIME_EXCEEDED, 0, 0),
+            Icmpv6Error::TimeExceeded => (TIME_EXCEEDED, 0, 0),
             Icmpv6Error::NoRoute => (ICMPV6_DST_UNREACHABLE, 0, 0),
             Icmpv6Error::BeyondScope => (ICMPV6_DST_UNREACHABLE, 2, 0),
             Icmpv6Error::PortUnreachable => (ICMPV6_DST_UNREACHABLE, 4, 0),
