@@ -50,6 +50,7 @@ def over_tcp(topology: str, realtime: bool = False) -> str:
     text = topology.replace("[[endpoint]]\n", '[[endpoint]]\nprotocol = "tcp"\n')
     if realtime:
         text = text.replace("controller.py 5000", "controller.py 5000 --tcp")
+        text = text.replace('ready = "udp:5000"', 'ready = "tcp:5000"')
     return text
 
 

@@ -309,7 +309,12 @@ pub fn print_report(r: &LiveReport) {
             t.add_row(vec![
                 Cell::new(&c.host),
                 Cell::new(&c.cmd),
-                right(c.started_s.map_or("-".into(), |s| format!("{s:.3} s"))),
+                right(match (c.started_s, c.ready_after_s) {
+                    (None, _) => "-".into(),
+                    // Before time 0: the clock waited for it.
+                    (Some(_), Some(r)) => format!("ready after {:.0} ms", r * 1e3),
+                    (Some(s), None) => format!("{s:.3} s"),
+                }),
                 right(
                     c.exited_s
                         .map_or("stopped at end".into(), |s| format!("{s:.3} s")),

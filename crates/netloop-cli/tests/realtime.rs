@@ -473,6 +473,102 @@ fn probe_rtt_waits_out_a_cold_path_and_reports_only_warm_round_trips() {
 // 2b. programs' output goes to the run's own directory
 // ---------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------
+// A server that is slow to start holds the run's clock (`ready`)
+// ---------------------------------------------------------------------------
+
+/// A UDP echo server that takes 1.5 s to bind (a slow interpreter on a
+/// loaded machine), and a client that sends at 0.2 s and waits 2 s for its
+/// echo. With `ready = "udp:7000"` the clock starts once the server is
+/// bound, so the echo comes back; without it the datagram would meet a
+/// closed port (the kernel answers port unreachable) and the client exit 1.
+/// A server that exits before it is ready, or is not ready in time, fails
+/// the run with its log named and leaves nothing behind.
+#[test]
+fn a_ready_condition_holds_the_clock_until_the_server_listens() {
+    let _serial = serial();
+    if !have_root() || !have(&["python3"]) {
+        return;
+    }
+    let s = Scratch::new("ready");
+    let server = s.write(
+        "echo.py",
+        "import socket, time\ntime.sleep(1.5)\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', 7000))\n\
+         while True:\n    d, a = s.recvfrom(2048)\n    s.sendto(d, a)\n",
+    );
+    let client = s.write(
+        "client.py",
+        "import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.settimeout(2.0)\ns.sendto(b'hello', ('198.18.2.2', 7000))\n\
+         try:\n    print('echo', s.recv(2048).decode())\nexcept OSError as e:\n    \
+         print('no echo:', e)\n    sys.exit(1)\n",
+    );
+    let topo = |ready: &str| {
+        one_router(
+            "10s",
+            "veth",
+            &cmd(&format!("python3 -u {client}"), "200ms", true),
+            &format!("[[node.command]]\ncmd = \"python3 -u {server}\"\n{ready}\n"),
+        )
+    };
+    let (r, _) = run_to_end(&s, &s.write("ready.toml", &topo("ready = \"udp:7000\"")));
+    let log = read_log(&r, "h1", 0);
+    assert!(log.contains("echo hello"), "the client's echo: {log}");
+    assert_eq!(command(&r, "h1", 0)["exit_code"], 0, "{log}");
+    let srv = command(&r, "h2", 0);
+    assert_eq!(srv["started_s"], 0.0, "{srv}");
+    let waited = srv["ready_after_s"].as_f64().expect("ready_after_s");
+    assert!(
+        (1.4..8.0).contains(&waited),
+        "the clock waited {waited} s for the server"
+    );
+    assert!(command(&r, "h1", 0)["ready_after_s"].is_null());
+
+    // Without `ready`, the same run loses the first datagram: what the
+    // condition fixes is real.
+    let (r, _) = run_to_end(&s, &s.write("unready.toml", &topo("")));
+    assert_eq!(
+        command(&r, "h1", 0)["exit_code"],
+        1,
+        "{}",
+        read_log(&r, "h1", 0)
+    );
+
+    // Exited before it was ready; not ready within its timeout.
+    for (name, cmdline, ready, want) in [
+        ("exits", "exit 3", "ready = \"tcp:7001\"", "exited (with code 3) before it was ready (tcp:7001)"),
+        (
+            "slow",
+            "sleep 30",
+            "ready = \"tcp:7001\"\nready_timeout = \"300ms\"",
+            "was not ready (tcp:7001: no socket listening on that TCP port) within its ready_timeout of 300ms",
+        ),
+    ] {
+        let before = snapshot();
+        let topo = s.write(
+            &format!("{name}.toml"),
+            &one_router(
+                "10s",
+                "veth",
+                "",
+                &format!("[[node.command]]\ncmd = \"{cmdline}\"\n{ready}\n"),
+            ),
+        );
+        let t0 = Instant::now();
+        let out = netloop(&["run", &topo, "--log-dir", &s.path("logs")]);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{}", text(&out.stdout));
+        assert!(
+            err.contains("real host 'h2'") && err.contains(want) && err.contains("h2.0.log"),
+            "{err}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(8), "it failed at once");
+        let left = appeared_since(&before);
+        assert!(left.is_empty(), "a failed start left something: {left:?}");
+    }
+}
+
 /// Without --log-dir, programs' logs go to the run's own directory under the
 /// system's temporary directory (`$TMPDIR/netloop-<run id>/`), which the run
 /// prints at the end, and nothing is left in the current directory (it was

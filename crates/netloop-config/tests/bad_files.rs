@@ -680,6 +680,29 @@ fn real_node_settings_of_another_kind() {
 }
 
 #[test]
+fn command_readiness() {
+    check(
+        "command-ready.toml",
+        &[
+            (
+                11,
+                &["field 'command.ready': 'sctp:5201' is not a readiness condition: expected \"tcp:PORT\""],
+            ),
+            (15, &["field 'command.ready': '70000' is not a port: expected 1 to 65535"]),
+            (
+                20,
+                &["field 'command.ready': only a command that starts with the network (start = \"0s\""],
+            ),
+            (
+                24,
+                &["field 'command.ready_timeout': ready_timeout is how long to wait for `ready`, which this command does not have"],
+            ),
+            (29, &["field 'command.ready_timeout'"]),
+        ],
+    );
+}
+
+#[test]
 fn namespace_commands() {
     let errors = check(
         "namespace-command.toml",

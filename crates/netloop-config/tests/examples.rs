@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use netloop_core::{Bytes, DataRate, SimDuration};
 use netloop_model::spec::{
     CommandSpec, Direction, HostLink, JitterDistribution, LinkAction, LinkSpec, LossSpec,
-    NamespaceSpec, NodeKind, TrafficKind, DEFAULT_SPIN,
+    NamespaceSpec, NodeKind, ReadyProtocol, ReadySpec, TrafficKind, DEFAULT_SPIN,
 };
 
 fn examples_dir() -> PathBuf {
@@ -198,6 +198,7 @@ fn real_hosts_run_iperf_across_two_routers() {
         cmd: cmd.to_string(),
         start: SimDuration::from_secs(start),
         wait,
+        ready: None,
     };
     assert_eq!(
         node("h1"),
@@ -212,7 +213,14 @@ fn real_hosts_run_iperf_across_two_routers() {
     assert_eq!(
         node("h2"),
         &NodeKind::Namespace(NamespaceSpec {
-            commands: vec![command("iperf3 -s -1", 0, false)],
+            commands: vec![CommandSpec {
+                ready: Some(ReadySpec {
+                    protocol: ReadyProtocol::Tcp,
+                    port: 5201,
+                    timeout: ReadySpec::DEFAULT_TIMEOUT,
+                }),
+                ..command("iperf3 -s -1", 0, false)
+            }],
             via: HostLink::Veth,
         })
     );

@@ -122,6 +122,40 @@ fn spin_window() {
 }
 
 #[test]
+fn a_command_can_hold_the_start_until_it_is_ready() {
+    use netloop_model::spec::{ReadyProtocol, ReadySpec};
+    let l = ok(r#"
+[[node]]
+name = "h1"
+kind = "namespace"
+command = [{ cmd = "iperf3 -s", ready = "tcp:5201" },
+           { cmd = "python3 -u srv.py", ready = "UDP:5000", ready_timeout = "30s" },
+           { cmd = "sleep 1" }]
+"#);
+    let NodeKind::Namespace(ns) = &l.spec.nodes[0].kind else {
+        panic!("a namespace host");
+    };
+    let ready: Vec<_> = ns.commands.iter().map(|c| c.ready).collect();
+    assert_eq!(
+        ready,
+        [
+            Some(ReadySpec {
+                protocol: ReadyProtocol::Tcp,
+                port: 5201,
+                timeout: ReadySpec::DEFAULT_TIMEOUT
+            }),
+            Some(ReadySpec {
+                protocol: ReadyProtocol::Udp,
+                port: 5000,
+                timeout: SimDuration::from_secs(30)
+            }),
+            None
+        ]
+    );
+    assert_eq!(ready[0].unwrap().to_string(), "tcp:5201");
+}
+
+#[test]
 fn namespace_hosts_with_commands() {
     let l = ok(r#"
 [run]
@@ -157,6 +191,7 @@ command = [{ cmd = "true" }, { cmd = "false", start = "15s" }]
         cmd: cmd.to_string(),
         start,
         wait,
+        ready: None,
     };
     assert_eq!(
         kinds[0],

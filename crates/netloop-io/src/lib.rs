@@ -8,7 +8,8 @@
 //! - [`gso`]: cutting GSO super-frames into wire frames as the kernel does;
 //! - [`packet`]: AF_PACKET sockets with memory-mapped rings on an existing
 //!   interface (a physical NIC, or the root end of a veth pair);
-//! - [`netns`], [`proc`]: network namespaces and the programs run in them;
+//! - [`netns`], [`proc`]: network namespaces and the programs run in them,
+//!   and [`ready`]: whether such a program has its server socket yet;
 //! - [`registry`], [`session`]: a record of everything a run creates, so that
 //!   it is removed at the end — or by `netloop clean` after a SIGKILL;
 //! - [`clock`], [`rt`], [`rtio`], [`notify`]: the real-time scheduler that
@@ -35,6 +36,7 @@ pub mod packet;
 pub mod pcap;
 pub mod pcapparts;
 pub mod proc;
+pub mod ready;
 pub mod registry;
 pub mod rt;
 pub mod rtio;

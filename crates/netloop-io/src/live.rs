@@ -18,14 +18,14 @@ use netloop_model::build::RealNode;
 use netloop_model::partition::Cut;
 use netloop_model::results::{Results, SimView};
 use netloop_model::share::Share;
-use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind};
+use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind, ReadyProtocol, ReadySpec};
 use netloop_model::Simulation;
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -270,6 +270,9 @@ pub struct CommandReport {
     pub signal: Option<String>,
     /// Whether the run waited for it.
     pub wait: bool,
+    /// For a command with `ready`: the wall seconds from its start until it
+    /// was ready, which the run's clock waited before it started.
+    pub ready_after_s: Option<f64>,
 }
 
 /// What a live run reports.
@@ -348,6 +351,83 @@ struct Scheduled {
     /// When it was seen to exit, its exit code and the signal that killed
     /// it.
     exited: Option<(SimTime, Option<i32>, Option<i32>)>,
+    ready: Option<ReadySpec>,
+    /// How long it took to be ready (wall clock, before time 0).
+    ready_after: Option<Duration>,
+}
+
+/// How often a program's readiness is looked at before the clock starts.
+const READY_POLL: Duration = Duration::from_millis(5);
+
+/// Starts the programs that hold the run's start (`ready`) and waits until
+/// each has its socket: the clock starts after, so a server is there for
+/// what the model sends at its first instants. A program that exits first,
+/// or is not ready within its timeout, fails the run with its log named.
+fn start_when_ready(
+    s: &mut Session,
+    scheduled: &mut [Scheduled],
+    logs_in: &Path,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let begun = Instant::now();
+    for c in scheduled.iter_mut().filter(|c| c.ready.is_some()) {
+        s.start_command(&c.host, &c.cmd, &log_path(logs_in, &c.host, c.k))?;
+        c.started = Some(SimTime::ZERO);
+    }
+    loop {
+        if let Some(e) = s.take_errors().into_iter().next() {
+            return Err(e);
+        }
+        let exits = s.poll_exits();
+        let mut waiting = false;
+        for c in scheduled.iter_mut() {
+            let Some(ready) = c.ready.filter(|_| c.ready_after.is_none()) else {
+                continue;
+            };
+            let log = log_path(logs_in, &c.host, c.k);
+            if let Some(e) = exits.iter().find(|e| e.host == c.host && e.cmd == c.cmd) {
+                let how = match (e.code, e.signal) {
+                    (Some(code), _) => format!("with code {code}"),
+                    (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
+                    (None, None) => "killed".to_string(),
+                };
+                return Err(Error::msg(format!(
+                    "real host '{}': `{}` exited ({how}) before it was ready ({ready}); its output is in {}",
+                    c.host,
+                    c.cmd,
+                    log.display()
+                )));
+            }
+            if s.is_ready(&c.host, &ready)? {
+                c.ready_after = Some(begun.elapsed());
+                continue;
+            }
+            if begun.elapsed() >= Duration::from_nanos(ready.timeout.as_nanos()) {
+                return Err(Error::msg(format!(
+                    "real host '{}': `{}` was not ready ({ready}: no socket {}) within its \
+                     ready_timeout of {}; its output is in {}",
+                    c.host,
+                    c.cmd,
+                    match ready.protocol {
+                        ReadyProtocol::Tcp => "listening on that TCP port",
+                        ReadyProtocol::Udp => "bound to that UDP port",
+                    },
+                    ready.timeout,
+                    log.display()
+                )));
+            }
+            waiting = true;
+        }
+        if !waiting {
+            return Ok(());
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Err(Error::msg(
+                "interrupted while waiting for the real hosts' programs to be ready",
+            ));
+        }
+        std::thread::sleep(READY_POLL);
+    }
 }
 
 /// Sets up the real nodes of `sim`, runs it in real time until its duration,
@@ -521,8 +601,6 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         });
         hosts.push(report);
     }
-    (opts.on_ready)(&hosts);
-
     let mut scheduled: Vec<Scheduled> = Vec::new();
     for r in real.iter() {
         if let NodeKind::Namespace(ns) = &r.kind {
@@ -535,10 +613,18 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                     start: SimTime::ZERO + c.start,
                     started: None,
                     exited: None,
+                    ready: c.ready,
+                    ready_after: None,
                 });
             }
         }
     }
+    let logs_in = log_dir.clone().unwrap_or_default();
+    if let Some(s) = session.as_mut() {
+        start_when_ready(s, &mut scheduled, &logs_in, opts.stop)?;
+    }
+    (opts.on_ready)(&hosts);
+
     let any_wait = scheduled.iter().any(|c| c.wait);
     let until = SimTime::ZERO + sim.net.spec().run.duration;
     let remote = opts.remote.take();
@@ -558,7 +644,6 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let flows = &sim.flows;
     let endpoints = &sim.endpoints;
     let mut failure: Option<Error> = None;
-    let logs_in = log_dir.clone().unwrap_or_default();
     let report = {
         let mut control = |ctl: &mut Control<'_>| -> Step {
             let now = ctl.now;
@@ -707,6 +792,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             exit_code: c.exited.and_then(|(_, code, _)| code),
             signal: c.exited.and_then(|(_, _, sig)| sig).map(signal_name),
             wait: c.wait,
+            ready_after_s: c.ready_after.map(|d| d.as_secs_f64()),
         })
         .collect();
     let mut report = report;

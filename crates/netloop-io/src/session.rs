@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use netloop_model::build::RealNode;
-use netloop_model::spec::NodeKind;
+use netloop_model::spec::{NodeKind, ReadySpec};
 
 use crate::error::{Error, Result};
 use crate::netns;
@@ -418,6 +418,23 @@ impl Session {
             log.to_path_buf(),
         ))
         .map_err(|_| Error::msg("the program launcher thread has stopped"))
+    }
+
+    /// Whether real host `host` has a socket as `ready` asks (see
+    /// [`crate::ready`]); read through the init of its PID namespace, which
+    /// shares its network namespace.
+    pub fn is_ready(&self, host: &str, ready: &ReadySpec) -> Result<bool> {
+        let ns = self
+            .namespace_of
+            .get(host)
+            .ok_or_else(|| Error::msg(format!("'{host}' is not a namespace host of this run")))?;
+        let pid = lock(&self.shared)
+            .inits
+            .iter()
+            .find(|(n, _)| n == ns)
+            .map(|(_, init)| init.pid)
+            .ok_or_else(|| Error::msg(format!("real host '{host}' has no PID namespace yet")))?;
+        crate::ready::has_socket(pid, ready)
     }
 
     /// Errors from starting programs since the last call.

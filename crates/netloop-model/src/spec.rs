@@ -326,6 +326,49 @@ pub struct CommandSpec {
     /// Whether the run may end once this program (and every other `wait`
     /// program) has exited, before the run's duration is over.
     pub wait: bool,
+    /// What shows it is ready (a server listening); the run's clock starts
+    /// once it is. Only for commands that start with the network (`start`
+    /// zero): a clock that runs cannot wait.
+    #[serde(default)]
+    pub ready: Option<ReadySpec>,
+}
+
+/// When a program counts as ready: it has a socket on `port` in its host's
+/// network namespace, listening (TCP) or bound (UDP), on any address of
+/// either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadySpec {
+    /// The transport.
+    pub protocol: ReadyProtocol,
+    /// The local port.
+    pub port: u16,
+    /// How long to wait for it before the run fails.
+    pub timeout: SimDuration,
+}
+
+/// The transport of a [`ReadySpec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyProtocol {
+    /// A TCP socket in the LISTEN state.
+    Tcp,
+    /// A bound UDP socket.
+    Udp,
+}
+
+impl ReadySpec {
+    /// How long readiness is waited for unless the topology says.
+    pub const DEFAULT_TIMEOUT: SimDuration = SimDuration::from_secs(10);
+}
+
+impl std::fmt::Display for ReadySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = match self.protocol {
+            ReadyProtocol::Tcp => "tcp",
+            ReadyProtocol::Udp => "udp",
+        };
+        write!(f, "{p}:{}", self.port)
+    }
 }
 
 /// An existing interface attached to the simulation.

@@ -5,7 +5,8 @@ use std::ops::Range;
 
 use netloop_core::SimDuration;
 use netloop_model::spec::{
-    AttachedSpec, CommandSpec, HostLink, NamespaceSpec, NodeKind, NodeSpec, RouterSpec, SwitchSpec,
+    AttachedSpec, CommandSpec, HostLink, NamespaceSpec, NodeKind, NodeSpec, ReadyProtocol,
+    ReadySpec, RouterSpec, SwitchSpec,
 };
 use toml::de::{DeTable, DeValue};
 
@@ -34,7 +35,7 @@ const ROUTER_KEYS: &[&str] = &["forwarding_rate", "forwarding_queue"];
 const SWITCH_KEYS: &[&str] = &["mac_table_size", "mac_aging"];
 const NAMESPACE_KEYS: &[&str] = &["via", "command"];
 const ATTACHED_KEYS: &[&str] = &["interface", "force"];
-const COMMAND_KEYS: &[&str] = &["cmd", "start", "wait"];
+const COMMAND_KEYS: &[&str] = &["cmd", "start", "wait", "ready", "ready_timeout"];
 
 pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, span: Range<usize>) {
     l.map.nodes.push(record_locations(l.d, &span, table));
@@ -235,16 +236,64 @@ fn read_commands(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>) -> Vec<CommandSp
             }
         }
         let wait = c.opt(l.d, "wait", value::boolean).unwrap_or(false);
+        let ready = c.opt(l.d, "ready", ready_condition);
+        let timeout = c.opt(l.d, "ready_timeout", value::positive_duration);
+        if ready.is_some() && start.is_some_and(|s| s > SimDuration::ZERO) {
+            // The clock waits for a ready program only before it starts.
+            c.error(
+                l.d,
+                "ready",
+                "only a command that starts with the network (start = \"0s\", the default) can \
+                 hold the run's start until it is ready; a later one would find the clock running",
+            );
+        }
+        if timeout.is_some() && ready.is_none() {
+            c.error(
+                l.d,
+                "ready_timeout",
+                "ready_timeout is how long to wait for `ready`, which this command does not have",
+            );
+        }
         t.failed |= c.failed;
         if let Some(cmd) = cmd {
             out.push(CommandSpec {
                 cmd,
                 start: start.unwrap_or(SimDuration::ZERO),
                 wait,
+                ready: ready.map(|(protocol, port)| ReadySpec {
+                    protocol,
+                    port,
+                    timeout: timeout.unwrap_or(ReadySpec::DEFAULT_TIMEOUT),
+                }),
             });
         }
     }
     out
+}
+
+/// `ready = "tcp:5201"` or `"udp:5000"`: a transport and a local port.
+fn ready_condition(v: &Value<'_>) -> Read<(ReadyProtocol, u16)> {
+    let s = value::string(v)?;
+    let expected = || {
+        format!(
+            "'{}' is not a readiness condition: expected \"tcp:PORT\" (a socket listening) or \
+             \"udp:PORT\" (a socket bound), e.g. \"tcp:5201\"",
+            value::quote(&s)
+        )
+    };
+    let (proto, port) = s.split_once(':').ok_or_else(expected)?;
+    let protocol = match proto.trim().to_ascii_lowercase().as_str() {
+        "tcp" => ReadyProtocol::Tcp,
+        "udp" => ReadyProtocol::Udp,
+        _ => return Err(expected()),
+    };
+    match port.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok((protocol, p)),
+        _ => Err(format!(
+            "'{}' is not a port: expected 1 to 65535",
+            value::quote(port.trim())
+        )),
+    }
 }
 
 /// The name of an existing interface, as Linux allows it: 1 to 15 bytes,
