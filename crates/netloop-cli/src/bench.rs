@@ -90,6 +90,12 @@ pub enum BenchCommand {
         #[arg(long, default_value = "bench/out/wakeup.json")]
         json: PathBuf,
     },
+    /// What a synchronisation round of a partitioned run costs beyond its
+    /// work: rounds with nothing between them, on threads and MPI ranks.
+    Sync(crate::bench_sync::SyncArgs),
+    /// One MPI rank of `bench sync --mpi-ranks` (started by mpirun).
+    #[command(hide = true)]
+    SyncRank(crate::bench_sync::SyncRankArgs),
     /// One federate of the RTI benchmark (`bench/run --only rti` starts
     /// them): a sender, a returnee or receiver, or all of them (and netloop)
     /// in this process on HELICS's inproc core.
@@ -447,6 +453,8 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 )
             }
             BenchCommand::RtiFederate(a) => return crate::rti::rti_federate(&a),
+            BenchCommand::Sync(a) => return crate::bench_sync::sync(a),
+            BenchCommand::SyncRank(a) => return crate::bench_sync::sync_rank(a),
             BenchCommand::SpeedRank {
                 scenario,
                 sites,

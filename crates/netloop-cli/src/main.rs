@@ -10,6 +10,7 @@
 //! arguments), 130 interrupted.
 
 mod bench;
+mod bench_sync;
 mod demo;
 mod format;
 mod live;

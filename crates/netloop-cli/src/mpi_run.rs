@@ -341,3 +341,38 @@ pub fn execute(
         captures,
     )))
 }
+
+/// `bench sync-rank`: `rounds` idle rounds of this MPI job's exchange
+/// ([`netloop_model::partition::idle_rounds`]); rank 0 gets every rank's
+/// wall seconds (in rank order), the others `None`.
+pub fn idle_rounds(rounds: u64, frames: usize, len: usize) -> anyhow::Result<Option<Vec<f64>>> {
+    let universe =
+        mpi::initialize().ok_or_else(|| anyhow!("MPI was initialised twice in this process"))?;
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let mut x = MpiExchange {
+        world: &world,
+        send: Vec::with_capacity(4096),
+        recv: Vec::with_capacity(4096),
+    };
+    // A first round apart: the job's connections are set up on first use.
+    netloop_model::partition::idle_rounds(&mut x, rank, size, 1, frames, len);
+    let (took, received) =
+        netloop_model::partition::idle_rounds(&mut x, rank, size, rounds, frames, len);
+    let expected = if size > 1 { rounds * frames as u64 } else { 0 };
+    if received != expected {
+        fatal(
+            &world,
+            &format!("received {received} frames in idle rounds, not {expected}"),
+        );
+    }
+    let secs = took.as_secs_f64();
+    let root = world.process_at_rank(0);
+    if rank != 0 {
+        root.gather_into(&secs);
+        return Ok(None);
+    }
+    let mut all = vec![0f64; size];
+    root.gather_into_root(&secs, &mut all[..]);
+    Ok(Some(all))
+}

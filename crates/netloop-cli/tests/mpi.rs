@@ -258,3 +258,56 @@ fn the_benchmark_runs_on_ranks_and_checks_the_results() {
     assert!(rows.iter().all(|r| r["identical"] == true));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `bench sync` times idle rounds on threads and on ranks; every rank must
+/// receive every frame sent to it (the rank part fails the job if not) and
+/// each case's figures are in the JSON.
+#[test]
+fn the_sync_benchmark_times_rounds_on_threads_and_ranks() {
+    let dir = tmpdir("sync");
+    let json = dir.join("sync.json");
+    let out = command(env!("CARGO_BIN_EXE_netloop"))
+        .args(["bench", "sync", "--partitions", "1,2", "--mpi-ranks", "2,3"])
+        .args([
+            "--rounds",
+            "300",
+            "--frames",
+            "0,3",
+            "--repeats",
+            "2",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out, "bench sync");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cases: Vec<_> = v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let secs = c["round_seconds"].as_array().unwrap();
+            assert_eq!(secs.len(), 2, "{c}");
+            assert!(
+                secs.iter().all(|s| s.as_f64().unwrap() > 0.0),
+                "a round takes time: {c}"
+            );
+            (
+                c["transport"].as_str().unwrap().to_string(),
+                c["partitions"].as_u64().unwrap(),
+                c["frames_per_round"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<_> = [0u64, 3]
+        .iter()
+        .flat_map(|&f| {
+            [("threads", 1), ("threads", 2), ("mpi", 2), ("mpi", 3)]
+                .map(|(t, p)| (t.to_string(), p, f))
+        })
+        .collect();
+    assert_eq!(cases, want);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("per round (median)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

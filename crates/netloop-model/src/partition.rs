@@ -1076,6 +1076,78 @@ pub fn run_threads_with_taps(
     Ok(Partitioned::assemble(first, shares))
 }
 
+/// Runs `rounds` synchronisation rounds with no simulation work between
+/// them, as partition `me` of `parts` on `x`: each round an `agree` and a
+/// `swap` in which this partition sends `frames` frames of `len` bytes to
+/// the next partition. Returns the wall time of the whole and the frames
+/// received. What a round of a real run costs beyond its work (`netloop
+/// bench sync`).
+pub fn idle_rounds(
+    x: &mut impl Exchange,
+    me: usize,
+    parts: usize,
+    rounds: u64,
+    frames: usize,
+    len: usize,
+) -> (std::time::Duration, u64) {
+    let mut out: Vec<Vec<Crossing>> = (0..parts).map(|_| Vec::new()).collect();
+    let frame = Frame::zeroed(len);
+    let mut received = 0;
+    let t = Instant::now();
+    for r in 0..rounds {
+        let next = r * 1_000 + me as u64;
+        let (earliest, _) = x.agree(next, false);
+        assert_eq!(earliest, r * 1_000, "the partitions agree on the earliest");
+        if parts > 1 {
+            let to = &mut out[(me + 1) % parts];
+            to.extend((0..frames).map(|k| Crossing {
+                at: SimTime::from_nanos(next + k as u64),
+                link: 0,
+                dir: 0,
+                epoch: 0,
+                frame: frame.clone(),
+            }));
+        }
+        received += x.swap(&mut out).len() as u64;
+    }
+    (t.elapsed(), received)
+}
+
+/// [`idle_rounds`] on `parts` threads of this process, with the exchange
+/// and barrier of [`run_threads`]: each thread's wall time and frames
+/// received.
+pub fn idle_rounds_threads(
+    parts: usize,
+    rounds: u64,
+    frames: usize,
+    len: usize,
+) -> Vec<(std::time::Duration, u64)> {
+    let shared = Shared {
+        barrier: SpinBarrier::new(parts),
+        next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+        stop: AtomicBool::new(false),
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..parts)
+            .map(|me| {
+                let shared = &shared;
+                scope.spawn(move || {
+                    let mut x = ThreadExchange { shared, me };
+                    idle_rounds(&mut x, me, parts, rounds, frames, len)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(d) => d,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
 /// A partition at the end of its run: its simulation (whole, but run only
 /// where it owns), what it did, and the rounds run.
 pub struct PartitionEnd {
@@ -1209,6 +1281,21 @@ pub fn run_partition(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_rounds_on_threads_agree_and_deliver_every_frame() {
+        for parts in [1usize, 2, 3] {
+            let per = idle_rounds_threads(parts, 50, 4, 100);
+            assert_eq!(per.len(), parts);
+            for (_, received) in per {
+                assert_eq!(
+                    received,
+                    if parts > 1 { 200 } else { 0 },
+                    "{parts} partitions"
+                );
+            }
+        }
+    }
     use std::time::Duration;
 
     /// A party that fails breaks the barrier: the others are let go (they
