@@ -13,6 +13,17 @@
 //! Popping asserts that time never runs backwards: scheduling an event in
 //! the past is a bug in the model, caught here rather than silently
 //! reordered.
+//!
+//! The store is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), which
+//! relies on exactly that: no event is ever due before the last one popped.
+//! An event is kept in the bucket of the highest bit in which its time
+//! differs from the last popped time; the earliest bucket is emptied into
+//! lower ones when the time reaches it, and the events due at the current
+//! time wait in a small binary heap ordered by key. Against the binary heap
+//! it replaced, a schedule is a push onto a vector and each event moves a
+//! few times, in sequence through memory, instead of sifting through a heap
+//! of every pending event (at 10 000 flows the heap's `pop` was 15 % of a
+//! run, in cache misses).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -60,9 +71,128 @@ impl<E> Ord for Entry<E> {
     }
 }
 
+/// The pending events: a radix heap over their times (see the module docs).
+struct Radix<E> {
+    /// The time of the last event popped (or moved to `due`): no pending
+    /// event is earlier.
+    base: u64,
+    /// The events due at `base`, earliest key first.
+    due: BinaryHeap<Entry<E>>,
+    /// `buckets[i]`: events whose time first differs from `base` in bit `i`
+    /// (counting from the lowest).
+    buckets: Vec<Vec<Entry<E>>>,
+    /// Per bucket, the position of its earliest event (time, then key).
+    earliest: [usize; 64],
+    /// Bit `i` set when `buckets[i]` is not empty.
+    filled: u64,
+    len: usize,
+}
+
+impl<E> Radix<E> {
+    fn new() -> Self {
+        Radix {
+            base: 0,
+            due: BinaryHeap::new(),
+            buckets: (0..64).map(|_| Vec::new()).collect(),
+            earliest: [0; 64],
+            filled: 0,
+            len: 0,
+        }
+    }
+
+    /// Stores `e` (due at `base` or later).
+    #[inline]
+    fn push(&mut self, e: Entry<E>) {
+        self.len += 1;
+        self.place(e);
+    }
+
+    #[inline]
+    fn place(&mut self, e: Entry<E>) {
+        let t = e.time.as_nanos();
+        debug_assert!(t >= self.base);
+        if t == self.base {
+            self.due.push(e);
+            return;
+        }
+        let i = 63 - (t ^ self.base).leading_zeros() as usize;
+        let b = &mut self.buckets[i];
+        if b.is_empty() {
+            self.earliest[i] = 0;
+            self.filled |= 1 << i;
+        } else {
+            let m = &b[self.earliest[i]];
+            if (e.time, e.key) < (m.time, m.key) {
+                self.earliest[i] = b.len();
+            }
+        }
+        b.push(e);
+    }
+
+    /// The earliest event of the first bucket that has one (when `due` is
+    /// empty, the earliest pending).
+    fn first_bucket(&self) -> Option<&Entry<E>> {
+        if self.filled == 0 {
+            return None;
+        }
+        let i = self.filled.trailing_zeros() as usize;
+        Some(&self.buckets[i][self.earliest[i]])
+    }
+
+    fn peek(&self) -> Option<&Entry<E>> {
+        self.due.peek().or_else(|| self.first_bucket())
+    }
+
+    fn pop(&mut self) -> Option<Entry<E>> {
+        if self.due.is_empty() {
+            if self.filled == 0 {
+                return None;
+            }
+            // The time moves to the first bucket's earliest event; each of
+            // that bucket's events now first differs from it in a lower
+            // bit (or not at all: due), while the later buckets' stay put.
+            let i = self.filled.trailing_zeros() as usize;
+            self.base = self.buckets[i][self.earliest[i]].time.as_nanos();
+            self.filled &= !(1 << i);
+            if self.buckets[i].len() == 1 {
+                // Alone: it is the next event (a run with few events in
+                // flight pops most of them so).
+                self.len -= 1;
+                return self.buckets[i].pop();
+            }
+            let mut moving = std::mem::take(&mut self.buckets[i]);
+            for e in moving.drain(..) {
+                self.place(e);
+            }
+            // Its allocation is kept for the next events of that bucket.
+            self.buckets[i] = moving;
+        }
+        let e = self.due.pop()?;
+        self.len -= 1;
+        Some(e)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
+        self.due.retain(|e| keep(&e.event));
+        let mut all = Vec::new();
+        for b in &mut self.buckets {
+            all.extend(b.drain(..).filter(|e| keep(&e.event)));
+        }
+        self.filled = 0;
+        for e in all {
+            self.place(e);
+        }
+        self.len = self.due.len() + self.buckets.iter().map(Vec::len).sum::<usize>();
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Entry<E>> {
+        self.due.iter().chain(self.buckets.iter().flatten())
+    }
+}
+
 /// A queue of events of type `E`, each due at a [`SimTime`].
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: Radix<E>,
     /// Next sequence number of each source.
     seqs: Vec<u64>,
     next_num: u64,
@@ -82,7 +212,7 @@ impl<E> EventQueue<E> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
         EventQueue {
-            heap: BinaryHeap::new(),
+            heap: Radix::new(),
             seqs: Vec::new(),
             next_num: 0,
             now: SimTime::ZERO,
@@ -188,12 +318,12 @@ impl<E> EventQueue<E> {
 
     /// Number of pending events.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len
     }
 
     /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.heap.len == 0
     }
 
     /// Number of events popped so far.
@@ -205,7 +335,7 @@ impl<E> EventQueue<E> {
     /// drops, after building the whole network, the events of what it does
     /// not own). Their order is unchanged.
     pub fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
-        self.heap.retain(|e| keep(&e.event));
+        self.heap.retain(&mut keep);
     }
 
     /// All pending events, in no particular order (for accounting, e.g.
@@ -287,6 +417,53 @@ mod tests {
             assert_eq!(q.pop().unwrap().1, want);
         }
         assert!(q.is_empty());
+    }
+
+    /// The radix store across every scale of time: gaps from nanoseconds to
+    /// centuries (every bucket used), pops interleaved with schedules at
+    /// the current time and between, and `advance_to` in between; the
+    /// order must be the sorted reference's.
+    #[test]
+    fn matches_the_reference_across_every_scale_of_time() {
+        let mut q = EventQueue::new();
+        let mut reference: Vec<(u64, u32, u64)> = Vec::new();
+        let mut seqs = [0u64; 3];
+        let mut next = stream(0x2545_f491_4f6c_dd1d);
+        for round in 0..30_000u64 {
+            for _ in 0..next() % 3 {
+                let now = q.now().as_nanos();
+                let gap = match next() % 4 {
+                    0 => 0,
+                    1 => next() % 16,
+                    _ => next() >> (next() % 64),
+                };
+                let t = now.saturating_add(gap).min(u64::MAX - 1);
+                let s = (next() % 3) as u32;
+                let e = (t, s, seqs[s as usize]);
+                seqs[s as usize] += 1;
+                q.schedule(SimTime::from_nanos(t), s, e);
+                reference.push(e);
+            }
+            if round % 7 == 0 {
+                // Forward, never past what is pending.
+                let limit = reference.iter().map(|e| e.0).min().unwrap_or(u64::MAX - 1);
+                let now = q.now().as_nanos();
+                q.advance_to(SimTime::from_nanos(now + (limit - now) / 2));
+            }
+            if round % 2 == 0 {
+                reference.sort_unstable();
+                let want = (!reference.is_empty()).then(|| reference.remove(0));
+                assert_eq!(q.peek_time().map(|t| t.as_nanos()), want.map(|e| e.0));
+                assert_eq!(q.peek_event().copied(), want);
+                assert_eq!(q.pop().map(|(_, e)| e), want);
+            }
+        }
+        assert_eq!(q.len(), reference.len());
+        reference.sort_unstable();
+        for want in reference {
+            assert_eq!(q.pop().unwrap().1, want);
+        }
+        assert!(q.is_empty() && q.pop().is_none());
     }
 
     /// What partitions rely on: the same events from each source, with the
