@@ -28,10 +28,19 @@ pub const PROBE_HEADER: usize = 20;
 /// delays would cost megabytes per flow; this costs a few tens of kilobytes
 /// (thousands of flows are the norm) and keeps the extremes and moments
 /// exact.
+///
+/// Samples that fall in the histogram bucket of the one before are counted
+/// apart and added to the histogram in one go when one falls elsewhere
+/// (`Pending`): a flow's delays mostly repeat a bucket, and writing each
+/// into its flow's histogram, a cache miss apiece when thousands of flows
+/// take turns, was a tenth of a 10 000-flow run. What the histogram
+/// answers is the same, since it only ever tells samples apart by bucket.
 #[derive(Clone, Debug)]
 pub struct Samples {
-    /// Percentile histogram (u32 counts: 4 G samples per bucket is plenty).
-    pub hist: Histogram<u32>,
+    /// Percentile histogram (u32 counts: 4 G samples per bucket is plenty),
+    /// without the pending samples.
+    hist: Histogram<u32>,
+    pending: Pending,
     /// Number of samples.
     pub count: u64,
     /// Exact minimum.
@@ -42,6 +51,16 @@ pub struct Samples {
     m2: f64,
 }
 
+/// Samples recorded but not yet in the histogram: `n` of them, all in its
+/// bucket `lo..=hi`, the first of them `value`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pending {
+    value: u64,
+    lo: u64,
+    hi: u64,
+    n: u64,
+}
+
 impl Default for Samples {
     fn default() -> Self {
         Samples {
@@ -50,6 +69,7 @@ impl Default for Samples {
                 h.auto(true);
                 h
             },
+            pending: Pending::default(),
             count: 0,
             min: u64::MAX,
             max: 0,
@@ -61,11 +81,19 @@ impl Default for Samples {
 
 impl Samples {
     /// Adds a sample.
+    #[inline]
     pub fn record(&mut self, v: u64) {
-        // `record` grows the auto-resizing histogram; it fails only past
-        // its absolute limit, where saturating at the top is right.
-        if self.hist.record(v).is_err() {
-            self.hist.saturating_record(v);
+        let p = &mut self.pending;
+        if p.n > 0 && p.lo <= v && v <= p.hi && p.n < u64::from(u32::MAX) {
+            p.n += 1;
+        } else {
+            self.flush();
+            self.pending = Pending {
+                value: v,
+                lo: self.hist.lowest_equivalent(v),
+                hi: self.hist.highest_equivalent(v),
+                n: 1,
+            };
         }
         self.count += 1;
         self.min = self.min.min(v);
@@ -74,12 +102,84 @@ impl Samples {
         self.mean += d / self.count as f64;
         self.m2 += d * (v as f64 - self.mean);
     }
+
+    /// Puts the pending samples into the histogram.
+    fn flush(&mut self) {
+        let p = std::mem::take(&mut self.pending);
+        if p.n == 0 {
+            return;
+        }
+        let n = u32::try_from(p.n).unwrap_or(u32::MAX);
+        // `record_n` grows the auto-resizing histogram; it fails only past
+        // its absolute limit, where saturating at the top is right.
+        if self.hist.record_n(p.value, n).is_err() {
+            self.hist.saturating_record_n(p.value, n);
+        }
+    }
+
+    /// The histogram of every sample so far.
+    pub fn histogram(&mut self) -> &Histogram<u32> {
+        self.flush();
+        &self.hist
+    }
+
+    /// The values at `quantiles` (ascending, each in 0..=1), exactly as
+    /// [`Histogram::value_at_quantiles`] of every sample would give them,
+    /// in one pass; 0 for each if there are no samples.
+    pub fn quantiles<const N: usize>(&self, quantiles: [f64; N]) -> [u64; N] {
+        let mut out = [0u64; N];
+        let p = self.pending;
+        if p.n == 0 {
+            for (o, v) in out.iter_mut().zip(self.hist.value_at_quantiles(quantiles)) {
+                *o = v;
+            }
+            return out;
+        }
+        // The histogram's buckets that hold samples, as (highest value of
+        // the bucket, count), with the pending bucket merged in.
+        let mut pending = Some((p.hi, p.n));
+        let mut recorded = self
+            .hist
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), u64::from(v.count_at_value())))
+            .peekable();
+        let mut buckets = std::iter::from_fn(move || match (recorded.peek(), pending) {
+            (Some(&(hi, c)), Some((phi, pn))) if hi == phi => {
+                recorded.next();
+                pending = None;
+                Some((hi, c + pn))
+            }
+            (Some(&(hi, _)), Some(b)) if hi > b.0 => pending.take(),
+            (None, Some(_)) => pending.take(),
+            _ => recorded.next(),
+        });
+        let total = self.hist.len() + p.n;
+        let (mut seen, mut at) = (0u64, 0u64);
+        for (o, &q) in out.iter_mut().zip(quantiles.iter()) {
+            let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+            while seen < target {
+                let Some((hi, c)) = buckets.next() else {
+                    break;
+                };
+                seen += c;
+                at = hi;
+            }
+            *o = if q == 0.0 {
+                self.hist.lowest_equivalent(at)
+            } else {
+                self.hist.highest_equivalent(at)
+            };
+        }
+        out
+    }
+
     /// Makes the histogram cover samples up to `highest` ns now, so that a
     /// later sample below it never grows it: growing zeroes and copies tens
     /// of kilobytes, and in a real-time run whose flows all start together
     /// their first samples come together too (300 flows within 1.3 ms made
     /// events a millisecond late). Samples above `highest` still grow it.
     pub fn presize(&mut self, highest: u64) {
+        self.flush();
         if highest <= self.hist.high() {
             return;
         }
@@ -648,26 +748,75 @@ mod tests {
     #[test]
     fn presized_samples_do_not_grow_below_their_size() {
         let mut grown = Samples::default();
-        let before = grown.hist.distinct_values();
+        let before = grown.histogram().distinct_values();
         grown.record(54_000_000);
-        assert!(grown.hist.distinct_values() > before, "the default grows");
+        assert!(
+            grown.histogram().distinct_values() > before,
+            "the default grows"
+        );
 
         let mut s = Samples::default();
         s.record(150);
         s.presize(10_000_000_000);
-        let sized = s.hist.distinct_values();
+        let sized = s.histogram().distinct_values();
         for v in [54_000_000, 9_000_000_000, 100] {
             s.record(v);
         }
-        assert_eq!(s.hist.distinct_values(), sized);
-        assert_eq!(s.hist.len(), 4, "the sample from before is kept");
+        assert_eq!(s.histogram().distinct_values(), sized);
+        assert_eq!(s.histogram().len(), 4, "the sample from before is kept");
         assert_eq!((s.count, s.min, s.max), (4, 100, 9_000_000_000));
         // The median is the sample from before, within the 100 ns floor.
-        assert!(s.hist.value_at_quantile(0.5).abs_diff(150) < 100);
+        assert!(s.histogram().value_at_quantile(0.5).abs_diff(150) < 100);
         s.presize(1_000);
-        assert_eq!(s.hist.distinct_values(), sized, "presizing never shrinks");
+        assert_eq!(
+            s.histogram().distinct_values(),
+            sized,
+            "presizing never shrinks"
+        );
         s.record(50_000_000_000);
-        assert!(s.hist.distinct_values() > sized);
+        assert!(s.histogram().distinct_values() > sized);
+    }
+
+    /// Samples counted apart while they repeat a bucket answer every
+    /// quantile as a histogram given each sample at once does, pending or
+    /// flushed, over runs of repeats, spread, growth and extremes.
+    #[test]
+    fn pending_samples_give_the_quantiles_of_a_plain_histogram() {
+        let qs = [0.0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..60 {
+            let mut s = Samples::default();
+            let mut plain = Histogram::<u32>::new_with_bounds(100, 200, 3).unwrap();
+            plain.auto(true);
+            let n = [1, 2, 3, 10, 1000, 20_000][case % 6];
+            let mut v = 20_000_000u64;
+            for _ in 0..n {
+                v = match next() % 10 {
+                    // Mostly the same bucket (a steady path), or near it.
+                    0..=5 => v,
+                    6..=7 => v + next() % 2_000,
+                    8 => next() % 60_000_000_000,
+                    _ => next() % 300,
+                };
+                s.record(v);
+                plain.record(v).unwrap();
+                if case % 3 == 0 {
+                    let want: Vec<u64> = plain.value_at_quantiles(qs).collect();
+                    assert_eq!(s.quantiles(qs).to_vec(), want, "case {case}, pending");
+                }
+            }
+            let want: Vec<u64> = plain.value_at_quantiles(qs).collect();
+            assert_eq!(s.quantiles(qs).to_vec(), want, "case {case}");
+            assert_eq!(s.histogram().len(), plain.len());
+            assert_eq!(s.quantiles(qs).to_vec(), want, "case {case}, flushed");
+        }
+        assert_eq!(Samples::default().quantiles([0.5]), [0]);
     }
 
     #[test]

@@ -186,8 +186,8 @@ impl Percentiles {
         // of a 10 000-flow run: the histograms are tens of kilobytes). A
         // bucket's upper edge can lie beyond the exact extremes.
         let mut q = s
-            .hist
-            .value_at_quantiles([0.5, 0.9, 0.99, 0.999])
+            .quantiles([0.5, 0.9, 0.99, 0.999])
+            .into_iter()
             .map(|v| v.clamp(s.min, s.max));
         let mut next = || q.next().expect("one value per quantile");
         Some(Percentiles {
@@ -691,7 +691,9 @@ mod tests {
                 s.record((100.0 + 5e7 * u * u * u) as u64);
             }
             let p = Percentiles::of(&s).unwrap();
-            let each = |q: f64| s.hist.value_at_quantile(q).clamp(s.min, s.max);
+            let (min, max) = (s.min, s.max);
+            let h = s.histogram();
+            let each = |q: f64| h.value_at_quantile(q).clamp(min, max);
             assert_eq!(
                 (p.p50, p.p90, p.p99, p.p999),
                 (each(0.5), each(0.9), each(0.99), each(0.999)),
