@@ -281,6 +281,22 @@ pub(crate) fn probability(v: &Value<'_>) -> Read<f64> {
     Ok(p)
 }
 
+/// A probability where tools such as Mininet and netem take a percentage
+/// (`loss`, `corrupt`, `duplicate`): as [`probability`], but a bare 1 is
+/// refused, since a user of those tools who writes `loss = 1` means one
+/// percent, not every packet.
+pub(crate) fn percent_like(v: &Value<'_>) -> Read<f64> {
+    let p = probability(v)?;
+    if p == 1.0 && v.get_ref().as_str().is_none() {
+        return Err(
+            "a bare 1 would be every packet (a probability), where Mininet and netem read 1 as \
+             one percent: write '1%' (or 0.01) for one percent, or '100%' for every packet"
+                .to_string(),
+        );
+    }
+    Ok(p)
+}
+
 /// What reading an address needs of its family: IPv4's [`Ipv4Cidr`] or
 /// IPv6's [`Ipv6Cidr`], so that links, routes and pools read both with one
 /// piece of code.

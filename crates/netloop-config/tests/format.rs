@@ -502,6 +502,41 @@ endpoints = ["h2", "r1"]
     assert_eq!(other.queue.packets, Some(50));
 }
 
+/// Mininet's and netem's `loss=1` is one percent; here a bare 1 would be
+/// every packet, so it is refused with the ways to say either.
+#[test]
+fn a_bare_one_for_loss_corruption_or_duplication_is_refused() {
+    for field in ["loss", "corrupt", "duplicate"] {
+        for one in ["1", "1.0"] {
+            let e = one_error(&format!(
+                "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n{field} = {one}\n"
+            ));
+            assert!(
+                e.contains(&format!("field '{field}'")) && e.contains("write '1%' (or 0.01)"),
+                "{e}"
+            );
+        }
+        let l = ok(&format!(
+            "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\n{field} = \"100%\"\n"
+        ));
+        let d = &l.spec.links[0].a_to_b;
+        let p = match field {
+            "loss" => match d.loss {
+                LossSpec::Bernoulli { p } => p,
+                ref other => panic!("{other:?}"),
+            },
+            "corrupt" => d.corrupt,
+            _ => d.duplicate,
+        };
+        assert_eq!(p, 1.0, "{field} = \"100%\" is every packet");
+    }
+    // A model's own probabilities are probabilities: its bad state may lose
+    // every packet.
+    ok(&format!(
+        "{NODES}\n[[link]]\nendpoints = [\"h1\", \"r1\"]\nloss = {{ model = \"gilbert-elliott\", p = 0.1, r = 1, loss_bad = 1 }}\n"
+    ));
+}
+
 #[test]
 fn loss_forms() {
     let link = |loss: &str| {

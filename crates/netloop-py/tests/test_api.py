@@ -484,3 +484,20 @@ def test_required_real_hosts_fail_instead_of_skipping(
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*NETLOOP_REQUIRE_REAL=1: required here*"])
+
+
+def test_a_mininet_style_loss_of_1_is_refused_with_the_percent_form() -> None:
+    """Mininet's TCLink(loss=1) is 1 %; here a bare 1 would be every packet,
+    so it is refused, and the error says how to write either."""
+    net = netloop.Network("loss1")
+    net.add_host("a")
+    net.add_router("r")
+    net.add_link("a", "r", loss=1)
+    with pytest.raises(netloop.TopologyError) as e:
+        net.check()
+    assert "field 'loss'" in str(e.value) and "write '1%' (or 0.01)" in str(e.value)
+    ok = netloop.Network("loss1pct")
+    ok.add_host("a")
+    ok.add_router("r")
+    ok.add_link("a", "r", loss="1%")
+    ok.check()

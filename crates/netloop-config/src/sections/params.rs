@@ -241,8 +241,8 @@ pub(crate) fn read(t: &mut Table<'_, '_>, d: &mut Diag<'_>) -> Params {
         }),
         reorder: t.opt(d, "reorder", value::boolean),
         loss: None,
-        corrupt: t.opt(d, "corrupt", value::probability),
-        duplicate: t.opt(d, "duplicate", value::probability),
+        corrupt: t.opt(d, "corrupt", value::percent_like),
+        duplicate: t.opt(d, "duplicate", value::percent_like),
         mtu: t.opt(d, "mtu", |v| value::u32_in(v, 68, 65535, "an MTU in bytes")),
         overhead: t.opt(d, "overhead", |v| {
             value::u32_in(v, 0, 65535, "a number of bytes")
@@ -272,7 +272,7 @@ fn read_loss(t: &mut Table<'_, '_>, d: &mut Diag<'_>) -> Option<LossSpec> {
             return Some(LossSpec::None);
         }
         let p = t.opt(d, "loss", |v| {
-            value::probability(v).map_err(|e| {
+            value::percent_like(v).map_err(|e| {
                 format!(
                     "{e}, or a table like {{ model = \"gilbert-elliott\", p = 0.01, r = 0.25 }}"
                 )
