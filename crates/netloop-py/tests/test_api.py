@@ -91,6 +91,39 @@ def test_topology_errors_name_the_item_field_and_value() -> None:
         n2.to_toml()
 
 
+def test_errors_of_a_network_built_in_code_name_the_call_and_where() -> None:
+    """Not the lines of the TOML that netloop's loader read: the Python
+    call that made the item at fault, with its arguments, and the file and
+    line of this test that made it; each error its own."""
+    net = netloop.Network("calls", duration="fast")
+    net.add_host("a")
+    net.add_real_host("h", commands=[{"cmd": "true", "ready": "sctp:1"}])
+    net.add_router("r", forwarding_rate="lots")
+    net.add_link("a", "r", delay="1ms", queue=-5)
+    net.add_traffic("udp-cbr", "a", "nowhere", rate="1Mbps")
+    net.add_event("1s", "a-r", "sideways")
+    with pytest.raises(netloop.TopologyError) as e:
+        net.check()
+    lines = str(e.value).splitlines()
+    here = f"{__file__}:"
+    want = [
+        ("Network('calls', duration='fast')", "field 'duration'"),
+        ("add_real_host('h', commands=[{'cmd': 'true', 'ready': 'sctp:1'}])", "field 'command.ready'"),
+        ("add_router('r', forwarding_rate='lots')", "field 'forwarding_rate'"),
+        ("add_link('a', 'r', delay='1ms', queue=-5)", "field 'queue'"),
+        ("add_traffic('udp-cbr', 'a', 'nowhere', rate='1Mbps')", "'nowhere' is not a node"),
+        ("add_event('1s', 'a-r', 'sideways')", "field 'action'"),
+    ]
+    for call, what in want:
+        line = next((x for x in lines if x.startswith(call + " at " + here)), None)
+        assert line is not None and what in line, f"{call}: {lines}"
+    assert not any(x.startswith("calls:") and ":" in x.split(" ")[0][6:] for x in lines), lines
+    # A topology from a file keeps its own lines.
+    text = net.to_toml()
+    with pytest.raises(netloop.TopologyError, match=r"^t:\d+:\d+: "):
+        netloop.Network.from_toml(text, "t").check()
+
+
 def test_duplicate_node_and_missing_file_are_clear() -> None:
     net = netloop.Network("dup")
     net.add_host("a")
@@ -496,6 +529,7 @@ def test_a_mininet_style_loss_of_1_is_refused_with_the_percent_form() -> None:
     with pytest.raises(netloop.TopologyError) as e:
         net.check()
     assert "field 'loss'" in str(e.value) and "write '1%' (or 0.01)" in str(e.value)
+    assert "add_link('a', 'r', loss=1) at " in str(e.value)
     ok = netloop.Network("loss1pct")
     ok.add_host("a")
     ok.add_router("r")

@@ -10,9 +10,11 @@ to ``netloop._native`` and turns what comes back into Python objects.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -48,6 +50,20 @@ def _stop_all_at_exit() -> None:
 
 
 atexit.register(_stop_all_at_exit)
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _call(method: str, *args: Any, **kwargs: Any) -> str:
+    """How the user's code called ``method``, and where: the first frame
+    outside this package (``net.add_link('a', 'r', loss=1) at test.py:12``),
+    for errors to name the call rather than lines of generated TOML."""
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items() if v is not None]
+    f = sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _PACKAGE_DIR:
+        f = f.f_back
+    where = f" at {f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
+    return f"{method}({', '.join(shown)}){where}"
 
 
 class CommandError(NetloopError):
@@ -232,6 +248,13 @@ class Network:
         self._events: list[dict[str, Any]] = []
         self._endpoints: list[dict[str, Any]] = []
         self._objects: dict[str, Node] = {}
+        # The call that made each item, by (kind, index), and the lines of
+        # the generated TOML that each call's item took (see `_located`).
+        self._calls: dict[tuple[str, int], str] = {
+            ("run", 0): _call("Network", name, seed=seed, duration=duration, **run),
+            ("defaults", 0): _call("Network", name, link_defaults=link_defaults),
+        }
+        self._spans: list[tuple[int, int, str]] = []
         self._native: _native.LiveRun | None = None
         self._results: Results | None = None
         self._info: dict[str, Any] | None = None
@@ -262,10 +285,11 @@ class Network:
             )
         return net
 
-    def _add_node(self, obj: Node, fields: Mapping[str, Any]) -> Any:
+    def _add_node(self, obj: Node, fields: Mapping[str, Any], call: str) -> Any:
         self._editable()
         if obj.name in self._objects:
-            raise TopologyError(f"{self.name}: a node named {obj.name!r} exists already")
+            raise TopologyError(f"{call}: a node named {obj.name!r} exists already")
+        self._calls[("node", len(self._nodes))] = call
         self._nodes.append({"name": obj.name, "kind": obj.kind, **fields})
         self._objects[obj.name] = obj
         return obj
@@ -273,7 +297,7 @@ class Network:
     def add_host(self, name: str, **fields: Any) -> Node:
         """A simulated host (ARP, ICMP, UDP, TCP): the source and sink of
         simulated traffic."""
-        return self._add_node(Node(self, name, "host"), fields)
+        return self._add_node(Node(self, name, "host"), fields, _call("add_host", name, **fields))
 
     def add_real_host(
         self, name: str, *, via: str | None = None, commands: Sequence[Mapping[str, Any]] = (), **fields: Any
@@ -283,21 +307,23 @@ class Network:
         extra = {"via": via, **fields}
         if commands:
             extra["command"] = [dict(c) for c in commands]
-        return self._add_node(Host(self, name), extra)
+        call = _call("add_real_host", name, via=via, commands=list(commands) or None, **fields)
+        return self._add_node(Host(self, name), extra, call)
 
     def add_router(self, name: str, **fields: Any) -> Node:
         """A router (``forwarding_rate``, ``forwarding_queue``, …): IPv4,
         and IPv6 too in a network made with ``ipv6=True``."""
-        return self._add_node(Node(self, name, "router"), fields)
+        return self._add_node(Node(self, name, "router"), fields, _call("add_router", name, **fields))
 
     def add_switch(self, name: str, **fields: Any) -> Node:
         """An Ethernet learning switch."""
-        return self._add_node(Node(self, name, "switch"), fields)
+        return self._add_node(Node(self, name, "switch"), fields, _call("add_switch", name, **fields))
 
     def add_attached(self, name: str, interface: str, *, force: bool = False) -> Node:
         """An existing interface of this machine (a NIC, a veth end) made a
         node: whatever is behind it joins the network."""
-        return self._add_node(Node(self, name, "attached"), {"interface": interface, "force": force or None})
+        call = _call("add_attached", name, interface, force=force or None)
+        return self._add_node(Node(self, name, "attached"), {"interface": interface, "force": force or None}, call)
 
     def add_link(
         self,
@@ -323,6 +349,9 @@ class Network:
         self._editable()
         ends = [str(a), str(b)]
         link_name = name or f"{ends[0]}-{ends[1]}"
+        self._calls[("link", len(self._links))] = _call(
+            "add_link", ends[0], ends[1], name=name, addresses=addresses, subnet=subnet, addresses6=addresses6,
+            subnet6=subnet6, a_to_b=a_to_b, b_to_a=b_to_a, **params)
         self._links.append({
             "name": name, "endpoints": ends, "addresses": list(addresses) if addresses else None,
             "subnet": subnet, "addresses6": list(addresses6) if addresses6 else None,
@@ -334,6 +363,7 @@ class Network:
         """A static route on a router or host: an IPv4 prefix and next hop,
         or (in a network made with ``ipv6=True``) IPv6 ones."""
         self._editable()
+        self._calls[("route", len(self._routes))] = _call("add_route", str(node), prefix, via)
         self._routes.append({"node": str(node), "prefix": prefix, "via": via})
 
     def add_traffic(self, kind: str, src: NodeRef, dst: NodeRef, *, name: str | None = None, **params: Any) -> None:
@@ -342,12 +372,16 @@ class Network:
         ``traceroute``, with their parameters (``rate``, ``size``, ``start``,
         ``count``, …)."""
         self._editable()
+        self._calls[("traffic", len(self._traffic))] = _call("add_traffic", kind, str(src), str(dst), name=name,
+                                                             **params)
         self._traffic.append({"name": name, "kind": kind, "from": str(src), "to": str(dst), **params})
 
     def add_event(self, at: str, link: str | Link, action: str, *, direction: str | None = None, **params: Any) -> None:
         """A scheduled change to a link (``down``, ``up``, ``set`` with
         parameters) at simulated time ``at``."""
         self._editable()
+        self._calls[("event", len(self._events))] = _call(
+            "add_event", at, str(getattr(link, "name", link)), action, direction=direction, **params)
         self._events.append({"at": at, "link": str(getattr(link, "name", link)), "direction": direction, "action": action, **params})
 
     def add_endpoint(self, name: str, host: NodeRef, port: int, *, to: str | None = None,
@@ -361,6 +395,8 @@ class Network:
         in order). ``federate`` is for HELICS federations
         (docs/cosimulation.md)."""
         self._editable()
+        self._calls[("endpoint", len(self._endpoints))] = _call(
+            "add_endpoint", name, str(host), port, to=to, federate=federate, protocol=protocol)
         self._endpoints.append({"name": name, "host": str(host), "port": port, "protocol": protocol, "to": to,
                                 "federate": federate})
 
@@ -376,17 +412,55 @@ class Network:
         if self._text is not None:
             return self._text
         parts = [f"# {self.name}: written by netloop's Python API\n"]
+        spans: list[tuple[int, int, str]] = []
+        line = 2  # after the comment line: each part is joined after a newline
+
+        def add(text: str, call: tuple[str, int]) -> None:
+            nonlocal line
+            first = line + 1
+            line += text.count("\n") + 1
+            parts.append(text)
+            spans.append((first, line, self._calls.get(call, "")))
+
         run = {k: v for k, v in self._run.items() if v is not None}
         if run:
-            parts.append(_toml.table("[run]", run, "run"))
+            add(_toml.table("[run]", run, "run"), ("run", 0))
         if self._defaults:
-            parts.append(_toml.table("[defaults.link]", self._defaults, "link_defaults"))
+            add(_toml.table("[defaults.link]", self._defaults, "link_defaults"), ("defaults", 0))
         for kind, items in (("node", self._nodes), ("link", self._links), ("route", self._routes),
                             ("traffic", self._traffic), ("event", self._events),
                             ("endpoint", self._endpoints)):
             for i, item in enumerate(items):
-                parts.append(_toml.table(f"[[{kind}]]", item, f"{kind}[{i}]"))
+                add(_toml.table(f"[[{kind}]]", item, f"{kind}[{i}]"), (kind, i))
+        self._spans = spans
         return "\n".join(parts)
+
+    @contextlib.contextmanager
+    def _located(self) -> Any:
+        """Errors of a network built in code name the Python call that made
+        the item at fault and where it was made, instead of a line of the
+        TOML that netloop's loader read (``NAME:LINE:COL: link 'a-r', field
+        'loss': …`` becomes ``add_link('a', 'r', loss=1) at test.py:12:
+        link 'a-r', field 'loss': …``)."""
+        try:
+            yield
+        except TopologyError as e:
+            if self._text is not None or not self._spans:
+                raise
+            raise TopologyError(self._explain(str(e))) from None
+
+    def _explain(self, message: str) -> str:
+        at = re.compile(rf"^{re.escape(self.name)}:(\d+):\d+: (.*)$")
+
+        def one(line: str) -> str:
+            m = at.match(line)
+            if m is None:
+                return line
+            n = int(m.group(1))
+            call = next((c for first, last, c in self._spans if first <= n <= last and c), None)
+            return f"{call}: {m.group(2)}" if call else line
+
+        return "\n".join(one(line) for line in message.split("\n"))
 
     def info(self) -> dict[str, Any]:
         """Checks the topology and returns what was built: nodes with their
@@ -394,7 +468,8 @@ class Network:
         with every problem found."""
         if self._info is None:
             # The results document of the built network at time zero.
-            r = json.loads(_native.check(self.to_toml(), self.name))
+            with self._located():
+                r = json.loads(_native.check(self.to_toml(), self.name))
             self._info = {
                 "nodes": [{k: n[k] for k in ("name", "kind", "interfaces")} for n in r["nodes"]],
                 "links": [link["name"] for link in r["links"]],
@@ -453,9 +528,10 @@ class Network:
         ``add_router("r1", partition=1)``; see docs/partitions.md)."""
         cb = _progress_printer(self.name) if progress is True else (progress or None)
         try:
-            raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
-                                   pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb,
-                                   partitions=partitions)
+            with self._located():
+                raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
+                                       pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb,
+                                       partitions=partitions)
         finally:
             if progress is True:
                 print(file=sys.stderr, flush=True)
@@ -466,7 +542,9 @@ class Network:
         advance its time (:meth:`SteppedSimulation.run_until`) and send and
         receive messages at its endpoints (:meth:`add_endpoint`) in between.
         How a Python co-simulation drives netloop without HELICS."""
-        return SteppedSimulation(_native.Stepped(self.to_toml(), self.name, duration=duration, seed=seed), self.name)
+        with self._located():
+            native = _native.Stepped(self.to_toml(), self.name, duration=duration, seed=seed)
+        return SteppedSimulation(native, self.name)
 
     # ----- in real time ---------------------------------------------------
 
@@ -499,13 +577,14 @@ class Network:
         self._results = None
         self._catch_sigterm()
         try:
-            self._native = _native.LiveRun.start(
-                self.to_toml(), self.name, os.fspath(log_dir),
-                duration=duration or _UNTIL_STOPPED, pcap=list(pcap),
-                pcap_dir=os.fspath(pcap_dir if pcap_dir is not None else log_dir),
-                priority=priority or None, steer=steer, late_threshold=late_threshold,
-                partitions=partitions,
-            )
+            with self._located():
+                self._native = _native.LiveRun.start(
+                    self.to_toml(), self.name, os.fspath(log_dir),
+                    duration=duration or _UNTIL_STOPPED, pcap=list(pcap),
+                    pcap_dir=os.fspath(pcap_dir if pcap_dir is not None else log_dir),
+                    priority=priority or None, steer=steer, late_threshold=late_threshold,
+                    partitions=partitions,
+                )
         except BaseException:
             self._restore_sigterm()
             raise
