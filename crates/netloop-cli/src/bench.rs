@@ -278,7 +278,7 @@ fn run_mpi(
     load: u64,
     ranks: u32,
 ) -> anyhow::Result<(Sample, serde_json::Value)> {
-    let me = std::env::current_exe().context("finding this netloop binary")?;
+    let me = crate::self_command()?;
     let json = std::env::temp_dir().join(format!("netloop-bench-mpi-{}.json", std::process::id()));
     let t0 = Instant::now();
     let mut cmd = Command::new("mpirun");
@@ -289,7 +289,7 @@ fn run_mpi(
     }
     let out = cmd
         .args(["--oversubscribe", "-np", &ranks.to_string()])
-        .arg(&me)
+        .args(&me)
         .args(["bench", "speed-rank", "--scenario", scenario.name()])
         .args(["--sites", &sites.to_string(), "--flows", &flows.to_string()])
         .args([

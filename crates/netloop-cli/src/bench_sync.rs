@@ -182,7 +182,7 @@ fn print_table(rows: &[Row], cores: u32, repeats: u32) {
 /// One measurement on `ranks` MPI ranks: the slowest rank's seconds per
 /// round.
 fn mpi_once(ranks: u32, rounds: u64, frames: usize, len: usize) -> anyhow::Result<f64> {
-    let me = std::env::current_exe().context("finding this netloop binary")?;
+    let me = crate::self_command()?;
     let json = std::env::temp_dir().join(format!("netloop-bench-sync-{}.json", std::process::id()));
     let mut cmd = Command::new("mpirun");
     if nix::unistd::geteuid().is_root() {
@@ -192,7 +192,7 @@ fn mpi_once(ranks: u32, rounds: u64, frames: usize, len: usize) -> anyhow::Resul
     }
     let out = cmd
         .args(["--oversubscribe", "-np", &ranks.to_string()])
-        .arg(&me)
+        .args(&me)
         .args(["bench", "sync-rank", "--rounds", &rounds.to_string()])
         .args(["--frames", &frames.to_string(), "--len", &len.to_string()])
         .arg("--json")

@@ -191,8 +191,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         }
         return crate::run::demo_simulated(args);
     }
-    let exe = std::env::current_exe().context("cannot find the netloop binary's path")?;
-    let netloop = exe.display().to_string();
+    let netloop = crate::self_command_line()?;
     let out = args.json_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("netloop-demo-{}", std::process::id()))
     });
@@ -358,6 +357,7 @@ fn run_one(
         false,
         None,
         Vec::new(),
+        None,
     )?;
     print_summary(name, &o.results);
     print_report(&o.report);

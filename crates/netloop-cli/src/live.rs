@@ -53,6 +53,7 @@ pub fn execute_live(
     quiet: bool,
     cut: Option<&netloop_model::partition::Cut>,
     taps: Vec<netloop_model::partition::PartitionTaps>,
+    series: Option<&mut netloop_model::series::SeriesWriter>,
 ) -> anyhow::Result<LiveOutcome> {
     // A co-simulation: the federate runs on a thread of its own beside the
     // engine, talking to it through the engine's request channel.
@@ -127,6 +128,7 @@ pub fn execute_live(
             cut,
             taps,
             remote,
+            series,
         );
         let cosim = thread.map(|t| {
             // The run is over; a federate still waiting on the federation
@@ -173,6 +175,7 @@ fn execute_live_inner(
     cut: Option<&netloop_model::partition::Cut>,
     taps: Vec<netloop_model::partition::PartitionTaps>,
     remote: Option<netloop_io::live::Remote>,
+    series: Option<&mut netloop_model::series::SeriesWriter>,
 ) -> anyhow::Result<LiveOutcome> {
     let spin_ns = sim.net.spec().run.spin.as_nanos();
     let duration = sim.net.spec().run.duration;
@@ -225,6 +228,7 @@ fn execute_live_inner(
             remote,
             cut,
             taps,
+            series,
         },
     )
     .map_err(|e| anyhow!("{e}"))?;

@@ -12,6 +12,7 @@ use netloop_model::network::Node;
 use netloop_model::partition::PartitionTaps;
 use netloop_model::results::Results;
 use netloop_model::routing::{Prefix, Route};
+use netloop_model::series::SeriesWriter;
 use netloop_model::Simulation;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,16 @@ pub struct RunArgs {
     /// Override the file's duration (e.g. `30s`).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<SimDuration>,
+    /// Sample the run's counters every INTERVAL of simulated time (e.g.
+    /// `100ms`) into a time series written as the run goes (JSON Lines, see
+    /// docs/results-schema.md): links, flows, and a real-time run's own
+    /// figures. Into `--stats FILE`, or beside `--json`'s file
+    /// (`results.json` → `results.series.jsonl`).
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
+    pub stats_interval: Option<SimDuration>,
+    /// Where `--stats-interval` writes the time series.
+    #[arg(long, value_name = "PATH", requires = "stats_interval")]
+    pub stats: Option<PathBuf>,
     /// Print no summary tables.
     #[arg(long, short)]
     pub quiet: bool,
@@ -286,7 +297,11 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow:
 
 /// Runs a built simulation with a progress bar and Ctrl-C handling; returns
 /// the wall-clock seconds and whether it was interrupted.
-fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
+fn execute(
+    sim: &mut Simulation,
+    progress: bool,
+    series: Option<&mut SeriesWriter>,
+) -> anyhow::Result<(f64, bool)> {
     let interrupted = crate::live::interrupted();
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let bar = if progress {
@@ -306,7 +321,7 @@ fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
     };
     let start = Instant::now();
     let mut shown = false;
-    sim.run(1 << 16, |now, _events| {
+    let mut report = |now: SimTime, _events: u64| {
         if let Some(b) = &bar {
             let wall = start.elapsed().as_secs_f64();
             if wall > 1.0 || shown {
@@ -319,12 +334,97 @@ fn execute(sim: &mut Simulation, progress: bool) -> (f64, bool) {
             }
         }
         !interrupted.load(Ordering::SeqCst)
-    });
+    };
+    match series {
+        None => {
+            sim.run(1 << 16, &mut report);
+        }
+        Some(s) => {
+            // In steps to each sample's time: every event due then has run.
+            loop {
+                let until = s.next_at().min(end);
+                sim.run_until(until, 1 << 16, &mut report);
+                if interrupted.load(Ordering::SeqCst) {
+                    break;
+                }
+                if s.next_at() <= until {
+                    s.sample(&sim.net, &sim.flows, until, None)
+                        .context("writing the time series")?;
+                }
+                if until >= end {
+                    break;
+                }
+            }
+            // The state the run ended in (interrupted, or off the grid).
+            let now = sim.queue.now();
+            if s.last_at().is_none_or(|t| t < now) {
+                s.sample(&sim.net, &sim.flows, now, None)
+                    .context("writing the time series")?;
+            }
+        }
+    }
     let wall = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    (wall, interrupted.load(Ordering::SeqCst))
+    Ok((wall, interrupted.load(Ordering::SeqCst)))
+}
+
+/// The time series `netloop run --stats-interval` asks for, started: its
+/// file (`--stats`, or beside `--json`'s) and header. Refused where it is
+/// not made yet: runs cut into partitions, and co-simulations as fast as
+/// possible.
+fn start_series(
+    args: &RunArgs,
+    sim: &Simulation,
+    partitioned: bool,
+    realtime: bool,
+    topology: &str,
+) -> anyhow::Result<Option<SeriesWriter>> {
+    let Some(interval) = args.stats_interval else {
+        return Ok(None);
+    };
+    if interval == SimDuration::ZERO {
+        return Err(anyhow!(
+            "--stats-interval 0: the interval must be longer than zero, e.g. 100ms"
+        ));
+    }
+    if partitioned {
+        return Err(anyhow!(
+            "--stats-interval: a run cut into partitions (--partitions, --mpi) has no time series \
+             yet; run it as one partition"
+        ));
+    }
+    if sim.net.spec().helics.is_some() && !realtime {
+        return Err(anyhow!(
+            "--stats-interval: a co-simulation ([helics]) as fast as possible has no time series \
+             yet (one in real time has)"
+        ));
+    }
+    let path = match (&args.stats, &args.json) {
+        (Some(p), _) => p.clone(),
+        (None, Some(json)) => json.with_extension("series.jsonl"),
+        (None, None) => {
+            return Err(anyhow!(
+                "--stats-interval needs a file: --stats PATH, or --json PATH (beside which it goes)"
+            ))
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating {} for the time series", dir.display()))?;
+    }
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("creating the time series {}", path.display()))?;
+    let w = SeriesWriter::new(
+        Box::new(file),
+        interval,
+        &sim.net,
+        &sim.flows,
+        Some(topology),
+    )
+    .with_context(|| format!("writing the time series {}", path.display()))?;
+    Ok(Some(w))
 }
 
 /// [`execute`] for a run cut into partitions (`--partitions`): returns the
@@ -471,6 +571,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default()
     };
     let topology = args.file.display().to_string();
+    let mut series = start_series(args, &sim, args.mpi || cut.is_some(), realtime, &topology)?;
     let mut failed = false;
     if args.mpi && args.realtime {
         return Err(anyhow!(
@@ -495,6 +596,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.quiet,
             cut.as_ref(),
             taps(&parted, cut.as_ref().map_or(1, |c| c.parts)),
+            series.as_mut(),
         )?;
         if !args.quiet {
             print_summary(&topology, &out.results);
@@ -535,7 +637,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         (results, interrupted)
     } else {
-        let (wall, interrupted) = execute(&mut sim, !args.no_progress && !args.quiet);
+        let (wall, interrupted) =
+            execute(&mut sim, !args.no_progress && !args.quiet, series.as_mut())?;
         let results = sim.results("afap", Some(wall), Some(topology.clone()));
         if !args.quiet {
             print_summary(&topology, &results);
@@ -948,7 +1051,7 @@ pub fn demo_simulated(args: &DemoArgs) -> anyhow::Result<ExitCode> {
                 loaded.sources.located(&e)
             )
         })?;
-        let (wall, interrupted) = execute(&mut sim, true);
+        let (wall, interrupted) = execute(&mut sim, true, None)?;
         let r = sim.results("afap", Some(wall), Some(name.clone()));
         print_summary(&name, &r);
         println!("{note}\n");

@@ -301,7 +301,7 @@ fn a_run_whose_flows_deliver_nothing_says_so() {
         )
     };
     let f = d.join("dead.toml");
-    std::fs::write(&f, topo("1.0")).unwrap();
+    std::fs::write(&f, topo("\"100%\"")).unwrap();
     let out = netloop(&["run", f.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");

@@ -17,6 +17,7 @@ use netloop_core::{SimDuration, SimTime};
 use netloop_model::build::RealNode;
 use netloop_model::partition::Cut;
 use netloop_model::results::{Results, SimView};
+use netloop_model::series::SeriesWriter;
 use netloop_model::share::Share;
 use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind, ReadyProtocol, ReadySpec};
 use netloop_model::Simulation;
@@ -92,6 +93,22 @@ pub struct LiveOptions<'a> {
     /// (partition 0's go to the run's own network): the parts of a
     /// partitioned run's captures ([`crate::pcapparts`]).
     pub taps: Vec<netloop_model::partition::PartitionTaps>,
+    /// A time series to sample the run into (one partition only: the
+    /// caller refuses it with `cut`).
+    pub series: Option<&'a mut SeriesWriter>,
+}
+
+/// What a real-time run's time series carries of its self-report at each
+/// sample: figures since the start.
+fn series_realtime(r: &RtReport) -> serde_json::Value {
+    serde_json::json!({
+        "kept_up": r.kept_up,
+        "events": r.events,
+        "late_events": r.late_events,
+        "event_lateness": r.event_lateness,
+        "input_latency": r.input_latency,
+        "boundary_lost": r.boundary_lost,
+    })
 }
 
 /// How the partitions of a real-time run went: `partitions` in its report.
@@ -628,6 +645,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let any_wait = scheduled.iter().any(|c| c.wait);
     let until = SimTime::ZERO + sim.net.spec().run.duration;
     let remote = opts.remote.take();
+    let mut series = opts.series.take();
     let rt_opts = RtOptions {
         until,
         spin_ns: opts.spin_ns,
@@ -647,6 +665,16 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let report = {
         let mut control = |ctl: &mut Control<'_>| -> Step {
             let now = ctl.now;
+            if let Some(s) = series.as_deref_mut() {
+                if s.next_at() <= now {
+                    let rt = series_realtime(&ctl.realtime());
+                    if let Err(e) = s.sample(ctl.net, flows, now, Some(&rt)) {
+                        failure = Some(Error::os("writing the time series", e));
+                        return Step::Stop;
+                    }
+                }
+            }
+            let next_sample = series.as_deref().map_or(SimTime::MAX, |s| s.next_at());
             if let Some(r) = &remote {
                 if serve(
                     r,
@@ -660,7 +688,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 }
             }
             let Some(s) = session.as_mut() else {
-                return Step::Continue(SimTime::MAX);
+                return Step::Continue(next_sample);
             };
             for c in scheduled.iter_mut() {
                 if c.started.is_none() && c.start <= now {
@@ -694,7 +722,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 .map(|c| c.start)
                 .min()
                 .unwrap_or(SimTime::MAX);
-            Step::Continue(next_start.min(now + POLL_COMMANDS))
+            Step::Continue(next_start.min(now + POLL_COMMANDS).min(next_sample))
         };
         let helper_opts = crate::rtpart::HelperOptions {
             late_threshold_ns: opts.late_threshold_ns,
@@ -753,6 +781,15 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
         })?
     };
     let (report, ends) = report;
+    if let Some(s) = series {
+        // The state the run ended in, unless a sample just showed it.
+        let end = sim.queue.now();
+        if s.last_at().is_none_or(|t| t < end) && failure.is_none() {
+            if let Err(e) = s.sample(&sim.net, &sim.flows, end, Some(&series_realtime(&report))) {
+                failure = Some(Error::os("writing the time series", e));
+            }
+        }
+    }
     let run_id = session.as_ref().map(|s| s.run_id().to_string());
     // Programs that exited since the last poll (the loop polls every 20 ms)
     // exited by themselves: their status belongs in the report, not

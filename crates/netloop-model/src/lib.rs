@@ -24,7 +24,8 @@
 //!   IPv6 sides share (addresses, groups, the ICMPv6 they originate);
 //!   [`pmtu`]: a host's path MTU cache.
 //! - [`stats`], [`results`]: drop reasons, counters, the conservation ledger,
-//!   and the versioned JSON results.
+//!   and the versioned JSON results; [`series`]: the counters sampled at an
+//!   interval and written as the run goes.
 
 pub mod apps;
 pub mod arp;
@@ -48,6 +49,7 @@ pub mod reassembly;
 pub mod results;
 pub mod router;
 pub mod routing;
+pub mod series;
 pub mod share;
 pub mod spec;
 pub mod stats;

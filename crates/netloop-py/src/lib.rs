@@ -400,6 +400,7 @@ impl LiveRun {
                         remote: Some(remote),
                         cut: cut.as_ref(),
                         taps,
+                        series: None,
                     },
                 );
                 if let Some(p) = parted {
@@ -581,6 +582,16 @@ impl Drop for LiveRun {
     }
 }
 
+/// The `netloop` command (`netloop.__main__`): runs the command line
+/// `argv` (the program's name first) as the netloop binary would, and
+/// returns its exit status. The interpreter's lock is let go meanwhile.
+#[pyfunction]
+fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.allow_threads(|| {
+        netloop_cli::exit_status(netloop_cli::main_with(argv.into_iter().map(Into::into)))
+    })
+}
+
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -591,6 +602,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(clean, m)?)?;
     m.add_function(wrap_pyfunction!(privileges_missing, m)?)?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_class::<LiveRun>()?;
     m.add_class::<stepped::Stepped>()?;
     Ok(())
