@@ -278,18 +278,9 @@ fn run_mpi(
     load: u64,
     ranks: u32,
 ) -> anyhow::Result<(Sample, serde_json::Value)> {
-    let me = crate::self_command()?;
     let json = std::env::temp_dir().join(format!("netloop-bench-mpi-{}.json", std::process::id()));
     let t0 = Instant::now();
-    let mut cmd = Command::new("mpirun");
-    if nix::unistd::geteuid().is_root() {
-        // Open MPI refuses root unless told (CI and the benchmark run as root).
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    }
-    let out = cmd
-        .args(["--oversubscribe", "-np", &ranks.to_string()])
-        .args(&me)
+    let out = mpirun(ranks)?
         .args(["bench", "speed-rank", "--scenario", scenario.name()])
         .args(["--sites", &sites.to_string(), "--flows", &flows.to_string()])
         .args([
@@ -329,6 +320,20 @@ fn run_mpi(
         max_rss_kb: None,
     };
     Ok((sample, v))
+}
+
+/// `mpirun --oversubscribe -np RANKS` running this netloop (its command
+/// line follows): as root, with Open MPI told to allow it (CI and the
+/// benchmark run as root; Open MPI refuses that unless told).
+pub(crate) fn mpirun(ranks: u32) -> anyhow::Result<Command> {
+    let mut cmd = Command::new("mpirun");
+    if nix::unistd::geteuid().is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    cmd.args(["--oversubscribe", "-np", &ranks.to_string()])
+        .args(crate::self_command()?);
+    Ok(cmd)
 }
 
 /// `bench speed-rank`: one rank's part of [`run_mpi`].

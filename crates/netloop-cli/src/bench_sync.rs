@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use crate::format;
 use crate::run::write_json_atomic;
@@ -92,6 +92,16 @@ pub fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
     let len = a.len as usize;
     let mut rows = Vec::new();
     for &frames in &a.frames {
+        let row = |transport, partitions, round_seconds: Vec<f64>| Row {
+            transport,
+            partitions,
+            frames_per_round: frames,
+            frame_bytes: len,
+            rounds: a.rounds,
+            round_seconds_median: median(&round_seconds),
+            round_seconds,
+            oversubscribed: partitions > cores,
+        };
         for &p in &a.partitions {
             let round_seconds: Vec<f64> = (0..a.repeats)
                 .map(|_| {
@@ -102,31 +112,13 @@ pub fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
                     slowest.as_secs_f64() / a.rounds as f64
                 })
                 .collect();
-            rows.push(Row {
-                transport: "threads",
-                partitions: p,
-                frames_per_round: frames,
-                frame_bytes: len,
-                rounds: a.rounds,
-                round_seconds_median: median(&round_seconds),
-                round_seconds,
-                oversubscribed: p > cores,
-            });
+            rows.push(row("threads", p, round_seconds));
         }
         for &p in &a.mpi_ranks {
             let round_seconds = (0..a.repeats)
                 .map(|_| mpi_once(p, a.rounds, frames, len))
                 .collect::<anyhow::Result<Vec<f64>>>()?;
-            rows.push(Row {
-                transport: "mpi",
-                partitions: p,
-                frames_per_round: frames,
-                frame_bytes: len,
-                rounds: a.rounds,
-                round_seconds_median: median(&round_seconds),
-                round_seconds,
-                oversubscribed: p > cores,
-            });
+            rows.push(row("mpi", p, round_seconds));
         }
     }
     print_table(&rows, cores, a.repeats);
@@ -182,17 +174,8 @@ fn print_table(rows: &[Row], cores: u32, repeats: u32) {
 /// One measurement on `ranks` MPI ranks: the slowest rank's seconds per
 /// round.
 fn mpi_once(ranks: u32, rounds: u64, frames: usize, len: usize) -> anyhow::Result<f64> {
-    let me = crate::self_command()?;
     let json = std::env::temp_dir().join(format!("netloop-bench-sync-{}.json", std::process::id()));
-    let mut cmd = Command::new("mpirun");
-    if nix::unistd::geteuid().is_root() {
-        // Open MPI refuses root unless told (CI and the benchmark run as root).
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    }
-    let out = cmd
-        .args(["--oversubscribe", "-np", &ranks.to_string()])
-        .args(&me)
+    let out = crate::bench::mpirun(ranks)?
         .args(["bench", "sync-rank", "--rounds", &rounds.to_string()])
         .args(["--frames", &frames.to_string(), "--len", &len.to_string()])
         .arg("--json")

@@ -138,13 +138,16 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Probe { which } => probe::probe(which),
         Command::Bench { which } => bench::bench(which),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
-    }
+    };
+    // Inside Python no exit of this process flushes what is left.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code
 }
 
 /// The number an [`ExitCode`] stands for (`ExitCode` keeps it to itself,

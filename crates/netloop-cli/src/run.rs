@@ -46,10 +46,11 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<SimDuration>,
     /// Sample the run's counters every INTERVAL of simulated time (e.g.
-    /// `100ms`) into a time series written as the run goes (JSON Lines, see
-    /// docs/results-schema.md): links, flows, and a real-time run's own
+    /// `100ms`) into a time series written as the run goes (JSON Lines):
+    /// links, flows, and a real-time run's own
     /// figures. Into `--stats FILE`, or beside `--json`'s file
-    /// (`results.json` → `results.series.jsonl`).
+    /// (`results.json` → `results.series.jsonl`); the format is in
+    /// docs/series.md.
     #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
     pub stats_interval: Option<SimDuration>,
     /// Where `--stats-interval` writes the time series.
@@ -344,7 +345,9 @@ fn execute(
             loop {
                 let until = s.next_at().min(end);
                 sim.run_until(until, 1 << 16, &mut report);
-                if interrupted.load(Ordering::SeqCst) {
+                // The progress every 65 536 events counts within a step:
+                // short steps would never show it.
+                if interrupted.load(Ordering::SeqCst) || !report(sim.queue.now(), 0) {
                     break;
                 }
                 if s.next_at() <= until {
@@ -399,6 +402,11 @@ fn start_series(
         return Err(anyhow!(
             "--stats-interval: a co-simulation ([helics]) as fast as possible has no time series \
              yet (one in real time has)"
+        ));
+    }
+    if args.stats.is_some() && args.stats == args.json {
+        return Err(anyhow!(
+            "--stats and --json name the same file: give the time series its own"
         ));
     }
     let path = match (&args.stats, &args.json) {
@@ -571,7 +579,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default()
     };
     let topology = args.file.display().to_string();
-    let mut series = start_series(args, &sim, args.mpi || cut.is_some(), realtime, &topology)?;
     let mut failed = false;
     if args.mpi && args.realtime {
         return Err(anyhow!(
@@ -585,6 +592,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         ));
     }
+    let mut series = start_series(args, &sim, args.mpi || cut.is_some(), realtime, &topology)?;
     let (results, interrupted) = if realtime {
         let out = crate::live::execute_live(
             &mut sim,

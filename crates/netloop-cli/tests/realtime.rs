@@ -535,6 +535,40 @@ fn a_ready_condition_holds_the_clock_until_the_server_listens() {
         read_log(&r, "h1", 0)
     );
 
+    // A server ready already that dies while another still starts: the
+    // run fails too (its exit was once lost: reported once, looked at only
+    // for the programs not ready yet).
+    let quick = s.write(
+        "quick.py",
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('0.0.0.0', 7002))\ntime.sleep(0.5)\nraise SystemExit(5)\n",
+    );
+    let before = snapshot();
+    let topo = s.write(
+        "dies.toml",
+        &one_router(
+            "10s",
+            "veth",
+            "[[node.command]]\ncmd = \"sleep 30\"\nready = \"tcp:7003\"\nready_timeout = \"8s\"\n",
+            &format!("[[node.command]]\ncmd = \"python3 {quick}\"\nready = \"udp:7002\"\n"),
+        ),
+    );
+    let t0 = Instant::now();
+    let out = netloop(&["run", &topo, "--log-dir", &s.path("logs")]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        err.contains("real host 'h2'")
+            && err.contains("exited (with code 5) before the run's clock started"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(6),
+        "failed when it died, not at h1's timeout"
+    );
+    let left = appeared_since(&before);
+    assert!(left.is_empty(), "a failed start left something: {left:?}");
+
     // Exited before it was ready; not ready within its timeout.
     for (name, cmdline, ready, want) in [
         ("exits", "exit 3", "ready = \"tcp:7001\"", "exited (with code 3) before it was ready (tcp:7001)"),

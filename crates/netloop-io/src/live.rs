@@ -395,26 +395,40 @@ fn start_when_ready(
         if let Some(e) = s.take_errors().into_iter().next() {
             return Err(e);
         }
+        // An exit is reported once: every one is looked at, that of a
+        // program ready already too (a server that dies before the clock
+        // starts fails the run as well).
         let exits = s.poll_exits();
+        for e in &exits {
+            let Some(c) = scheduled
+                .iter()
+                .find(|c| c.ready.is_some() && c.host == e.host && c.cmd == e.cmd)
+            else {
+                continue;
+            };
+            let how = match (e.code, e.signal) {
+                (Some(code), _) => format!("with code {code}"),
+                (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
+                (None, None) => "killed".to_string(),
+            };
+            let when = if c.ready_after.is_some() {
+                "before the run's clock started".to_string()
+            } else {
+                format!("before it was ready ({})", c.ready.expect("found by it"))
+            };
+            return Err(Error::msg(format!(
+                "real host '{}': `{}` exited ({how}) {when}; its output is in {}",
+                c.host,
+                c.cmd,
+                log_path(logs_in, &c.host, c.k).display()
+            )));
+        }
         let mut waiting = false;
         for c in scheduled.iter_mut() {
             let Some(ready) = c.ready.filter(|_| c.ready_after.is_none()) else {
                 continue;
             };
             let log = log_path(logs_in, &c.host, c.k);
-            if let Some(e) = exits.iter().find(|e| e.host == c.host && e.cmd == c.cmd) {
-                let how = match (e.code, e.signal) {
-                    (Some(code), _) => format!("with code {code}"),
-                    (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
-                    (None, None) => "killed".to_string(),
-                };
-                return Err(Error::msg(format!(
-                    "real host '{}': `{}` exited ({how}) before it was ready ({ready}); its output is in {}",
-                    c.host,
-                    c.cmd,
-                    log.display()
-                )));
-            }
             if s.is_ready(&c.host, &ready)? {
                 c.ready_after = Some(begun.elapsed());
                 continue;

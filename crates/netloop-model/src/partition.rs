@@ -1133,8 +1133,21 @@ pub fn idle_rounds_threads(
             .map(|me| {
                 let shared = &shared;
                 scope.spawn(move || {
+                    // A thread that panics never comes back to the barrier:
+                    // break it, so the others end instead of waiting.
+                    struct Gone<'a>(&'a SpinBarrier, bool);
+                    impl Drop for Gone<'_> {
+                        fn drop(&mut self) {
+                            if !self.1 {
+                                self.0.the_party_is_gone();
+                            }
+                        }
+                    }
+                    let mut gone = Gone(&shared.barrier, false);
                     let mut x = ThreadExchange { shared, me };
-                    idle_rounds(&mut x, me, parts, rounds, frames, len)
+                    let r = idle_rounds(&mut x, me, parts, rounds, frames, len);
+                    gone.1 = true;
+                    r
                 })
             })
             .collect();

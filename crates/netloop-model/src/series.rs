@@ -17,9 +17,10 @@
 //! - `realtime` (in real time): the run's own figures so far.
 //!
 //! Rates over an interval are the differences of two successive lines;
-//! documented in `docs/results-schema.md`. Sampling reads counters the
-//! model keeps anyway: no percentile is computed, so a 10 000-flow run can
-//! be sampled every 100 ms.
+//! the format is documented in `docs/series.md`. Sampling reads counters
+//! the model keeps anyway (no percentile of a flow or link is computed), so
+//! a 10 000-flow run can be sampled every 100 ms; a real-time run's own
+//! block does carry its lateness percentiles.
 
 use std::collections::BTreeMap;
 use std::io::Write;

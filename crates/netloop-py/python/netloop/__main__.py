@@ -8,6 +8,7 @@ makes, run by the native module.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 
@@ -15,6 +16,10 @@ def main() -> None:
     # What netloop runs of itself (the demo's programs on real hosts,
     # mpirun's ranks) it runs as this Python with `-m netloop`.
     os.environ["NETLOOP_PYTHON"] = sys.executable
+    # Ctrl-C as for the binary: the commands that stop cleanly on it set
+    # their own handler; the rest end at once (Python's handler would only
+    # note it while the command runs with the interpreter's lock let go).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     from ._native import cli
 
     sys.exit(cli(["netloop", *sys.argv[1:]]))

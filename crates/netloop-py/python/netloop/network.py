@@ -54,7 +54,7 @@ atexit.register(_stop_all_at_exit)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _call(method: str, *args: Any, **kwargs: Any) -> str:
+def _call(method: str, /, *args: Any, **kwargs: Any) -> str:
     """How the user's code called ``method``, and where: the first frame
     outside this package (``net.add_link('a', 'r', loss=1) at test.py:12``),
     for errors to name the call rather than lines of generated TOML."""
