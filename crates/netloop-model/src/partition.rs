@@ -935,6 +935,20 @@ struct Shared {
     stop: AtomicBool,
 }
 
+/// Held by a partition's thread while it runs: a thread that fails (an
+/// error, a panic) never comes back to the barrier, so unless the run
+/// reached its end (`.1` set) dropping this breaks the barrier and the
+/// others stop instead of waiting for ever.
+struct Gone<'a>(&'a SpinBarrier, bool);
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.the_party_is_gone();
+        }
+    }
+}
+
 /// One thread's end of [`Shared`].
 struct ThreadExchange<'a> {
     shared: &'a Shared,
@@ -1033,17 +1047,6 @@ pub fn run_threads_with_taps(
             let handle = std::thread::Builder::new()
                 .name(format!("netloop-part-{me}"))
                 .spawn_scoped(scope, move || {
-                    // A partition that fails (an error, a panic) never comes
-                    // back to the barrier: break it, so the others stop
-                    // instead of waiting for ever.
-                    struct Gone<'a>(&'a SpinBarrier, bool);
-                    impl Drop for Gone<'_> {
-                        fn drop(&mut self) {
-                            if !self.1 {
-                                self.0.the_party_is_gone();
-                            }
-                        }
-                    }
                     let mut gone = Gone(&shared.barrier, false);
                     let mut sim = match mine {
                         Some(s) => s,
@@ -1133,16 +1136,6 @@ pub fn idle_rounds_threads(
             .map(|me| {
                 let shared = &shared;
                 scope.spawn(move || {
-                    // A thread that panics never comes back to the barrier:
-                    // break it, so the others end instead of waiting.
-                    struct Gone<'a>(&'a SpinBarrier, bool);
-                    impl Drop for Gone<'_> {
-                        fn drop(&mut self) {
-                            if !self.1 {
-                                self.0.the_party_is_gone();
-                            }
-                        }
-                    }
                     let mut gone = Gone(&shared.barrier, false);
                     let mut x = ThreadExchange { shared, me };
                     let r = idle_rounds(&mut x, me, parts, rounds, frames, len);
