@@ -103,15 +103,23 @@ pub fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
             oversubscribed: partitions > cores,
         };
         for &p in &a.partitions {
-            let round_seconds: Vec<f64> = (0..a.repeats)
+            // Each partition must get every frame sent to it, as the MPI
+            // ranks check for themselves.
+            let expected = if p > 1 { a.rounds * frames as u64 } else { 0 };
+            let round_seconds = (0..a.repeats)
                 .map(|_| {
                     let per = netloop_model::partition::idle_rounds_threads(
                         p as usize, a.rounds, frames, len,
                     );
+                    if let Some(&(_, got)) = per.iter().find(|&&(_, got)| got != expected) {
+                        return Err(anyhow!(
+                            "{p} threads: a partition received {got} frames in idle rounds, not {expected}"
+                        ));
+                    }
                     let slowest = per.iter().map(|&(d, _)| d).max().unwrap_or_default();
-                    slowest.as_secs_f64() / a.rounds as f64
+                    Ok(slowest.as_secs_f64() / a.rounds as f64)
                 })
-                .collect();
+                .collect::<anyhow::Result<Vec<f64>>>()?;
             rows.push(row("threads", p, round_seconds));
         }
         for &p in &a.mpi_ranks {

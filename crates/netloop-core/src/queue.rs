@@ -192,7 +192,7 @@ impl<E> Radix<E> {
 
 /// A queue of events of type `E`, each due at a [`SimTime`].
 pub struct EventQueue<E> {
-    heap: Radix<E>,
+    store: Radix<E>,
     /// Next sequence number of each source.
     seqs: Vec<u64>,
     next_num: u64,
@@ -212,7 +212,7 @@ impl<E> EventQueue<E> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
         EventQueue {
-            heap: Radix::new(),
+            store: Radix::new(),
             seqs: Vec::new(),
             next_num: 0,
             now: SimTime::ZERO,
@@ -250,7 +250,7 @@ impl<E> EventQueue<E> {
         let key = (u64::from(source) << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1));
         let num = self.next_num;
         self.next_num += 1;
-        self.heap.push(Entry {
+        self.store.push(Entry {
             time,
             key,
             num,
@@ -260,13 +260,13 @@ impl<E> EventQueue<E> {
 
     /// The time of the next event, if any.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.time)
+        self.store.peek().map(|e| e.time)
     }
 
     /// The next event, if any (a scheduler's hint to warm the caches for
     /// it; see [`Model::prefetch`](crate::Model::prefetch)).
     pub fn peek_event(&self) -> Option<&E> {
-        self.heap.peek().map(|e| &e.event)
+        self.store.peek().map(|e| &e.event)
     }
 
     /// Removes the next event and advances the current time to it.
@@ -279,7 +279,7 @@ impl<E> EventQueue<E> {
     /// real-time scheduler tells by it whether an event was scheduled
     /// before or after a given moment.
     pub fn pop_numbered(&mut self) -> Option<(SimTime, u64, E)> {
-        let e = self.heap.pop()?;
+        let e = self.store.pop()?;
         debug_assert!(e.time >= self.now, "time ran backwards");
         self.now = e.time;
         self.now_key = e.key;
@@ -318,12 +318,12 @@ impl<E> EventQueue<E> {
 
     /// Number of pending events.
     pub fn len(&self) -> usize {
-        self.heap.len
+        self.store.len
     }
 
     /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.heap.len == 0
+        self.store.len == 0
     }
 
     /// Number of events popped so far.
@@ -335,13 +335,13 @@ impl<E> EventQueue<E> {
     /// drops, after building the whole network, the events of what it does
     /// not own). Their order is unchanged.
     pub fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
-        self.heap.retain(&mut keep);
+        self.store.retain(&mut keep);
     }
 
     /// All pending events, in no particular order (for accounting, e.g.
     /// counting frames still in flight at the end of a run).
     pub fn pending(&self) -> impl Iterator<Item = (SimTime, &E)> {
-        self.heap.iter().map(|e| (e.time, &e.event))
+        self.store.iter().map(|e| (e.time, &e.event))
     }
 }
 

@@ -30,7 +30,8 @@ use serde::Serialize;
 
 use crate::apps::App;
 use crate::build::FlowInfo;
-use crate::network::{Network, Node};
+use crate::network::Network;
+use crate::share::app;
 
 /// The format's name and version, the header's `format`.
 pub const FORMAT: &str = "netloop-series/1";
@@ -204,13 +205,6 @@ impl SeriesWriter {
     }
 }
 
-fn app(net: &Network, node: usize, i: usize) -> Option<&App> {
-    match net.node(node) {
-        Node::Host(h) => h.apps().get(i),
-        _ => None,
-    }
-}
-
 /// A flow's [`FLOW_COLUMNS`] as its two ends count them now.
 fn flow_columns(net: &Network, f: &FlowInfo) -> [u64; 5] {
     let mut c = [0u64; 5];
@@ -231,6 +225,7 @@ fn flow_columns(net: &Network, f: &FlowInfo) -> [u64; 5] {
             c[1] = st.received;
             c[2] = st.bytes;
             c[3] = st.delay.count;
+            // The exact mean times the count: the sum, to rounding.
             c[4] = (st.delay.mean() * st.delay.count as f64).round() as u64;
         }
         Some(App::TcpServer(s)) => c[2] = s.stats.bytes_received,

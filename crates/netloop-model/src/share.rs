@@ -152,7 +152,8 @@ fn ns(t: Option<SimTime>) -> Option<u64> {
     t.map(|t| t.as_nanos())
 }
 
-fn app(net: &Network, node: NodeId, i: usize) -> Option<&App> {
+/// Application `i` of host `node`, if `node` is a host that has it.
+pub(crate) fn app(net: &Network, node: NodeId, i: usize) -> Option<&App> {
     match net.node(node) {
         Node::Host(h) => h.apps().get(i),
         _ => None,

@@ -114,6 +114,12 @@ pub fn netloop(args: &[&str]) -> Output {
         .expect("netloop runs")
 }
 
+/// A file of the repository (e.g. `examples/dumbbell.toml`), as a path
+/// `netloop` can open from the test's directory.
+pub fn repo_file(path: &str) -> String {
+    format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
