@@ -55,6 +55,7 @@ fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
         node: node.into(),
         address: None,
         address6: None,
+        interface: None,
     };
     LinkSpec {
         name: format!("{a}-{b}"),

@@ -680,6 +680,32 @@ fn real_node_settings_of_another_kind() {
 }
 
 #[test]
+fn interface_names() {
+    check(
+        "interface-names.toml",
+        &[
+            (
+                12,
+                &["link 'h1-s1', field 'interfaces': 'h1-eth0-far-too-long' is not an interface name: longer than 15 bytes"],
+            ),
+            (12, &["'s1:1' is not an interface name: ':' is not allowed"]),
+            (
+                17,
+                &["field 'interfaces': expected exactly two interface names (one per endpoint)", "found only one"],
+            ),
+        ],
+    );
+    check_build(
+        "interface-names-twice.toml",
+        19,
+        &[
+            "link 'r1-h2', field 'interfaces'",
+            "'r1' would have two interfaces named 'eth1', on this link (its automatic name) and on link 'r1-h1'",
+        ],
+    );
+}
+
+#[test]
 fn command_readiness() {
     check(
         "command-ready.toml",

@@ -286,6 +286,40 @@ force = false
 }
 
 #[test]
+fn links_may_name_their_interfaces() {
+    // Named as Mininet names them; the name is the real host's interface
+    // inside its namespace, and every port's name in the built network.
+    let l = ok(r#"
+[[node]]
+name = "h1"
+kind = "namespace"
+[[node]]
+name = "s1"
+kind = "switch"
+[[node]]
+name = "h2"
+kind = "host"
+[[link]]
+endpoints = ["h1", "s1"]
+interfaces = ["h1-eth0", "s1-eth1"]
+[[link]]
+endpoints = ["h2", "s1"]
+interfaces = ["auto", "s1-eth2"]
+"#);
+    assert_eq!(l.spec.links[0].a.interface.as_deref(), Some("h1-eth0"));
+    assert_eq!(l.spec.links[1].a.interface, None);
+    let sim = netloop_model::Simulation::build(&l.spec).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sim.real[0].port.name, "h1-eth0");
+    let results = sim.results("simulated", None, None);
+    let ports = |node: &str| -> Vec<String> {
+        let n = results.nodes.iter().find(|n| n.name == node).unwrap();
+        n.interfaces.iter().map(|i| i.name.clone()).collect()
+    };
+    assert_eq!(ports("s1"), ["s1-eth1", "s1-eth2"]);
+    assert_eq!(ports("h2"), ["eth0"]);
+}
+
+#[test]
 fn real_nodes_join_simulated_ones() {
     // Real nodes are nodes like any other to links, addresses and routes;
     // the model checks the rest (one link each) when it builds.

@@ -108,11 +108,13 @@ fn pair_with(dir: DirectionSpec) -> (Simulation, Vec<RealPort>, UnixDatagram, Un
                 node: "a".into(),
                 address: None,
                 address6: None,
+                interface: None,
             },
             b: EndpointSpec {
                 node: "b".into(),
                 address: None,
                 address6: None,
+                interface: None,
             },
             subnet: None,
             subnet6: None,

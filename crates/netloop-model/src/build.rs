@@ -508,13 +508,29 @@ impl<'a> Builder<'a> {
                     ));
                 }
                 let port = self.ports[node].len();
+                let name = ep.interface.clone().unwrap_or_else(|| format!("eth{port}"));
+                if let Some(other) = self.ports[node].iter().find(|p| p.name == name) {
+                    let how = if ep.interface.is_some() {
+                        ""
+                    } else {
+                        " (its automatic name)"
+                    };
+                    return Err(self.err(
+                        ItemRef::Link(i),
+                        Some("interfaces"),
+                        format!(
+                            "'{}' would have two interfaces named '{name}', on this link{how} and on link '{}': name them apart in 'interfaces'",
+                            ep.node, spec.links[other.link].name
+                        ),
+                    ));
+                }
                 self.ports[node].push(PortInfo {
                     mac: mac_for(node, port),
                     addr: None,
                     addr6: None,
                     mtu: dir.mtu,
                     link: i,
-                    name: format!("eth{port}"),
+                    name,
                 });
                 self.port_links[node].push((i, side));
                 self.port_segment[node].push(None);

@@ -439,6 +439,10 @@ pub struct EndpointSpec {
     /// assigned from the link's IPv6 subnet.
     #[serde(default)]
     pub address6: Option<Ipv6Cidr>,
+    /// Its interface's name, if given (`eth<port>` otherwise): the name in
+    /// results and captures, and inside a namespace host.
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// A point-to-point, full-duplex link.

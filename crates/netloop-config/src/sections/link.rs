@@ -17,6 +17,7 @@ const OWN_KEYS: &[&str] = &[
     "subnet",
     "addresses6",
     "subnet6",
+    "interfaces",
     "a_to_b",
     "b_to_a",
 ];
@@ -98,6 +99,7 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
     let addresses = read_addresses(l, &mut t, "addresses", ends.as_ref(), subnet);
     let subnet6 = read_subnet::<Ipv6Cidr>(l, &mut t, "subnet6");
     let addresses6 = read_addresses(l, &mut t, "addresses6", ends.as_ref(), subnet6);
+    let interfaces = read_interfaces(l, &mut t);
 
     // Parameters: defaults, then the link's own, then each direction's.
     let both = l.defaults.overlaid(&params::read(&mut t, l.d));
@@ -117,8 +119,8 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
     if t.failed {
         return;
     }
-    if let (Some(name), Some((a, b)), Some((addr_a, addr_b)), Some((a6, b6))) =
-        (name.or(label), ends, addresses, addresses6)
+    if let (Some(name), Some((a, b)), Some((addr_a, addr_b)), Some((a6, b6)), Some((if_a, if_b))) =
+        (name.or(label), ends, addresses, addresses6, interfaces)
     {
         l.spec.links.push(LinkSpec {
             name,
@@ -126,11 +128,13 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, index: usize, table: &DeTable<'_>, sp
                 node: a,
                 address: addr_a,
                 address6: a6,
+                interface: if_a,
             },
             b: EndpointSpec {
                 node: b,
                 address: addr_b,
                 address6: b6,
+                interface: if_b,
             },
             subnet,
             subnet6,
@@ -179,6 +183,40 @@ fn read_endpoints(l: &mut Loader<'_, '_>, t: &mut Table<'_, '_>) -> Option<(Stri
         );
         return None;
     }
+    Some((a, b))
+}
+
+/// `interfaces = ["h1-eth0", "auto"]`: the names of the link's interfaces
+/// at each endpoint (the name inside a namespace host, in results and
+/// captures), as Linux allows them; "auto" (or leaving it out) keeps
+/// `eth<port>`. Whether two ports of a node share a name is checked when the
+/// network is built, where every port's name is known.
+fn read_interfaces(
+    l: &mut Loader<'_, '_>,
+    t: &mut Table<'_, '_>,
+) -> Option<(Option<String>, Option<String>)> {
+    let Some(v) = t.get("interfaces") else {
+        return Some((None, None));
+    };
+    let items = two_items(
+        l,
+        t,
+        "interfaces",
+        v,
+        "two interface names (one per endpoint), e.g. [\"h1-eth0\", \"auto\"]",
+    )?;
+    let mut out = Vec::new();
+    for item in items {
+        let name = match item.get_ref() {
+            DeValue::String(s) if *s == "auto" => Ok(None),
+            _ => super::node::interface_name(item).map(Some),
+        };
+        match name {
+            Ok(n) => out.push(n),
+            Err(message) => t.error_at(l.d, &item.span(), Some("interfaces"), message),
+        }
+    }
+    let [a, b] = <[Option<String>; 2]>::try_from(out).ok()?;
     Some((a, b))
 }
 

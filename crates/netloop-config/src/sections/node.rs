@@ -298,7 +298,7 @@ fn ready_condition(v: &Value<'_>) -> Read<(ReadyProtocol, u16)> {
 
 /// The name of an existing interface, as Linux allows it: 1 to 15 bytes,
 /// no '/', ':' or white space, not `.` or `..`.
-fn interface_name(v: &Value<'_>) -> Read<String> {
+pub(crate) fn interface_name(v: &Value<'_>) -> Read<String> {
     let s = value::string(v)?;
     if s.is_empty() {
         return Err("an interface name must not be empty".to_string());

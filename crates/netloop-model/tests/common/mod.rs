@@ -71,11 +71,13 @@ pub fn link(a: &str, b: &str, d: DirectionSpec) -> LinkSpec {
             node: a.into(),
             address: None,
             address6: None,
+            interface: None,
         },
         b: EndpointSpec {
             node: b.into(),
             address: None,
             address6: None,
+            interface: None,
         },
         subnet: None,
         subnet6: None,
