@@ -187,6 +187,24 @@ def run_in_scratch(*expect: str, timeout: float = 600) -> Callable[[str, Path], 
     return check
 
 
+def run_as_installed(*expect_out: str, timeout: float = 300) -> Callable[[str, Path], None]:
+    """Runs the command in the repository with this test's Python
+    environment (where the package is installed, with its ``netloop`` and
+    ``python3``) first on the PATH; its output (both streams) must contain
+    each of ``expect_out``."""
+
+    def check(cmd: str, tmp: Path) -> None:
+        venv_bin = Path(sys.executable).parent
+        p = subprocess.run(["bash", "-c", as_run(cmd)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=timeout, env={**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"})
+        print(f"$ {cmd}   (exit {p.returncode})\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        out = ok(p, cmd) + p.stderr
+        for e in expect_out:
+            assert e in out, f"`{cmd}` did not print {e!r}"
+
+    return check
+
+
 def run_in_repo(*expect_out: str, timeout: float = 1800) -> Callable[[str, Path], None]:
     """Runs the command in the repository; its output must contain each of
     ``expect_out``."""
@@ -431,6 +449,14 @@ HOW: dict[str, How] = {
         "logic is tested by bench/test_bench.py, and here its options parse",
     ),
     "sudo netloop bench wakeup": How(run_in_scratch("bench/out/wakeup.json")),
+    # docs/mininet.md: as a user who pip installed the package runs them:
+    # its `netloop` and `python3` first on the PATH.
+    "sudo python3 -m netloop.mininet examples/mininet/bottleneck.py": How(
+        run_as_installed("*** Results: [", "0% packet loss")
+    ),
+    "sudo netloop mn --topo tree,2,2 --link tc,bw=10,delay=10ms --test pingall": How(
+        run_as_installed("*** Results: 0% dropped (12/12 received)")
+    ),
     # docs/capture.md
     "netloop run examples/two-routers.toml --pcap r1-r2 --pcap h1:eth0 --pcap-dir out": How(
         run_in_scratch("out/r1-r2.pcap", "out/h1-eth0.pcap")

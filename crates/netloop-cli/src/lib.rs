@@ -18,6 +18,7 @@ mod bench_sync;
 mod demo;
 mod format;
 mod live;
+mod mn;
 #[cfg(feature = "mpi")]
 mod mpi_run;
 mod probe;
@@ -115,6 +116,15 @@ enum Command {
         #[command(subcommand)]
         which: bench::BenchCommand,
     },
+    /// Mininet's `mn` on netloop (`--topo single,3|linear,4|tree,2,2`,
+    /// `--link tc,bw=10,delay=10ms`, `--test pingall|iperf`, `-c`; see
+    /// `netloop mn --help` and docs/mininet.md). Needs the Python package.
+    #[command(disable_help_flag = true)]
+    Mn {
+        /// `mn`'s options.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
 }
 
 /// Runs the command line `args` (the program's name first), as the
@@ -137,6 +147,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Clean => live::clean(),
         Command::Probe { which } => probe::probe(which),
         Command::Bench { which } => bench::bench(which),
+        Command::Mn { args } => mn::mn(&args),
     };
     let code = match result {
         Ok(code) => code,

@@ -343,6 +343,7 @@ class Network:
         ``delay``, ``jitter``, ``loss``, ``queue``, ``mtu``, …) as in a
         topology file; ``a_to_b``/``b_to_a`` override them for one
         direction. A ``trace`` file is found from the working directory.
+        ``interfaces`` names its two interfaces (``["h1-eth0", "auto"]``).
         ``addresses``/``subnet`` fix its IPv4 addressing, and
         ``addresses6``/``subnet6`` its IPv6 one in a network made with
         ``ipv6=True`` (otherwise both are automatic)."""
