@@ -63,9 +63,10 @@ assert net.pingAll() == 0.0
 assert net.pingPair() == 0.0
 assert net.ping([h1, h3], timeout=2) == 0.0
 # h1 -> h3 crosses h1-s1 (unshaped), s1-s2 (5 ms each way), s2-h3 (1 ms):
-# 12 ms and a little serialisation at 10 and 20 Mbit/s.
+# 12 ms and a little serialisation at 10 and 20 Mbit/s: never less (the
+# delay is exact), and the upper bound leaves room for a loaded machine.
 out = h1.cmd("ping -c 3 -i 0.2", h3.IP())
-assert 12.0 <= rtt_ms(out) < 14.0, out
+assert 12.0 <= rtt_ms(out) < 20.0, out
 
 info("*** sendCmd / waitOutput / monitor, popen, pexec\n")
 h2.sendCmd("sleep 0.2; echo late")
@@ -83,7 +84,7 @@ info("*** iperf over the 10 Mbit/s link\n")
 tcp = net.iperf((h1, h3), seconds=3)
 assert len(tcp) == 2 and all(r.endswith("bits/sec") for r in tcp), tcp
 mbps = float(tcp[1].split()[0]) * (1000 if tcp[1].split()[1].startswith("G") else 1)
-assert 7.0 < mbps <= 10.0, tcp
+assert 5.0 < mbps <= 10.0, tcp
 udp = net.iperf((h1, h3), l4Type="UDP", udpBw="5M", seconds=2)
 assert udp[0] == "5M" and len(udp) == 3, udp
 
@@ -96,7 +97,7 @@ link = net.linksBetween(net["s1"], net["s2"])[0]
 link.intf1.config(delay="25ms")
 link.intf2.config(delay="25ms")
 out = h1.cmd("ping -c 2 -i 0.2", h3.IP())
-assert 52.0 <= rtt_ms(out) < 55.0, out
+assert 52.0 <= rtt_ms(out) < 60.0, out
 link.intf1.config(loss=100)
 assert net.ping([h1, h3], timeout=1) == 100.0
 link.intf1.config(loss=0)
