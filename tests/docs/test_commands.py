@@ -205,6 +205,16 @@ def run_as_installed(*expect_out: str, timeout: float = 300) -> Callable[[str, P
     return check
 
 
+def check_report(cmd: str, tmp: Path) -> None:
+    """``netloop report out`` on the run the docs make just before it."""
+    d = scratch(tmp)
+    ok(sh("netloop run examples/dumbbell.toml --duration 6s --json out/run.json --stats-interval 100ms",
+          d, 600), "the run to report on")
+    out = ok(sh(cmd, d, 120), cmd)
+    page = (d / "out" / "run.html").read_text()
+    assert "out/run.html" in out and 'id="verdict"' in page and "Link throughput" in page
+
+
 def run_in_repo(*expect_out: str, timeout: float = 1800) -> Callable[[str, Path], None]:
     """Runs the command in the repository; its output must contain each of
     ``expect_out``."""
@@ -457,6 +467,11 @@ HOW: dict[str, How] = {
     "sudo netloop mn --topo tree,2,2 --link tc,bw=10,delay=10ms --test pingall": How(
         run_as_installed("*** Results: 0% dropped (12/12 received)")
     ),
+    # docs/report.md
+    "netloop run examples/dumbbell.toml --duration 6s --json out/run.json --stats-interval 100ms": How(
+        run_in_scratch("out/run.json")
+    ),
+    "netloop report out": How(check_report),
     # docs/capture.md
     "netloop run examples/two-routers.toml --pcap r1-r2 --pcap h1:eth0 --pcap-dir out": How(
         run_in_scratch("out/r1-r2.pcap", "out/h1-eth0.pcap")

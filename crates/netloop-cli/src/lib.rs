@@ -116,6 +116,17 @@ enum Command {
         #[command(subcommand)]
         which: bench::BenchCommand,
     },
+    /// Write a run's results, and its time series if it has one, as one
+    /// self-contained HTML page: whether it kept up, the topology coloured
+    /// by load, plots over time, drops by reason, lateness (docs/report.md).
+    Report {
+        /// A results file (`netloop run --json`), or a directory holding one
+        /// (its series, `<name>.series.jsonl`, beside it).
+        path: PathBuf,
+        /// Where to write the page (default: beside the results, `<name>.html`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Mininet's `mn` on netloop (`--topo single,3|linear,4|tree,2,2`,
     /// `--link tc,bw=10,delay=10ms`, `--test pingall|iperf`, `-c`; see
     /// `netloop mn --help` and docs/mininet.md). Needs the Python package.
@@ -147,6 +158,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Clean => live::clean(),
         Command::Probe { which } => probe::probe(which),
         Command::Bench { which } => bench::bench(which),
+        Command::Report { path, output } => report(&path, output.as_deref()),
         Command::Mn { args } => mn::mn(&args),
     };
     let code = match result {
@@ -159,6 +171,22 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // Inside Python no exit of this process flushes what is left.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     code
+}
+
+/// `netloop report`: the page, written whole or not at all.
+fn report(path: &std::path::Path, output: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let (inputs, default_out) = netloop_report::load(path)?;
+    let page = netloop_report::render(&inputs)?;
+    let out = output.map_or(default_out, std::path::Path::to_path_buf);
+    let tmp = out.with_extension("html.partial");
+    std::fs::write(&tmp, page)
+        .and_then(|()| std::fs::rename(&tmp, &out))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow::anyhow!("writing the report {}: {e}", out.display())
+        })?;
+    println!("report: {}", out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The number an [`ExitCode`] stands for (`ExitCode` keeps it to itself,
