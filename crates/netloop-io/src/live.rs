@@ -264,6 +264,9 @@ pub struct HostReport {
     pub via: &'static str,
     /// Its address, e.g. `198.18.0.2/24`.
     pub address: Option<String>,
+    /// The init of its PID namespace (namespace hosts), in netloop's PID
+    /// namespace: programs started in that namespace end with the run.
+    pub init_pid: Option<i32>,
 }
 
 /// A program run on a real host.
@@ -561,6 +564,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                             interface: dev,
                             via: "veth",
                             address: r.port.addr.map(|a| a.to_string()),
+                            init_pid: None,
                         },
                     )
                 }
@@ -590,6 +594,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                             interface: name,
                             via: "tap",
                             address: r.port.addr.map(|a| a.to_string()),
+                            init_pid: None,
                         },
                     )
                 }
@@ -620,6 +625,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                         interface: a.interface.clone(),
                         via: "packet",
                         address: r.port.addr.map(|a| a.to_string()),
+                        init_pid: None,
                     },
                 )
             }
@@ -653,6 +659,11 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     let logs_in = log_dir.clone().unwrap_or_default();
     if let Some(s) = session.as_mut() {
         start_when_ready(s, &mut scheduled, &logs_in, opts.stop)?;
+    }
+    if let Some(s) = session.as_ref() {
+        for h in hosts.iter_mut().filter(|h| h.namespace.is_some()) {
+            h.init_pid = s.init_pid(&h.name).ok();
+        }
     }
     (opts.on_ready)(&hosts);
 

@@ -424,17 +424,23 @@ impl Session {
     /// [`crate::ready`]); read through the init of its PID namespace, which
     /// shares its network namespace.
     pub fn is_ready(&self, host: &str, ready: &ReadySpec) -> Result<bool> {
+        crate::ready::has_socket(self.init_pid(host)?, ready)
+    }
+
+    /// The pid (in netloop's PID namespace) of the init of real host
+    /// `host`'s PID namespace: what programs started beside netloop's own
+    /// join to end with the run (the Python package's `Host.popen`).
+    pub fn init_pid(&self, host: &str) -> Result<i32> {
         let ns = self
             .namespace_of
             .get(host)
             .ok_or_else(|| Error::msg(format!("'{host}' is not a namespace host of this run")))?;
-        let pid = lock(&self.shared)
+        lock(&self.shared)
             .inits
             .iter()
             .find(|(n, _)| n == ns)
             .map(|(_, init)| init.pid)
-            .ok_or_else(|| Error::msg(format!("real host '{host}' has no PID namespace yet")))?;
-        crate::ready::has_socket(pid, ready)
+            .ok_or_else(|| Error::msg(format!("real host '{host}' has no PID namespace yet")))
     }
 
     /// Errors from starting programs since the last call.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -189,6 +190,62 @@ def test_netloop_mn_mirrors_mn() -> None:
     assert "1 packets transmitted, 1 received" in r.stdout
     assert "1 packets transmitted, 0 received" in r.stdout
     assert mn("-c").returncode == 0
+
+
+KILLED_SCRIPT = """
+import time
+from mininet.net import Mininet
+from mininet.topo import SingleSwitchTopo
+
+net = Mininet(topo=SingleSwitchTopo(2))
+net.start()
+h1, h2 = net.get("h1", "h2")
+h1.cmd("sleep 300 &")
+shell = h1.shell.proc.pid
+with open(f"/proc/{shell}/task/{shell}/children") as f:
+    background = int(f.read().split()[0])
+p = h2.popen(["sleep", "300"])
+print(shell, background, p.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.netloop_real
+def test_a_script_killed_with_sigkill_leaves_no_program_behind(tmp_path: Path) -> None:
+    # The hosts' shells, what they put in the background and what popen
+    # started are born in the hosts' PID namespaces, which end with the run
+    # even when nothing could tear it down.
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    proc = subprocess.Popen([sys.executable, "-m", "netloop.mininet", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        pids = [int(w) for w in line.split()]
+        assert len(pids) == 3, (line, proc.stderr.read() if proc.poll() is not None else "")  # type: ignore[union-attr]
+        for pid in pids:
+            os.kill(pid, 0)  # alive while the script runs
+    finally:
+        proc.kill()
+        proc.wait()
+    try:
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in pids if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)]
+        assert not alive, f"left running after the SIGKILL: {alive}"
+    finally:
+        # The namespaces and devices a SIGKILL leaves are netloop clean's
+        # (and so is a program left, if the test failed).
+        assert mn("-c").returncode == 0
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 def test_netloop_mn_refuses_what_it_does_not_know() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
@@ -64,6 +65,42 @@ def _call(method: str, /, *args: Any, **kwargs: Any) -> str:
         f = f.f_back
     where = f" at {f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
     return f"{method}({', '.join(shown)}){where}"
+
+
+_CLONE_NEWPID = 0x20000000
+
+
+@contextlib.contextmanager
+def in_pid_namespace_of(init_pid: int | None, what: str) -> Any:
+    """While in the block, processes this thread starts are born in the PID
+    namespace whose init is ``init_pid`` (a real host's): they end with the
+    run, even if this process is killed with SIGKILL, as the programs
+    netloop starts itself do. ``None``: nothing changes."""
+    if init_pid is None:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/pid", os.O_RDONLY)
+    try:
+        try:
+            target = os.open(f"/proc/{init_pid}/ns/pid", os.O_RDONLY)
+        except OSError as e:
+            raise NetloopError(f"{what}: the real host's PID namespace is gone ({e.strerror}): "
+                               "has the run ended?") from None
+        try:
+            if libc.setns(target, _CLONE_NEWPID) != 0:
+                raise NetloopError(f"{what}: entering the real host's PID namespace: "
+                                   f"{os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(target)
+        try:
+            yield
+        finally:
+            if libc.setns(own, _CLONE_NEWPID) != 0:
+                raise NetloopError(f"{what}: returning to this process's PID namespace: "
+                                   f"{os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(own)
 
 
 class CommandError(NetloopError):
@@ -126,6 +163,10 @@ class Host(Node):
         super().__init__(net, name, "namespace")
         self.namespace: str | None = None
         self.interface: str | None = None
+        #: The init of the host's PID namespace while the network runs:
+        #: programs started here are born in that namespace (they end with
+        #: the run, whatever happens to this process).
+        self.init_pid: int | None = None
         self._procs: list[subprocess.Popen[Any]] = []
 
     def _argv(self, args: str | Sequence[str]) -> list[str]:
@@ -145,10 +186,11 @@ class Host(Node):
         text (stderr into stdout). ``check=True`` raises :class:`CommandError`
         on a non-zero exit status."""
         argv = self._argv(args)
-        p = subprocess.run(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            timeout=timeout, input=input, check=False,
-        )
+        with in_pid_namespace_of(self.init_pid, f"{self.name}: running {argv[4:]}"):
+            p = subprocess.run(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                timeout=timeout, input=input, check=False,
+            )
         if check and p.returncode != 0:
             raise CommandError(self.name, argv[4:], p.returncode, p.stdout)
         return p
@@ -163,7 +205,9 @@ class Host(Node):
         """Starts a program in this host's namespace in the background; the
         keyword arguments are :class:`subprocess.Popen`'s. It is stopped
         (SIGTERM, then SIGKILL) when the network stops, if still running."""
-        p = subprocess.Popen(self._argv(args), **kwargs)
+        argv = self._argv(args)
+        with in_pid_namespace_of(self.init_pid, f"{self.name}: starting {argv[4:]}"):
+            p = subprocess.Popen(argv, **kwargs)
         self._procs.append(p)
         return p
 
@@ -594,6 +638,7 @@ class Network:
             obj = self._objects.get(h["name"])
             if isinstance(obj, Host):
                 obj.namespace, obj.interface = h.get("namespace"), h.get("interface")
+                obj.init_pid = h.get("init_pid")
         return self
 
     def _live(self, what: str) -> _native.LiveRun:
@@ -642,7 +687,7 @@ class Network:
             self._results = Results(json.loads(run.stop()))
         finally:
             for h in self.hosts.values():
-                h.namespace = None
+                h.namespace = h.init_pid = None
             _running.discard(self)
             self._restore_sigterm()
         return self._results

@@ -33,6 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .._native import NetloopError
+from ..network import in_pid_namespace_of
 from .log import debug, note_once, output
 
 if TYPE_CHECKING:
@@ -58,13 +59,16 @@ class _Shell:
     """A ``bash`` in a namespace on a pseudo-terminal, whose prompt is the
     sentinel: what it prints up to the next prompt is a command's output."""
 
-    def __init__(self, namespace: str, name: str):
+    def __init__(self, namespace: str, init_pid: int | None, name: str):
         master, slave = pty.openpty()
         argv = ["ip", "netns", "exec", namespace, "env", f"PS1={SENTINEL}", "bash", "--norc",
                 "--noediting", "-is", f"netloop:{name}"]
         try:
-            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                                         start_new_session=True, preexec_fn=_own_terminal)
+            # In the host's PID namespace, as netloop's own programs: the
+            # shell and what it starts end with the run, even on SIGKILL.
+            with in_pid_namespace_of(init_pid, f"{name}: starting its shell"):
+                self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                             start_new_session=True, preexec_fn=_own_terminal)
         finally:
             os.close(slave)
         self.fd = master
@@ -269,7 +273,7 @@ class Node:
                 raise self._no_shell("cmd")
             raise NetloopError(f"{self.name}: the network is not running (call net.start() first)")
         if self.shell is None:
-            self.shell = _Shell(self._real.namespace, self.name)
+            self.shell = _Shell(self._real.namespace, self._real.init_pid, self.name)
             self.pid = self.shell.proc.pid
         return self.shell
 
