@@ -215,6 +215,15 @@ def check_report(cmd: str, tmp: Path) -> None:
     assert "out/run.html" in out and 'id="verdict"' in page and "Link throughput" in page
 
 
+def check_top(cmd: str, tmp: Path) -> None:
+    """``netloop top … --once`` on the run the docs make just before it."""
+    d = scratch(tmp)
+    ok(sh("netloop run examples/dumbbell.toml --duration 6s --json out/run.json --stats-interval 100ms",
+          d, 600), "the run to watch")
+    out = ok(sh(cmd, d, 120), cmd)
+    assert "t = 6.0 s" in out and "bottleneck a→b" in out, out
+
+
 def run_in_repo(*expect_out: str, timeout: float = 1800) -> Callable[[str, Path], None]:
     """Runs the command in the repository; its output must contain each of
     ``expect_out``."""
@@ -472,6 +481,8 @@ HOW: dict[str, How] = {
         run_in_scratch("out/run.json")
     ),
     "netloop report out": How(check_report),
+    # docs/series.md
+    "netloop top out/run.series.jsonl --once": How(check_top),
     # docs/capture.md
     "netloop run examples/two-routers.toml --pcap r1-r2 --pcap h1:eth0 --pcap-dir out": How(
         run_in_scratch("out/r1-r2.pcap", "out/h1-eth0.pcap")

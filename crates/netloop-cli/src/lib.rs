@@ -25,6 +25,7 @@ mod probe;
 mod rti;
 mod run;
 mod scenarios;
+mod top;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -127,6 +128,19 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// A live view of a run from the series it writes (`netloop run
+    /// --stats-interval 1s --stats FILE`): the busiest links and flows and,
+    /// in real time, whether it keeps up, refreshed at each sample.
+    Top {
+        /// The series file (JSON Lines, docs/series.md).
+        path: PathBuf,
+        /// Show the latest sample and exit.
+        #[arg(long)]
+        once: bool,
+        /// Exit after this many seconds without a new sample.
+        #[arg(long, default_value_t = 30)]
+        idle: u64,
+    },
     /// Mininet's `mn` on netloop (`--topo single,3|linear,4|tree,2,2`,
     /// `--link tc,bw=10,delay=10ms`, `--test pingall|iperf`, `-c`; see
     /// `netloop mn --help` and docs/mininet.md). Needs the Python package.
@@ -159,6 +173,11 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Probe { which } => probe::probe(which),
         Command::Bench { which } => bench::bench(which),
         Command::Report { path, output } => report(&path, output.as_deref()),
+        Command::Top { path, once, idle } => top::top(&top::TopArgs {
+            path: &path,
+            once,
+            idle: std::time::Duration::from_secs(idle),
+        }),
         Command::Mn { args } => mn::mn(&args),
     };
     let code = match result {
