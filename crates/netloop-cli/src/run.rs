@@ -341,29 +341,8 @@ fn execute(
             sim.run(1 << 16, &mut report);
         }
         Some(s) => {
-            // In steps to each sample's time: every event due then has run.
-            loop {
-                let until = s.next_at().min(end);
-                sim.run_until(until, 1 << 16, &mut report);
-                // The progress every 65 536 events counts within a step:
-                // short steps would never show it.
-                if interrupted.load(Ordering::SeqCst) || !report(sim.queue.now(), 0) {
-                    break;
-                }
-                if s.next_at() <= until {
-                    s.sample(&sim.net, &sim.flows, until, None)
-                        .context("writing the time series")?;
-                }
-                if until >= end {
-                    break;
-                }
-            }
-            // The state the run ended in (interrupted, or off the grid).
-            let now = sim.queue.now();
-            if s.last_at().is_none_or(|t| t < now) {
-                s.sample(&sim.net, &sim.flows, now, None)
-                    .context("writing the time series")?;
-            }
+            sim.run_sampled(s, 1 << 16, &mut report)
+                .context("writing the time series")?;
         }
     }
     let wall = start.elapsed().as_secs_f64();

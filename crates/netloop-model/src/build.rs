@@ -158,6 +158,39 @@ impl Simulation {
         self.run_until(end, every, progress)
     }
 
+    /// Runs as fast as possible until the spec's duration, writing a sample
+    /// of `series` at each of its times (once every event due then has run)
+    /// and one at the time the run stopped if that is off the grid (an
+    /// interrupted run). `progress` as [`Simulation::run`]'s, and also
+    /// asked between steps; returning `false` stops the run.
+    pub fn run_sampled(
+        &mut self,
+        series: &mut crate::series::SeriesWriter,
+        every: u64,
+        mut progress: impl FnMut(SimTime, u64) -> bool,
+    ) -> std::io::Result<()> {
+        let end = SimTime::ZERO + self.net.spec.run.duration;
+        loop {
+            let until = series.next_at().min(end);
+            self.run_until(until, every, &mut progress);
+            // Asked here too: short steps would never reach `every` events.
+            if !progress(self.queue.now(), 0) {
+                break;
+            }
+            if series.next_at() <= until {
+                series.sample(&self.net, &self.flows, until, None)?;
+            }
+            if until >= end {
+                break;
+            }
+        }
+        let now = self.queue.now();
+        if series.last_at().is_none_or(|t| t < now) {
+            series.sample(&self.net, &self.flows, now, None)?;
+        }
+        Ok(())
+    }
+
     /// Runs as fast as possible until simulated time `until`.
     pub fn run_until(
         &mut self,

@@ -27,7 +27,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -142,14 +142,64 @@ fn finish_captures(caps: &[Arc<Mutex<Capture>>]) -> Value {
     Value::Array(files)
 }
 
+/// The time series `simulate(stats_interval=…, stats=…)` asks for, started
+/// (as `netloop run --stats-interval`'s: docs/series.md); refused with a cut.
+fn start_series(
+    sim: &Simulation,
+    name: &str,
+    interval: Option<&str>,
+    path: Option<&Path>,
+    partitioned: bool,
+) -> PyResult<Option<netloop_model::series::SeriesWriter>> {
+    let (interval, path) = match (interval, path) {
+        (None, None) => return Ok(None),
+        (Some(i), Some(p)) => (i, p),
+        (Some(_), None) => {
+            return Err(TopologyError::new_err(
+                "simulate(stats_interval=…): give the file too, stats=PATH",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(TopologyError::new_err(
+                "simulate(stats=…): give the interval too, stats_interval=\"100ms\"",
+            ))
+        }
+    };
+    let every = SimDuration::parse(interval)
+        .map_err(|e| TopologyError::new_err(format!("stats_interval {interval:?}: {e}")))?;
+    if every == SimDuration::ZERO {
+        return Err(TopologyError::new_err(
+            "stats_interval \"0\": the interval must be longer than zero, e.g. \"100ms\"",
+        ));
+    }
+    if partitioned {
+        return Err(TopologyError::new_err(
+            "stats_interval: a run cut into partitions has no time series yet; simulate it as one partition",
+        ));
+    }
+    let file = std::fs::File::create(path)
+        .map_err(|e| netloop_err(format!("creating the time series {}: {e}", path.display())))?;
+    netloop_model::series::SeriesWriter::new(
+        Box::new(file),
+        every,
+        &sim.net,
+        &sim.flows,
+        Some(name),
+    )
+    .map(Some)
+    .map_err(|e| netloop_err(format!("writing the time series {}: {e}", path.display())))
+}
+
 /// Runs a topology without real nodes as fast as possible; the results as
 /// JSON. `progress(sim_seconds, duration_seconds, speed)` is called about
 /// four times a second; Ctrl-C (or an exception from `progress`) stops the
 /// run, and the exception is raised once the results are taken. With
 /// `partitions` > 1 the network is cut into that many partitions, each run
 /// on a thread of its own (the same results: docs/partitions.md).
+/// `stats_interval` and `stats` write the time series into a file as it
+/// goes (docs/series.md).
 #[pyfunction]
-#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None, partitions=1))]
+#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None, partitions=1, stats_interval=None, stats=None))]
 // The keyword arguments of the Python function, one for one.
 #[allow(clippy::too_many_arguments)]
 fn simulate(
@@ -162,6 +212,8 @@ fn simulate(
     pcap_dir: PathBuf,
     progress: Option<PyObject>,
     partitions: u32,
+    stats_interval: Option<&str>,
+    stats: Option<PathBuf>,
 ) -> PyResult<String> {
     let (mut sim, given) = build_with_partitions(text, name, duration, seed)?;
     if !sim.real.is_empty() {
@@ -172,6 +224,7 @@ fn simulate(
         )));
     }
     let cut = cut_for(&sim, name, given.as_deref(), partitions, false)?;
+    let mut series = start_series(&sim, name, stats_interval, stats.as_deref(), cut.is_some())?;
     let duration_s = sim.net.spec().run.duration.as_secs_f64();
     // An exception from the progress callback or a signal, to raise once
     // the results are taken; `stop` ends the run (partitions look at it).
@@ -220,7 +273,14 @@ fn simulate(
         None => {
             let caps = netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?;
             let mut keep_going = keep_going;
-            py.allow_threads(|| sim.run(1 << 14, |now, _| keep_going(now)));
+            match series.as_mut() {
+                None => {
+                    py.allow_threads(|| sim.run(1 << 14, |now, _| keep_going(now)));
+                }
+                Some(w) => py
+                    .allow_threads(|| sim.run_sampled(w, 1 << 14, |now, _| keep_going(now)))
+                    .map_err(|e| netloop_err(format!("{name}: writing the time series: {e}")))?,
+            }
             let wall = start.elapsed().as_secs_f64();
             let results = sim.results("afap", Some(wall), Some(name.to_string()));
             (results, finish_captures(&caps))

@@ -7,6 +7,7 @@ skip with the reason. Run: ``python3 -m pytest crates/netloop-py/tests``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -180,6 +181,64 @@ def test_simulate_returns_results_objects() -> None:
     assert r.link("r-b")["a_to_b"]["rate_bps"] == 10_000_000
     with pytest.raises(KeyError, match="links: a-r, r-b"):
         r.link("nope")
+
+
+def test_results_are_typed_objects_that_are_still_the_json() -> None:
+    r = bulk("10Mbps", loss=0.01).simulate()
+    link = r.link("r-b")
+    assert isinstance(link, netloop.LinkResult) and isinstance(link.a_to_b, netloop.Direction)
+    raw = next(lk for lk in r.raw["links"] if lk["name"] == "r-b")
+    d = link.a_to_b
+    assert (d.rate_bps, d.sent_packets, d.received_bytes, d.drops) == (
+        10_000_000, raw["a_to_b"]["sent_packets"], raw["a_to_b"]["received_bytes"], raw["a_to_b"]["drops"])
+    assert d.dropped == sum(raw["a_to_b"]["drops"].values()) > 0  # 1 % random loss
+    assert link["a_to_b"]["sent_packets"] == d.sent_packets and dict(link["a_to_b"]) == raw["a_to_b"]
+    assert [lk.name for lk in r.links] == ["a-r", "r-b"] and link.a == "r:eth1"
+    f = r.flow("bulk")
+    assert isinstance(f, netloop.FlowResult) and f.kind == "tcp-bulk" and (f.from_, f.to) == ("a", "b")
+    assert f.throughput_bps == f["throughput_bps"] and f.delay is None  # TCP bulk: no delay samples
+    ping = netloop.Network("p", duration="2s")
+    a, b = ping.add_host("a"), ping.add_host("b")
+    ping.add_link(a, b, delay="5ms")
+    ping.add_traffic("ping", a, b, name="echo", interval="100ms")
+    delay = ping.simulate().flow("echo").delay
+    assert isinstance(delay, netloop.Distribution) and delay.count > 10
+    assert delay.min_ns >= 10_000_000 and delay.p50_ns >= delay.min_ns and delay["count"] == delay.count
+    assert r.realtime is None
+
+
+def test_add_host_makes_simulated_and_real_hosts_and_hosts_lists_them() -> None:
+    net = netloop.Network("mixed")
+    a = net.add_host("a")
+    h = net.add_host("h", real=True, via="tap")
+    r = net.add_router("r")
+    b = net.add_real_host("b")
+    for n in (a, h, b):
+        net.add_link(n, r)
+    assert (a.kind, h.kind, b.kind) == ("host", "namespace", "namespace") and isinstance(h, netloop.Host)
+    assert [n.name for n in net.hosts] == ["a", "h", "b"]  # as Mininet's net.hosts: a list
+    assert [n.name for n in net.real_hosts] == ["h", "b"] and net["h"] is h
+    assert 'via = "tap"' in net.to_toml()
+    with pytest.raises(netloop.TopologyError, match=r"add_host\('x', via='tap'\).*real=True"):
+        net.add_host("x", via="tap")
+
+
+def test_simulate_writes_the_time_series_as_netloop_run_does(tmp_path: Path) -> None:
+    path = tmp_path / "bulk.series.jsonl"
+    r = bulk("10Mbps", seconds="3s").simulate(stats_interval="500ms", stats=path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    header, samples = lines[0], lines[1:]
+    assert header["format"] == "netloop-series/1" and header["interval_ns"] == 500_000_000
+    assert [s["t_ns"] for s in samples] == [k * 500_000_000 for k in range(7)]
+    # The last sample is the results' counters.
+    li, c = header["links"].index("r-b"), header["dir_columns"].index("sent_bytes")
+    assert samples[-1]["links"][li][0][c] == r.link("r-b").a_to_b.sent_bytes > 0
+    with pytest.raises(netloop.TopologyError, match=r"give the file too, stats=PATH"):
+        bulk("10Mbps").simulate(stats_interval="1s")
+    with pytest.raises(netloop.TopologyError, match='stats_interval "soon"'):
+        bulk("10Mbps").simulate(stats_interval="soon", stats=tmp_path / "x.jsonl")
+    with pytest.raises(netloop.TopologyError, match="partitions has no time series"):
+        bulk("10Mbps").simulate(stats_interval="1s", stats=tmp_path / "y.jsonl", partitions=2)
 
 
 def test_links_follow_traces_from_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,16 +27,21 @@ from .network import (
     clean,
     simulate,
 )
-from .results import Results, Snapshot
+from .results import Direction, Distribution, FlowResult, LinkResult, RealtimeReport, Results, Snapshot
 
 __all__ = [
     "CommandError",
+    "Direction",
+    "Distribution",
+    "FlowResult",
     "Host",
     "Link",
+    "LinkResult",
     "Message",
     "NetloopError",
     "Network",
     "Node",
+    "RealtimeReport",
     "Results",
     "Snapshot",
     "SteppedSimulation",

@@ -16,6 +16,9 @@ def simulate(
     pcap: list[str] = ...,
     pcap_dir: str = ".",
     progress: Optional[Callable[[float, float, float], object]] = None,
+    partitions: int = 1,
+    stats_interval: Optional[str] = None,
+    stats: Optional[str] = None,
 ) -> str: ...
 def clean() -> str: ...
 def privileges_missing() -> Optional[str]: ...

@@ -338,10 +338,18 @@ class Network:
         self._objects[obj.name] = obj
         return obj
 
-    def add_host(self, name: str, **fields: Any) -> Node:
-        """A simulated host (ARP, ICMP, UDP, TCP): the source and sink of
-        simulated traffic."""
-        return self._add_node(Node(self, name, "host"), fields, _call("add_host", name, **fields))
+    def add_host(self, name: str, *, real: bool = False, via: str | None = None,
+                 commands: Sequence[Mapping[str, Any]] = (), **fields: Any) -> Node:
+        """A host: simulated (ARP, ICMP, UDP, TCP: the source and sink of
+        simulated traffic), or with ``real=True`` a real one, a namespace
+        running real programs (as :meth:`add_real_host`, which takes ``via``
+        and ``commands``)."""
+        if real:
+            return self.add_real_host(name, via=via, commands=commands, **fields)
+        call = _call("add_host", name, via=via, commands=list(commands) or None, **fields)
+        if via is not None or commands:
+            raise TopologyError(f"{call}: via and commands are a real host's: add_host({name!r}, real=True, ...)")
+        return self._add_node(Node(self, name, "host"), fields, call)
 
     def add_real_host(
         self, name: str, *, via: str | None = None, commands: Sequence[Mapping[str, Any]] = (), **fields: Any
@@ -537,9 +545,15 @@ class Network:
             raise KeyError(f"{name!r} is not a node of {self.name} (nodes: {', '.join(self._objects)})") from None
 
     @property
-    def hosts(self) -> dict[str, Host]:
-        """The real hosts by name."""
-        return {n: o for n, o in self._objects.items() if isinstance(o, Host)}
+    def hosts(self) -> list[Node]:
+        """Every host, simulated and real, in the order added (as Mininet's
+        ``net.hosts``); ``net["h1"]`` finds one by name."""
+        return [o for o in self._objects.values() if o.kind in ("host", "namespace")]
+
+    @property
+    def real_hosts(self) -> list[Host]:
+        """The real hosts (namespaces), in the order added."""
+        return [o for o in self._objects.values() if isinstance(o, Host)]
 
     def node(self, name: str) -> Node:
         """A node by name."""
@@ -563,6 +577,8 @@ class Network:
         pcap_dir: str | os.PathLike[str] = ".",
         progress: Progress = False,
         partitions: int = 1,
+        stats_interval: str | None = None,
+        stats: str | os.PathLike[str] | None = None,
     ) -> Results:
         """Runs the topology (no real nodes) as fast as possible and returns
         its results. ``progress=True`` draws a progress line on stderr; a
@@ -570,13 +586,17 @@ class Network:
         second. Ctrl-C stops the run and raises ``KeyboardInterrupt``.
         ``partitions=N`` cuts the network into N partitions, each run on a
         thread of its own, with the same results (nodes may name theirs:
-        ``add_router("r1", partition=1)``; see docs/partitions.md)."""
+        ``add_router("r1", partition=1)``; see docs/partitions.md).
+        ``stats_interval="100ms"`` with ``stats=PATH`` writes the run's
+        counters every interval into that file as it goes (JSON Lines:
+        docs/series.md), as ``netloop run --stats-interval`` does."""
         cb = _progress_printer(self.name) if progress is True else (progress or None)
         try:
             with self._located():
                 raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
                                        pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb,
-                                       partitions=partitions)
+                                       partitions=partitions, stats_interval=stats_interval,
+                                       stats=None if stats is None else os.fspath(stats))
         finally:
             if progress is True:
                 print(file=sys.stderr, flush=True)
@@ -682,11 +702,11 @@ class Network:
             raise NetloopError(f"{self.name} was never started")
         run, self._native = self._native, None
         try:
-            for h in self.hosts.values():
+            for h in self.real_hosts:
                 h._stop_programs()
             self._results = Results(json.loads(run.stop()))
         finally:
-            for h in self.hosts.values():
+            for h in self.real_hosts:
                 h.namespace = h.init_pid = None
             _running.discard(self)
             self._restore_sigterm()

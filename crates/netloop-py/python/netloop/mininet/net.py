@@ -259,8 +259,8 @@ class Mininet:
         self._started = True
         try:
             for node in self.hosts:
-                if node._kind() == "host" and node.name in net.hosts:
-                    node._attach(net.hosts[node.name])
+                if node._kind() == "host":
+                    node._attach(net[node.name])
             for node in self.hosts:
                 node.config(**node.params)
             if self.autoStaticArp:
