@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{have, netloop, repo_file, text, Scratch};
+use common::{have, netloop, run_dumbbell_sampled, text, Scratch};
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -12,18 +12,7 @@ use std::process::Command;
 fn run_dumbbell(s: &Scratch) -> String {
     let json = s.path("out/run.json");
     std::fs::create_dir_all(s.path("out")).unwrap();
-    let out = netloop(&[
-        "run",
-        &repo_file("examples/dumbbell.toml"),
-        "--duration",
-        "6s",
-        "--json",
-        &json,
-        "--stats-interval",
-        "100ms",
-        "-q",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    run_dumbbell_sampled(&json, "6s", "100ms");
     json
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{netloop, repo_file, text, Scratch, NETLOOP};
+use common::{netloop, repo_file, run_dumbbell_sampled, text, Scratch, NETLOOP};
 use serde_json::Value;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -45,18 +45,7 @@ fn named<'a>(r: &'a Value, key: &str, name: &str) -> &'a Value {
 fn a_simulation_is_sampled_on_the_grid_and_ends_with_the_results_counters() {
     let s = Scratch::new("series-sim");
     let json = s.path("out.json");
-    let out = netloop(&[
-        "run",
-        &repo_file("examples/dumbbell.toml"),
-        "--duration",
-        "6s",
-        "--json",
-        &json,
-        "--stats-interval",
-        "500ms",
-        "-q",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    run_dumbbell_sampled(&json, "6s", "500ms");
     let (h, samples) = read(&s.path("out.series.jsonl"));
     assert_eq!(h["format"], "netloop-series/1");
     assert_eq!(h["interval_ns"], 500_000_000);

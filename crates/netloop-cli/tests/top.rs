@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{netloop, repo_file, text, Scratch, NETLOOP};
+use common::{netloop, run_dumbbell_sampled, text, Scratch, NETLOOP};
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -14,18 +14,7 @@ use std::time::Duration;
 fn once_shows_the_last_intervals_rates_from_the_series() {
     let s = Scratch::new("top-once");
     let series = s.path("run.series.jsonl");
-    let out = netloop(&[
-        "run",
-        &repo_file("examples/dumbbell.toml"),
-        "--duration",
-        "6s",
-        "--json",
-        &s.path("run.json"),
-        "--stats-interval",
-        "500ms",
-        "-q",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    run_dumbbell_sampled(&s.path("run.json"), "6s", "500ms");
     let out = netloop(&["top", &series, "--once"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);

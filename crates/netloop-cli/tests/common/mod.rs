@@ -114,6 +114,26 @@ pub fn netloop(args: &[&str]) -> Output {
         .expect("netloop runs")
 }
 
+/// Runs examples/dumbbell.toml for `duration` (6 s and longer: a flow
+/// starts at 5 s) sampled every `interval`: its results at `json`, its
+/// series beside them (`<json stem>.series.jsonl`). Fails the test if the
+/// run fails.
+#[allow(dead_code)]
+pub fn run_dumbbell_sampled(json: &str, duration: &str, interval: &str) {
+    let out = netloop(&[
+        "run",
+        &repo_file("examples/dumbbell.toml"),
+        "--duration",
+        duration,
+        "--json",
+        json,
+        "--stats-interval",
+        interval,
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 /// A file of the repository (e.g. `examples/dumbbell.toml`), as a path
 /// `netloop` can open from the test's directory.
 pub fn repo_file(path: &str) -> String {
