@@ -138,13 +138,21 @@ fn ping_traceroute_tracepath_iperf3_and_http_over_ipv6_across_two_routers() {
     assert_eq!(iface6("h2"), "2001:2:0:2::2/64");
     assert_eq!(iface6("h1"), "2001:2::2/64");
 
-    // ping -6: five replies, each a little over 2 × 10 ms.
+    // ping -6: five replies, each a little over 2 × 10 ms (the first also
+    // resolves neighbours). A run that fell behind real time delays a reply
+    // by up to its worst lateness, which it reports: the ping starts at
+    // 0.2 s, while the servers of this topology start too, and on a loaded
+    // 2-core machine the first reply came 40 ms late twice in CI.
     let log = read_log(&r, "h1", 0);
     assert_eq!(ping_summary(&log), Some((5, 5)), "{log}");
+    let late_ms = r["realtime"]["event_lateness"]["max_ns"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
     for (seq, rtt) in ping_replies(&log) {
         assert!(
-            (19.9..60.0).contains(&rtt),
-            "icmp_seq={seq}: {rtt} ms\n{log}"
+            (19.9..60.0 + late_ms).contains(&rtt),
+            "icmp_seq={seq}: {rtt} ms (the run's worst lateness {late_ms} ms)\n{log}"
         );
     }
 
