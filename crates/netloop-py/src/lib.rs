@@ -142,8 +142,9 @@ fn finish_captures(caps: &[Arc<Mutex<Capture>>]) -> Value {
     Value::Array(files)
 }
 
-/// The time series `simulate(stats_interval=…, stats=…)` asks for, started
-/// (as `netloop run --stats-interval`'s: docs/series.md); refused with a cut.
+/// The time series `simulate(stats_interval=…, stats=…)` (or `start`'s)
+/// asks for, started (as `netloop run --stats-interval`'s: docs/series.md);
+/// refused with a cut.
 fn start_series(
     sim: &Simulation,
     name: &str,
@@ -156,12 +157,12 @@ fn start_series(
         (Some(i), Some(p)) => (i, p),
         (Some(_), None) => {
             return Err(TopologyError::new_err(
-                "simulate(stats_interval=…): give the file too, stats=PATH",
+                "stats_interval=…: give the file too, stats=PATH",
             ))
         }
         (None, Some(_)) => {
             return Err(TopologyError::new_err(
-                "simulate(stats=…): give the interval too, stats_interval=\"100ms\"",
+                "stats=…: give the interval too, stats_interval=\"100ms\"",
             ))
         }
     };
@@ -392,7 +393,7 @@ impl LiveRun {
     /// time; returns once the network is up (programs of the topology start
     /// then), or raises why it could not start.
     #[staticmethod]
-    #[pyo3(signature = (text, name, log_dir, duration=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), priority=None, steer=false, late_threshold="1ms", partitions=1))]
+    #[pyo3(signature = (text, name, log_dir, duration=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), priority=None, steer=false, late_threshold="1ms", partitions=1, stats_interval=None, stats=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         py: Python<'_>,
@@ -406,6 +407,8 @@ impl LiveRun {
         steer: bool,
         late_threshold: &str,
         partitions: u32,
+        stats_interval: Option<&str>,
+        stats: Option<PathBuf>,
     ) -> PyResult<Self> {
         let late_threshold_ns = SimDuration::parse(late_threshold)
             .map_err(|e| TopologyError::new_err(format!("late_threshold {late_threshold:?}: {e}")))?
@@ -417,6 +420,7 @@ impl LiveRun {
         // Cut into partitions, each on a thread kept to the wall clock (every
         // real host in partition 0); captures are then written in parts.
         let cut = cut_for(&sim, name, given.as_deref(), partitions, true)?;
+        let mut series = start_series(&sim, name, stats_interval, stats.as_deref(), cut.is_some())?;
         let (caps, parted) = match &cut {
             None => (
                 netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?,
@@ -460,7 +464,7 @@ impl LiveRun {
                         remote: Some(remote),
                         cut: cut.as_ref(),
                         taps,
-                        series: None,
+                        series: series.as_mut(),
                     },
                 );
                 if let Some(p) = parted {

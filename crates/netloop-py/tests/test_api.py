@@ -361,6 +361,29 @@ def test_live_calls_on_a_network_that_is_not_running() -> None:
 
 
 @pytest.mark.netloop_real
+def test_a_real_time_run_started_from_python_writes_its_time_series(
+    netloop_real_network: netloop.Network, tmp_path: Path,
+) -> None:
+    net = netloop_real_network
+    h1, h2 = chain(net, delay="5ms")
+    path = tmp_path / "live.series.jsonl"
+    net.start(stats_interval="200ms", stats=path)
+    try:
+        h1.run(["ping", "-n", "-c", "5", "-i", "0.2", h2.ip])
+        # Written as the run goes: samples are there before it stops.
+        during = [json.loads(line) for line in path.read_text().splitlines()]
+        assert len(during) >= 4 and during[-1]["realtime"]["events"] > 0, during[-1]
+    finally:
+        res = net.stop()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    header, samples = lines[0], lines[1:]
+    assert header["interval_ns"] == 200_000_000 and len(samples) > len(during) - 1
+    assert all("kept_up" in s["realtime"] for s in samples)
+    li, c = header["links"].index("r1-h2"), header["dir_columns"].index("sent_packets")
+    assert samples[-1]["links"][li][0][c] == res.link("r1-h2").a_to_b.sent_packets >= 5
+
+
+@pytest.mark.netloop_real
 def test_real_hosts_ping_through_the_model_and_links_change_at_run_time(
     netloop_real_network: netloop.Network,
 ) -> None:

@@ -35,6 +35,9 @@ class LiveRun:
         priority: Optional[int] = None,
         steer: bool = False,
         late_threshold: str = "1ms",
+        partitions: int = 1,
+        stats_interval: Optional[str] = None,
+        stats: Optional[str] = None,
     ) -> "LiveRun": ...
     def hosts(self) -> str: ...
     def links(self) -> list[str]: ...

@@ -624,6 +624,8 @@ class Network:
         priority: int | None = 50,
         late_threshold: str = "1ms",
         partitions: int = 1,
+        stats_interval: str | None = None,
+        stats: str | os.PathLike[str] | None = None,
     ) -> "Network":
         """Sets up the real hosts and starts the network in real time; it
         runs until :meth:`stop` (or for ``duration``). Needs root for real
@@ -632,7 +634,10 @@ class Network:
         into ``log_dir`` (a temporary directory by default).
         ``partitions=N`` cuts the network into N partitions, each on a thread
         kept to the wall clock, every real host in the first (see
-        docs/partitions.md); snapshots and link changes reach them all."""
+        docs/partitions.md); snapshots and link changes reach them all.
+        ``stats_interval="1s"`` with ``stats=PATH`` writes the run's counters
+        and its own figures (kept up, lateness) every interval into that
+        file as it goes (docs/series.md; ``netloop top PATH`` watches it)."""
         if self._native is not None:
             raise NetloopError(f"{self.name} is running already")
         if log_dir is None:
@@ -648,7 +653,8 @@ class Network:
                     duration=duration or _UNTIL_STOPPED, pcap=list(pcap),
                     pcap_dir=os.fspath(pcap_dir if pcap_dir is not None else log_dir),
                     priority=priority or None, steer=steer, late_threshold=late_threshold,
-                    partitions=partitions,
+                    partitions=partitions, stats_interval=stats_interval,
+                    stats=None if stats is None else os.fspath(stats),
                 )
         except BaseException:
             self._restore_sigterm()
