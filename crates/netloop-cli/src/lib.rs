@@ -197,13 +197,7 @@ fn report(path: &std::path::Path, output: Option<&std::path::Path>) -> anyhow::R
     let (inputs, default_out) = netloop_report::load(path)?;
     let page = netloop_report::render(&inputs)?;
     let out = output.map_or(default_out, std::path::Path::to_path_buf);
-    let tmp = out.with_extension("html.partial");
-    std::fs::write(&tmp, page)
-        .and_then(|()| std::fs::rename(&tmp, &out))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            anyhow::anyhow!("writing the report {}: {e}", out.display())
-        })?;
+    run::write_atomic(&out, |w| Ok(std::io::Write::write_all(w, page.as_bytes())?))?;
     println!("report: {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -278,14 +278,27 @@ pub fn check_json_writable(path: &Path) -> anyhow::Result<()> {
 /// the same directory, then a rename), so a crash never leaves half a file;
 /// on failure the temporary file is removed.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    write_atomic(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, value)?;
+        w.write_all(b"\n")?;
+        Ok(())
+    })
+}
+
+/// Writes what `fill` writes to `path` atomically (a temporary file in the
+/// same directory, synced, then a rename), so a crash never leaves half a
+/// file; on failure the temporary file is removed.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use std::io::Write;
     let (dir, tmp) = json_dir_and_temp(path);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = || -> anyhow::Result<()> {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w = std::io::BufWriter::new(f);
-        serde_json::to_writer_pretty(&mut w, value)?;
-        use std::io::Write;
-        w.write_all(b"\n")?;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        fill(&mut w)?;
+        w.flush()?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, path)?;
         Ok(())

@@ -72,7 +72,12 @@ fn a_report_holds_the_run_its_topology_and_its_series() {
         );
     }
     // Written whole: no partial file left, and -o writes elsewhere.
-    assert!(!std::path::Path::new(&s.path("out/run.html.partial")).exists());
+    let left: Vec<String> = std::fs::read_dir(s.path("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
     let other = s.path("elsewhere.html");
     let (ok, _, stderr) = report(&[&json, "-o", &other]);
     assert!(ok, "{stderr}");

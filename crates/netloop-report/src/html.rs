@@ -219,11 +219,8 @@ fn links(o: &mut String, r: &Value) {
             let dir = &link[d];
             let sent = num(&dir["sent_packets"]);
             let bits = num(&dir["sent_bytes"]) * 8.0;
-            let load = dir["rate_bps"]
-                .as_f64()
-                .filter(|&rate| rate > 0.0 && sim_s > 0.0)
-                .map(|rate| format!("{:.1} %", 100.0 * bits / (rate * sim_s)))
-                .unwrap_or_else(|| "—".to_string());
+            let load = topology::dir_load(dir, sim_s)
+                .map_or_else(|| "—".to_string(), |l| format!("{:.1} %", 100.0 * l));
             // (A sum of nothing would be -0.)
             let drops: f64 = dir["drops"]
                 .as_object()
@@ -233,13 +230,12 @@ fn links(o: &mut String, r: &Value) {
             } else {
                 "—".to_string()
             };
-            let one = serde_json::json!({"a_to_b": dir, "b_to_a": dir});
             let _ = write!(
                 o,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{arrow}</td><td class=\"l\">{}</td>\
                  <td>{}</td><td>{}</td><td>{load}</td><td>{}</td><td>{}</td><td>{queueing}</td></tr>",
                 esc(link["name"].as_str().unwrap_or("?")),
-                esc(&topology::parameters(&one)),
+                esc(&topology::dir_parameters(dir)),
                 human(sent),
                 if sim_s > 0.0 {
                     topology::bits(bits / sim_s)

@@ -15,19 +15,21 @@ use serde_json::Value;
 /// out); the page says so and keeps the tables.
 pub const MAX_NODES: usize = 250;
 
-/// The load of a link: the larger of its directions' sent bits over their
-/// capacity and the run's simulated time (None: unlimited rate, or no time).
+/// The load of one direction: its sent bits over its capacity and the
+/// run's simulated time (None: unlimited rate, or no time).
+pub fn dir_load(dir: &Value, sim_s: f64) -> Option<f64> {
+    let rate = dir["rate_bps"]
+        .as_f64()
+        .or_else(|| dir["trace"]["mean_bps"].as_f64())?;
+    let bits = dir["sent_bytes"].as_f64()? * 8.0;
+    (rate > 0.0 && sim_s > 0.0).then(|| bits / (rate * sim_s))
+}
+
+/// The load of a link: its busier direction's.
 pub fn load(link: &Value, sim_s: f64) -> Option<f64> {
     ["a_to_b", "b_to_a"]
         .iter()
-        .filter_map(|d| {
-            let dir = &link[*d];
-            let rate = dir["rate_bps"]
-                .as_f64()
-                .or_else(|| dir["trace"]["mean_bps"].as_f64())?;
-            let bits = dir["sent_bytes"].as_f64()? * 8.0;
-            (rate > 0.0 && sim_s > 0.0).then(|| bits / (rate * sim_s))
-        })
+        .filter_map(|d| dir_load(&link[*d], sim_s))
         .reduce(f64::max)
 }
 
@@ -44,18 +46,25 @@ pub fn load_color(load: Option<f64>) -> u32 {
     }
 }
 
-/// "10 Mb/s, 5 ms" for a link's direction a→b (and b→a's if they differ).
-pub fn parameters(link: &Value) -> String {
-    let one = |d: &Value| -> String {
-        let rate = match (d["rate_bps"].as_f64(), d["trace"]["kind"].as_str()) {
-            (_, Some(kind)) => format!("{kind} trace"),
-            (Some(r), _) => bits(r),
-            (None, None) => "unlimited".to_string(),
-        };
-        let delay = d["delay_ns"].as_f64().unwrap_or(0.0);
-        format!("{rate}, {}", duration(delay))
+/// "10 Mb/s, 5 ms" for one direction.
+pub fn dir_parameters(d: &Value) -> String {
+    let rate = match (d["rate_bps"].as_f64(), d["trace"]["kind"].as_str()) {
+        (_, Some(kind)) => format!("{kind} trace"),
+        (Some(r), _) => bits(r),
+        (None, None) => "unlimited".to_string(),
     };
-    let (a, b) = (one(&link["a_to_b"]), one(&link["b_to_a"]));
+    format!(
+        "{rate}, {}",
+        duration(d["delay_ns"].as_f64().unwrap_or(0.0))
+    )
+}
+
+/// A link's parameters: a→b's, and b→a's after it if they differ.
+pub fn parameters(link: &Value) -> String {
+    let (a, b) = (
+        dir_parameters(&link["a_to_b"]),
+        dir_parameters(&link["b_to_a"]),
+    );
     if a == b {
         a
     } else {

@@ -80,6 +80,11 @@ def in_pid_namespace_of(init_pid: int | None, what: str) -> Any:
         yield
         return
     libc = ctypes.CDLL(None, use_errno=True)
+
+    def children_in(fd: int, where: str) -> None:
+        if libc.setns(fd, _CLONE_NEWPID) != 0:
+            raise NetloopError(f"{what}: {where}: {os.strerror(ctypes.get_errno())}")
+
     own = os.open("/proc/thread-self/ns/pid", os.O_RDONLY)
     try:
         try:
@@ -88,17 +93,13 @@ def in_pid_namespace_of(init_pid: int | None, what: str) -> Any:
             raise NetloopError(f"{what}: the real host's PID namespace is gone ({e.strerror}): "
                                "has the run ended?") from None
         try:
-            if libc.setns(target, _CLONE_NEWPID) != 0:
-                raise NetloopError(f"{what}: entering the real host's PID namespace: "
-                                   f"{os.strerror(ctypes.get_errno())}")
+            children_in(target, "entering the real host's PID namespace")
         finally:
             os.close(target)
         try:
             yield
         finally:
-            if libc.setns(own, _CLONE_NEWPID) != 0:
-                raise NetloopError(f"{what}: returning to this process's PID namespace: "
-                                   f"{os.strerror(ctypes.get_errno())}")
+            children_in(own, "returning to this process's PID namespace")
     finally:
         os.close(own)
 

@@ -174,7 +174,7 @@ def _describe(p: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _time(intf: str, key: str, v: Any) -> str:
+def _time(v: Any) -> str:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return f"{v}us"  # tc reads a bare number as microseconds
     return str(v)
@@ -191,7 +191,7 @@ def _netloop_params(intf: str, p: dict[str, Any]) -> dict[str, Any]:
         out["rate"] = f"{bw}Mbps"
     for key in ("delay", "jitter"):
         if p.get(key) is not None:
-            out[key] = _time(intf, key, p[key])
+            out[key] = _time(p[key])
     if p.get("loss") is not None:
         loss = p["loss"]
         if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss <= 100:
