@@ -96,6 +96,8 @@ fn as_realtime(json: &str, kept_up: bool) -> String {
         "rx_frames": 10, "tx_frames": 12, "rx_malformed": 0, "cpu_share": 0.4,
         "event_lateness": {"count": 100, "p50_ns": 20_000, "p99_ns": 400_000, "p999_ns": 900_000,
                             "max_ns": 25_000_000, "mean_ns": 30_000},
+        "event_lateness_histogram": [{"up_to_ns": 1_000, "count": 60}, {"up_to_ns": 2_000, "count": 30},
+                                     {"up_to_ns": 4_000, "count": 0}, {"up_to_ns": 8_000, "count": 10}],
         "input_latency": {"count": 0}, "output_latency": {"count": 0}
     });
     let path = json.replace(".json", if kept_up { "-ok.json" } else { "-late.json" });
@@ -115,6 +117,10 @@ fn the_verdict_says_whether_a_real_time_run_kept_up() {
     assert!(page.contains("FELL BEHIND real time: 1234 events ran more than 1 ms late (max 25 ms)"));
     assert!(page.contains("7 frames lost between the real hosts and the model"));
     assert!(page.contains("event lateness p99"), "the lateness chart");
+    assert!(
+        page.contains("How late events ran (late beyond 1 ms)") && page.contains("8µs"),
+        "the lateness histogram, its buckets labelled"
+    );
     assert!(page.contains("Frames dropped, by reason") && page.contains("queue_full"));
     let kept = as_realtime(&json, true);
     let (ok, _, stderr) = report(&[&kept]);

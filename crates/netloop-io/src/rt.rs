@@ -82,20 +82,30 @@ pub struct Control<'c> {
 struct IoView<'a> {
     shared: &'a Shared,
     ports: &'a dyn PortReports,
-    /// Per port: frames dropped because the queue to the I/O thread was full.
-    queue_full: &'a [u64],
+    /// Per port: what the event thread counted of it.
+    edge: &'a [EdgeCount],
+}
+
+/// What the event thread counts of a port (the port counts the rest).
+#[derive(Clone, Copy, Debug, Default)]
+struct EdgeCount {
+    /// Frames (segments) dropped because the queue to the I/O thread was
+    /// full.
+    queue_full: u64,
+    /// Frames (segments) read from it that entered the model.
+    entered: u64,
 }
 
 /// The ports' reports (a trait object hides the ports' own lifetime, which
 /// `Control` does not carry).
 trait PortReports {
     /// See [`port_reports`].
-    fn reports(&self, queue_full: &[u64], gone: bool) -> Vec<PortReport>;
+    fn reports(&self, edge: &[EdgeCount], gone: bool) -> Vec<PortReport>;
 }
 
 impl PortReports for &[SharedPort<'_>] {
-    fn reports(&self, queue_full: &[u64], gone: bool) -> Vec<PortReport> {
-        port_reports(self, queue_full, gone)
+    fn reports(&self, edge: &[EdgeCount], gone: bool) -> Vec<PortReport> {
+        port_reports(self, edge, gone)
     }
 }
 
@@ -103,18 +113,19 @@ impl PortReports for &[SharedPort<'_>] {
 /// agree with the model's own counters), with the frames the queue to the
 /// I/O thread dropped counted in each one's `tx_drops`. `gone` asks whether
 /// each interface still exists (a system call: at the end of a run).
-fn port_reports(ports: &[SharedPort<'_>], queue_full: &[u64], gone: bool) -> Vec<PortReport> {
+fn port_reports(ports: &[SharedPort<'_>], edge: &[EdgeCount], gone: bool) -> Vec<PortReport> {
     ports
         .iter()
-        .zip(queue_full)
-        .map(|(p, &full)| {
+        .zip(edge)
+        .map(|(p, e)| {
             let mut p = rtio::lock(p);
             let mut counters = p.port.io.counters();
-            counters.tx_drops += full;
+            counters.tx_drops += e.queue_full;
             PortReport {
                 host: p.port.host.clone(),
                 interface: p.port.io.name().to_string(),
                 counters,
+                entered: e.entered,
                 faults: p.faults,
                 first_fault_s: p.first_fault_s,
                 gone: if gone {
@@ -130,7 +141,7 @@ fn port_reports(ports: &[SharedPort<'_>], queue_full: &[u64], gone: bool) -> Vec
 impl Control<'_> {
     /// The self-report so far (`end` is `running`).
     pub fn realtime(&mut self) -> RtReport {
-        let ports = self.io.ports.reports(self.io.queue_full, false);
+        let ports = self.io.ports.reports(self.io.edge, false);
         self.tally.report(
             ports,
             &self.io.shared.published(),
@@ -265,6 +276,45 @@ impl Lateness {
     }
 }
 
+/// One bucket of a lateness histogram: the events that ran late by more
+/// than the bucket before's bound and at most `up_to_ns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    /// Upper bound, nanoseconds (1 µs, 2 µs, 4 µs, … doubling).
+    pub up_to_ns: u64,
+    /// Events in it.
+    pub count: u64,
+}
+
+/// The first bucket's bound: within a microsecond is on time to the
+/// precision a timed sleep has.
+const FIRST_BUCKET_NS: u64 = 1_000;
+
+/// `h` in buckets whose bounds double from 1 µs, up to the one that holds
+/// the largest value (empty ones between included, so that a plot's axis
+/// has no holes; none after it). Values are the histogram's (3 significant
+/// digits), placed by the highest value equivalent to each.
+pub(crate) fn buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+    let mut out: Vec<Bucket> = Vec::new();
+    for v in h.iter_recorded() {
+        let value = h.highest_equivalent(v.value_iterated_to());
+        let mut k = 0usize;
+        let mut up = FIRST_BUCKET_NS;
+        while up < value {
+            up = up.saturating_mul(2);
+            k += 1;
+        }
+        while out.len() <= k {
+            out.push(Bucket {
+                up_to_ns: FIRST_BUCKET_NS << out.len().min(63),
+                count: 0,
+            });
+        }
+        out[k].count += v.count_at_value();
+    }
+    out
+}
+
 /// One real interface's share of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortReport {
@@ -276,6 +326,11 @@ pub struct PortReport {
     /// error are in `tx_drops`).
     #[serde(flatten)]
     pub counters: BoundaryCounters,
+    /// Frames (segments) read from it that entered the model: `rx_frames`
+    /// at the end of a run (frames still on their way to the model when it
+    /// ended enter it then, and count as in flight); while it runs, less
+    /// by those on their way.
+    pub entered: u64,
     /// Times the interface reported an error or hang-up with nothing to read
     /// (deleted or down); each time it was left out for 10 ms.
     pub faults: u64,
@@ -312,6 +367,8 @@ pub struct RtReport {
     pub events: u64,
     /// How late each event ran against its scheduled time.
     pub event_lateness: Lateness,
+    /// The same, as a histogram (see [`buckets`]).
+    pub event_lateness_histogram: Vec<Bucket>,
     /// How long each frame from a real interface took from its arrival (the
     /// kernel's stamp, where there is one) to entering the model.
     pub input_latency: Lateness,
@@ -616,6 +673,7 @@ impl Tally {
             wall_seconds: wall_s,
             events: queue.events_processed() - self.events0,
             event_lateness: Lateness::of(&self.lateness),
+            event_lateness_histogram: buckets(&self.lateness),
             input_latency: Lateness::of(&self.input),
             output_latency: Lateness::of(&io.output_latency),
             wakeup_latency: Lateness::of(&self.wakeup),
@@ -682,8 +740,8 @@ struct EventSide<'a, 'p> {
     direct_latency: Histogram<u64>,
     /// Frames in and out in the current 10 ms window (see [`Mode`]).
     window_frames: u64,
-    /// Per port: frames dropped because the queue to the I/O thread was full.
-    queue_full: Vec<u64>,
+    /// Per port: what this thread counts of it.
+    edge: Vec<EdgeCount>,
     tally: Tally,
     /// Moments frames were injected: (events scheduled before, CLOCK_MONOTONIC
     /// ns), oldest first. An event numbered after a checkpoint was not known
@@ -727,6 +785,7 @@ impl EventSide<'_, '_> {
         }
         self.known.push_back((queue.scheduled(), clock::mono_ns()));
         self.window_frames += 1;
+        self.edge[port].entered += frame.segs();
         net.inject(queue, self.nodes[port], frame);
     }
 
@@ -813,7 +872,7 @@ impl EventSide<'_, '_> {
             self.shared.tx_bytes.fetch_sub(len, Ordering::Relaxed);
             // The I/O thread is that far behind: lost at the boundary,
             // counted in the port's tx_drops.
-            self.queue_full[port] += frame_segs;
+            self.edge[port].queue_full += frame_segs;
         }
     }
 
@@ -950,7 +1009,7 @@ pub fn run_realtime(
         direct_due,
         direct_latency,
         window_frames: 0,
-        queue_full: vec![0; n_ports],
+        edge: vec![EdgeCount::default(); n_ports],
         known,
         tally,
     };
@@ -995,16 +1054,23 @@ pub fn run_realtime(
         let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
     let end = end?;
+    // Frames the I/O thread read after the event thread's last look at its
+    // queue (it reads until it is told to stop) enter the model now, at the
+    // end: read from a real host, they are in flight in the results rather
+    // than lost between the port and the model.
+    while let Ok(a) = rx.pop() {
+        side.inject(net, queue, a.port, a.frame);
+    }
     let EventSide {
         tally,
-        queue_full,
+        edge,
         direct_latency,
         ..
     } = side;
 
     // The I/O thread has written what was queued and given the ports back:
     // the final counters come from them.
-    let port_reports = port_reports(&cells, &queue_full, true);
+    let port_reports = port_reports(&cells, &edge, true);
     let mut published = shared.published();
     let _ = published.output_latency.add(&direct_latency);
     let report = tally.report(
@@ -1086,7 +1152,7 @@ fn event_loop(
                 io: IoView {
                     shared,
                     ports: &ports,
-                    queue_full: &side.queue_full,
+                    edge: &side.edge,
                 },
                 late_threshold_ns: opts.late_threshold_ns,
                 spin_ns: opts.spin_ns,
@@ -1314,6 +1380,51 @@ mod tests {
         }
         assert_eq!(m.window(0.05, 5), Some(false), "200 ms light: back");
         assert_eq!(m.window(0.6, 0), Some(true), "a busy event thread: split");
+    }
+
+    #[test]
+    fn lateness_buckets_double_from_a_microsecond_and_hold_every_event() {
+        let mut h = histogram();
+        assert!(buckets(&h).is_empty(), "no events, no buckets");
+        // On time (1 ns: recorded at least 1), within 1 µs, just over it,
+        // 3 µs, and one event 5 ms late.
+        for v in [1, 999, 1_000, 1_001, 3_000, 3_000, 5_000_000] {
+            h.record(v).unwrap();
+        }
+        let b = buckets(&h);
+        let total: u64 = b.iter().map(|b| b.count).sum();
+        assert_eq!(total, 7, "every event in one bucket: {b:?}");
+        assert_eq!(
+            b[0],
+            Bucket {
+                up_to_ns: 1_000,
+                count: 3
+            }
+        );
+        assert_eq!(
+            b[1],
+            Bucket {
+                up_to_ns: 2_000,
+                count: 1
+            }
+        );
+        assert_eq!(
+            b[2],
+            Bucket {
+                up_to_ns: 4_000,
+                count: 2
+            }
+        );
+        // 5 ms is in (4.096 ms, 8.192 ms]; the empty buckets between stay.
+        assert_eq!(b.len(), 14, "{b:?}");
+        assert_eq!(
+            b[13],
+            Bucket {
+                up_to_ns: 8_192_000,
+                count: 1
+            }
+        );
+        assert!(b[3..13].iter().all(|b| b.count == 0));
     }
 
     #[test]

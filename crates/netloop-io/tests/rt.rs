@@ -158,6 +158,15 @@ fn two_ports(
     (ports, a, b)
 }
 
+/// Held by the tests that flood a port: a flood takes a core, and the
+/// flood test's timing bound assumes it is the only one.
+static FLOODS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`FLOODS`], whatever a test that held it did.
+fn one_flood_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    FLOODS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn frame(seq: u8) -> Vec<u8> {
     let mut f = vec![0u8; 60];
     f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
@@ -361,6 +370,7 @@ fn a_stop_in_the_middle_of_a_backlog_ends_the_run_in_order() {
 /// tight figure.
 #[test]
 fn a_flood_on_one_port_leaves_timer_events_on_time() {
+    let _flood = one_flood_at_a_time();
     let topo = r#"
 [run]
 duration = "10s"
@@ -478,6 +488,78 @@ size = "1000B"
     );
     let c = sim.conservation();
     assert_eq!(c.unaccounted, 0, "{c:?}");
+}
+
+/// Every frame read from a port enters the model, also one the I/O thread
+/// read after the event thread's last look at its queue (a run that ends
+/// in the middle of a flood): the ledger's `external` frames are the ports'
+/// `rx_frames`, port by port (`entered`), and conservation holds.
+#[test]
+fn frames_read_as_a_run_ends_enter_the_model() {
+    let _flood = one_flood_at_a_time();
+    for round in 0..3 {
+        let (mut sim, mut ports, a, b) = pair(SimDuration::from_millis(5));
+        // The far side's frames are left unread: the model writes them and
+        // the socket drops what it has no room for (counted as tx_drops).
+        drop(b);
+        // Once the run has ended nobody reads the port: a write must not
+        // wait for room for ever.
+        a.set_write_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let flood = std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while !d.load(std::sync::atomic::Ordering::Relaxed) {
+                if a.send(&frame(sent as u8)).is_ok() {
+                    sent += 1;
+                }
+            }
+            sent
+        });
+        let stop = AtomicBool::new(false);
+        let opts = options(&stop, SimDuration::from_secs(10));
+        // Ends by the hook while the flood goes on, under load (the I/O
+        // thread reading).
+        let r = run_realtime(
+            &mut sim.net,
+            &mut sim.queue,
+            &mut ports,
+            Start::WhenReady,
+            &opts,
+            &mut |ctl| {
+                if ctl.now > SimTime::ZERO + SimDuration::from_millis(300) {
+                    Step::Stop
+                } else {
+                    Step::Continue(ctl.now + SimDuration::from_millis(5))
+                }
+            },
+        )
+        .expect("the I/O thread starts");
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent = flood.join().unwrap();
+        assert!(
+            r.rx_frames > 1_000,
+            "round {round}: read {} of {sent}",
+            r.rx_frames
+        );
+        for p in &r.ports {
+            assert_eq!(
+                p.entered, p.counters.rx_frames,
+                "round {round}: frames read from {} that entered the model",
+                p.host
+            );
+        }
+        let c = sim.conservation();
+        assert_eq!(
+            c.created
+                .get(&netloop_model::stats::Origin::External)
+                .copied(),
+            Some(r.rx_frames),
+            "round {round}: frames created as external against frames read: {c:?}"
+        );
+        assert_eq!(c.unaccounted, 0, "round {round}: {c:?}");
+    }
 }
 
 /// A panic in the control hook (or the loop) reaches the caller: the I/O

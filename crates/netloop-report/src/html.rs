@@ -469,6 +469,32 @@ fn lateness(o: &mut String, rt: &Value) -> Result<()> {
             " µs",
         )?);
     }
+    if let Some(h) = rt["event_lateness_histogram"]
+        .as_array()
+        .filter(|h| !h.is_empty())
+    {
+        // Short labels, every other one where there are many: the axis has
+        // room for about 18.
+        let every = if h.len() > 18 { 2 } else { 1 };
+        let buckets: Vec<(String, u64)> = h
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let label = if i % every == 0 {
+                    topology::duration(num(&b["up_to_ns"])).replace(' ', "")
+                } else {
+                    String::new()
+                };
+                (label, num(&b["count"]) as u64)
+            })
+            .collect();
+        let threshold = topology::duration(num(&rt["late_threshold_ns"]));
+        o.push_str(&plots::histogram(
+            &format!("How late events ran (late beyond {threshold})"),
+            "lateness, at most (each bar: above the bar before's bound)",
+            &buckets,
+        )?);
+    }
     let rows = [
         ("kept up", rt["kept_up"].to_string()),
         ("late events", rt["late_events"].to_string()),

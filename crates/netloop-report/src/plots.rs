@@ -141,6 +141,82 @@ pub fn bars(title: &str, x_label: &str, bars: &[(String, f64)], unit: &str) -> R
     Ok(svg)
 }
 
+/// Vertical bars of counts, one per (label, count) in order, on a
+/// logarithmic count axis (a histogram whose buckets hold from one to
+/// millions), each count written above its bar.
+pub fn histogram(title: &str, x_label: &str, buckets: &[(String, u64)]) -> Result<String> {
+    let mut svg = String::new();
+    let n = buckets.len().max(1) as i32;
+    let y_max = buckets.iter().map(|b| b.1).max().unwrap_or(1).max(1) as f64 * 3.0;
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(56)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..n).into_segmented(), (0.5f64..y_max).log_scale())
+            .map_err(err)?;
+        let labels: Vec<String> = buckets.iter().map(|b| b.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc(x_label)
+            .y_desc("events (log scale)")
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 14))
+            .x_labels(buckets.len().max(1))
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => usize::try_from(*i)
+                    .ok()
+                    .and_then(|k| labels.get(k))
+                    .cloned()
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|v| human(*v))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        let color = RGBColor(70, 110, 180);
+        chart
+            .draw_series(
+                buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|b| b.1 .1 > 0)
+                    .map(|(i, b)| {
+                        Rectangle::new(
+                            [
+                                (SegmentValue::Exact(i as i32), 0.5),
+                                (SegmentValue::Exact(i as i32 + 1), b.1 as f64),
+                            ],
+                            color.filled(),
+                        )
+                    }),
+            )
+            .map_err(err)?;
+        chart
+            .draw_series(
+                buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|b| b.1 .1 > 0)
+                    .map(|(i, b)| {
+                        Text::new(
+                            human(b.1 as f64),
+                            (SegmentValue::CenterOf(i as i32), b.1 as f64 * 1.15),
+                            ("sans-serif", 11),
+                        )
+                    }),
+            )
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
 /// A number as people read it: 3 significant digits, k/M/G for large ones.
 pub fn human(v: f64) -> String {
     let (v, suffix) = match v.abs() {

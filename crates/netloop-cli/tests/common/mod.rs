@@ -695,12 +695,26 @@ pub fn check_realtime_results(r: &Value, id: &str) {
         u(&rt["boundary_lost"]),
         sum("rx_kernel_drops") + sum("tx_drops") + sum("tx_unsent") + sum("rx_truncated")
     );
+    let hist = rt["event_lateness_histogram"].as_array().unwrap();
+    assert_eq!(
+        hist.iter().map(|b| u(&b["count"])).sum::<u64>(),
+        u(&rt["event_lateness"]["count"]),
+        "the lateness histogram holds every event: {hist:?}"
+    );
+    for p in ports {
+        assert_eq!(
+            u(&p["entered"]),
+            u(&p["rx_frames"]),
+            "frames read from {} that entered the model, against those read: {p}",
+            p["interface"]
+        );
+    }
     let created_ext = c["created"]["external"].as_u64().unwrap_or(0);
     let delivered_ext = c["delivered"]["external"].as_u64().unwrap_or(0);
     assert_eq!(
         created_ext,
         u(&rt["rx_frames"]),
-        "frames read from real interfaces = frames created with origin external"
+        "frames read from real interfaces = frames created with origin external; ports: {ports:?}"
     );
     assert_eq!(
         delivered_ext,
