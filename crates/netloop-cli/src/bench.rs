@@ -349,7 +349,7 @@ fn speed_rank(
     let sim = Simulation::build(&spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
     let no_pcap: (&[String], &std::path::Path) = (&[], std::path::Path::new("."));
     if let Some((mut results, _, _)) =
-        crate::run::execute_mpi(sim, 0, None, scenario.name(), no_pcap)?
+        crate::run::execute_mpi(sim, 0, None, scenario.name(), no_pcap, None)?
     {
         // Built in code, as the other runs of the benchmark: no file.
         results.meta.topology = None;

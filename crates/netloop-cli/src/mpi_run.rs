@@ -19,7 +19,7 @@ use mpi::Count;
 use netloop_core::SimTime;
 use netloop_model::network::Crossing;
 use netloop_model::partition::{
-    run_partition, Cut, Exchange, PartitionEnd, PartitionStats, Partitioned,
+    run_partition, Cut, Exchange, PartitionEnd, PartitionStats, Partitioned, Sampling,
 };
 use netloop_model::share::Share;
 use netloop_model::Simulation;
@@ -104,6 +104,17 @@ impl Exchange for MpiExchange<'_> {
             }
         }
         frames
+    }
+
+    fn sum_to_first(&mut self, counts: &mut Vec<u64>) {
+        let root = self.world.process_at_rank(0);
+        if self.world.rank() == 0 {
+            let mut sum = vec![0u64; counts.len()];
+            root.reduce_into_root(&counts[..], &mut sum[..], SystemOperation::sum());
+            *counts = sum;
+        } else {
+            root.reduce_into(&counts[..], SystemOperation::sum());
+        }
     }
 }
 
@@ -229,6 +240,7 @@ pub fn execute(
     given: Option<&[u32]>,
     topology: &str,
     (targets, pcap_dir): (&[String], &Path),
+    series: Option<&(netloop_core::SimDuration, std::path::PathBuf)>,
 ) -> anyhow::Result<MpiOutcome> {
     // The same on every rank: a bad target ends them all alike.
     netloop_io::pcap::resolve(&sim, targets).map_err(|e| anyhow!("{e}"))?;
@@ -264,10 +276,23 @@ pub fn execute(
         PartedCaptures::create(&sim, targets, pcap_dir, size, &[rank], rank == 0)
             .unwrap_or_else(|e| fatal(&world, &e.to_string()));
     sim.net.add_taps(parted.taps(rank));
+    // The time series: rank 0 writes it (every rank samples what it owns).
+    let mut writer = match series {
+        Some(plan) if rank == 0 => Some(
+            crate::run::open_series(plan, &sim, topology)
+                .unwrap_or_else(|e| fatal(&world, &format!("{e:#}"))),
+        ),
+        _ => None,
+    };
+    let sampling = series.map(|(interval, _)| Sampling {
+        interval: *interval,
+        writer: writer.as_mut(),
+    });
     let start = Instant::now();
     let progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)> =
         (rank == 0).then_some(&mut stop);
-    let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress);
+    let mine: PartitionEnd = run_partition(sim, &cut, rank, end, &mut x, progress, sampling);
+    let series_error = mine.series_error.as_ref().map(|e| e.to_string());
     // Per capture, this rank's part (one: this rank runs one partition).
     let mut my_parts: Vec<PartData> = parted
         .finish_parts()
@@ -328,6 +353,9 @@ pub fn execute(
         shares.push((end.share, end.stats));
     }
     parted.merge(parts);
+    if let Some(e) = series_error {
+        return Err(anyhow!("writing the time series: {e}"));
+    }
     let p = Partitioned::assemble(mine, shares);
     let mut results = p.results(&cut, "afap", Some(wall), Some(topology.to_string()));
     if let Some(w) = &mut results.wall {

@@ -365,29 +365,20 @@ fn execute(
     Ok((wall, interrupted.load(Ordering::SeqCst)))
 }
 
-/// The time series `netloop run --stats-interval` asks for, started: its
-/// file (`--stats`, or beside `--json`'s) and header. Refused where it is
-/// not made yet: runs cut into partitions, and co-simulations as fast as
-/// possible.
-fn start_series(
+/// The time series `netloop run --stats-interval` asks for: its interval
+/// and file (`--stats`, or beside `--json`'s). Refused where it is not made
+/// yet: co-simulations as fast as possible.
+fn series_plan(
     args: &RunArgs,
     sim: &Simulation,
-    partitioned: bool,
     realtime: bool,
-    topology: &str,
-) -> anyhow::Result<Option<SeriesWriter>> {
+) -> anyhow::Result<Option<(SimDuration, PathBuf)>> {
     let Some(interval) = args.stats_interval else {
         return Ok(None);
     };
     if interval == SimDuration::ZERO {
         return Err(anyhow!(
             "--stats-interval 0: the interval must be longer than zero, e.g. 100ms"
-        ));
-    }
-    if partitioned {
-        return Err(anyhow!(
-            "--stats-interval: a run cut into partitions (--partitions, --mpi) has no time series \
-             yet; run it as one partition"
         ));
     }
     if sim.net.spec().helics.is_some() && !realtime {
@@ -410,21 +401,30 @@ fn start_series(
             ))
         }
     };
+    Ok(Some((interval, path)))
+}
+
+/// The time series of `plan` started: its file created and its header
+/// written.
+pub(crate) fn open_series(
+    (interval, path): &(SimDuration, PathBuf),
+    sim: &Simulation,
+    topology: &str,
+) -> anyhow::Result<SeriesWriter> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating {} for the time series", dir.display()))?;
     }
-    let file = std::fs::File::create(&path)
+    let file = std::fs::File::create(path)
         .with_context(|| format!("creating the time series {}", path.display()))?;
-    let w = SeriesWriter::new(
+    SeriesWriter::new(
         Box::new(file),
-        interval,
+        *interval,
         &sim.net,
         &sim.flows,
         Some(topology),
     )
-    .with_context(|| format!("writing the time series {}", path.display()))?;
-    Ok(Some(w))
+    .with_context(|| format!("writing the time series {}", path.display()))
 }
 
 /// [`execute`] for a run cut into partitions (`--partitions`): returns the
@@ -434,19 +434,25 @@ fn execute_partitioned(
     cut: &netloop_model::partition::Cut,
     topology: &str,
     taps: Vec<PartitionTaps>,
+    series: Option<&mut SeriesWriter>,
 ) -> anyhow::Result<(Results, bool)> {
     let interrupted = crate::live::interrupted();
     let end = SimTime::ZERO + sim.net.spec().run.duration;
     let start = Instant::now();
     let flag = interrupted;
+    let interval = series.as_ref().map(|s| s.interval());
     let p = netloop_model::partition::run_threads_with_taps(
         sim,
         cut,
         end,
         move |_| !flag.load(Ordering::SeqCst),
         taps,
+        interval.zip(series),
     )
     .map_err(|e| anyhow!("{e}"))?;
+    if let Some(e) = p.series_error {
+        return Err(anyhow!("writing the time series: {e}"));
+    }
     let wall = start.elapsed().as_secs_f64();
     let results = p.results(cut, "afap", Some(wall), Some(topology.to_string()));
     Ok((results, interrupted.load(Ordering::SeqCst)))
@@ -462,8 +468,9 @@ pub(crate) fn execute_mpi(
     given: Option<Vec<u32>>,
     topology: &str,
     pcap: (&[String], &Path),
+    series: Option<&(SimDuration, PathBuf)>,
 ) -> anyhow::Result<MpiOutcome> {
-    crate::mpi_run::execute(sim, partitions, given.as_deref(), topology, pcap)
+    crate::mpi_run::execute(sim, partitions, given.as_deref(), topology, pcap, series)
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -473,6 +480,7 @@ pub(crate) fn execute_mpi(
     _given: Option<Vec<u32>>,
     _topology: &str,
     _pcap: (&[String], &Path),
+    _series: Option<&(SimDuration, PathBuf)>,
 ) -> anyhow::Result<MpiOutcome> {
     Err(anyhow!(
         "this netloop was built without MPI: build it with `cargo build --release --features mpi` \
@@ -584,7 +592,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         ));
     }
-    let mut series = start_series(args, &sim, args.mpi || cut.is_some(), realtime, &topology)?;
+    let series_plan = series_plan(args, &sim, realtime)?;
+    // Under MPI rank 0 alone writes it, once it knows it is rank 0.
+    let mut series = match &series_plan {
+        Some(plan) if !args.mpi => Some(open_series(plan, &sim, &topology)?),
+        _ => None,
+    };
     let (results, interrupted) = if realtime {
         let out = crate::live::execute_live(
             &mut sim,
@@ -612,7 +625,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         (out.results, interrupted)
     } else if args.mpi {
         let pcap = (args.pcap.as_slice(), args.pcap_dir.as_path());
-        match execute_mpi(sim, args.partitions, loaded.partitions, &topology, pcap)? {
+        let series = series_plan.as_ref();
+        match execute_mpi(
+            sim,
+            args.partitions,
+            loaded.partitions,
+            &topology,
+            pcap,
+            series,
+        )? {
             Some((results, interrupted, captures)) => {
                 if !args.quiet {
                     print_summary(&topology, &results);
@@ -624,8 +645,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             None => return Ok(ExitCode::SUCCESS),
         }
     } else if let Some(cut) = &cut {
-        let (results, interrupted) =
-            execute_partitioned(sim, cut, &topology, taps(&parted, cut.parts))?;
+        let (results, interrupted) = execute_partitioned(
+            sim,
+            cut,
+            &topology,
+            taps(&parted, cut.parts),
+            series.as_mut(),
+        )?;
         if !args.quiet {
             print_summary(&topology, &results);
         }

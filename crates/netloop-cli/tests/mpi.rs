@@ -63,10 +63,15 @@ fn refused(out: &Output, want: &str) {
     assert!(err.contains(want), "{err}");
 }
 
+/// The time series' interval in these runs: not a divisor of the runs'
+/// durations (their last sample is off the grid).
+const EVERY: &str = "70ms";
+
 fn alone(file: &str, json: &Path, pcaps: &Path) {
     let out = command(env!("CARGO_BIN_EXE_netloop"))
         .args(["run", file, "--quiet", "--json", json.to_str().unwrap()])
         .args(["--pcap", "all", "--pcap-dir", pcaps.to_str().unwrap()])
+        .args(["--stats-interval", EVERY])
         .output()
         .unwrap();
     succeeded(&out, file);
@@ -106,6 +111,8 @@ fn ranks_give_the_results_of_one_partition() {
         assert!(none.is_null());
         let want_pcaps = files(&one_pcaps);
         assert!(!want_pcaps.is_empty());
+        let want_series = std::fs::read(one.with_extension("series.jsonl")).unwrap();
+        assert!(want_series.len() > 1000, "{file}: a series");
         for &n in ranks {
             let json = dir.join(format!("mpi{n}.json"));
             let pcaps = dir.join(format!("pcap{n}"));
@@ -123,11 +130,20 @@ fn ranks_give_the_results_of_one_partition() {
                     "all",
                     "--pcap-dir",
                     pcaps.to_str().unwrap(),
+                    "--stats-interval",
+                    EVERY,
                 ],
             );
             succeeded(&out, &format!("{file} on {n} ranks"));
             let (got, parts) = results(&json);
             assert!(got == want, "{file}: {n} ranks changed the results");
+            // Rank 0 wrote the time series, from every rank's counts: the
+            // one partition's, byte for byte.
+            let series = std::fs::read(json.with_extension("series.jsonl")).unwrap();
+            assert!(
+                series == want_series,
+                "{file}: {n} ranks changed the time series"
+            );
             // Each rank's part of each capture went to rank 0, which
             // merged them into the files of one partition, byte for byte,
             // and left no part behind.

@@ -17,7 +17,7 @@ use netloop_core::{SimDuration, SimTime};
 use netloop_model::build::RealNode;
 use netloop_model::partition::Cut;
 use netloop_model::results::{Results, SimView};
-use netloop_model::series::SeriesWriter;
+use netloop_model::series::{SampleCounts, SeriesWriter};
 use netloop_model::share::Share;
 use netloop_model::spec::{HostLink, LinkEventSpec, NodeKind, ReadyProtocol, ReadySpec};
 use netloop_model::Simulation;
@@ -693,7 +693,9 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
             if let Some(s) = series.as_deref_mut() {
                 if s.next_at() <= now {
                     let rt = series_realtime(&ctl.realtime());
-                    if let Err(e) = s.sample(ctl.net, flows, now, Some(&rt)) {
+                    let written = sample_counts(ctl, flows, cut.zip(exchange.as_ref()))
+                        .and_then(|c| s.sample_counts(&c, now, Some(&rt)));
+                    if let Err(e) = written {
                         failure = Some(Error::os("writing the time series", e));
                         return Step::Stop;
                     }
@@ -807,10 +809,23 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     };
     let (report, ends) = report;
     if let Some(s) = series {
-        // The state the run ended in, unless a sample just showed it.
+        // The state the run ended in, unless a sample just showed it: every
+        // partition's, each from where it stopped.
         let end = sim.queue.now();
         if s.last_at().is_none_or(|t| t < end) && failure.is_none() {
-            if let Err(e) = s.sample(&sim.net, &sim.flows, end, Some(&series_realtime(&report))) {
+            let owns0 = |n: usize| cut.is_none_or(|c| c.part_of[n] == 0);
+            let mut counts = SampleCounts::of(&sim.net, &sim.flows, end, owns0);
+            if let Some(c) = cut {
+                for (k, e) in ends.iter().enumerate() {
+                    let me = k as u32 + 1;
+                    let theirs =
+                        SampleCounts::of(&e.sim.net, &e.sim.flows, e.sim.queue.now(), |n| {
+                            c.part_of[n] == me
+                        });
+                    counts.absorb(&theirs.0);
+                }
+            }
+            if let Err(e) = s.sample_counts(&counts, end, Some(&series_realtime(&report))) {
                 failure = Some(Error::os("writing the time series", e));
             }
         }
@@ -948,6 +963,57 @@ fn run_log_dir(run_id: &str) -> Result<PathBuf> {
         base.display()
     ))
     .hint("remove old netloop-* directories there, or give another (netloop run --log-dir DIR)"))
+}
+
+/// The counts of a time series' sample now: this partition's, and with
+/// partitions every other's as of its own now (they keep to one wall clock,
+/// so they stand within their lateness of each other), each asked between
+/// two of its events. An error if a partition has stopped or does not
+/// answer within [`SHARE_WAIT`].
+fn sample_counts(
+    ctl: &Control<'_>,
+    flows: &[netloop_model::build::FlowInfo],
+    parts: Option<(&Cut, &crate::rtpart::Exchange)>,
+) -> std::io::Result<SampleCounts> {
+    let Some((cut, x)) = parts else {
+        return Ok(SampleCounts::of(ctl.net, flows, ctl.now, |_| true));
+    };
+    let replies: Vec<_> = (1..x.parts())
+        .map(|k| {
+            let (tx, rx) = mpsc::sync_channel(1);
+            x.ask(k, crate::rtpart::Ask::Counts(tx));
+            rx
+        })
+        .collect();
+    let at = crate::rtpart::share_time(ctl.now, ctl.queue);
+    let mut counts = SampleCounts::of(ctl.net, flows, at, |n| cut.part_of[n] == 0);
+    let deadline = Instant::now() + SHARE_WAIT;
+    for (k, rx) in replies.iter().enumerate() {
+        let gone =
+            |why: String| std::io::Error::other(format!("partition {} {why}: no sample", k + 1));
+        loop {
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(theirs) => {
+                    counts.absorb(&theirs);
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(gone("has stopped".into()))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if x.is_abandoned() => {
+                    return Err(gone("has stopped".into()))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                    return Err(gone(format!(
+                        "did not give its counts within {} s",
+                        SHARE_WAIT.as_secs()
+                    )))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+    Ok(counts)
 }
 
 /// How long a snapshot waits for the other partitions' shares, all

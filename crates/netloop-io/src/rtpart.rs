@@ -55,6 +55,7 @@ use netloop_core::{EventQueue, Model, SimTime};
 use netloop_model::build::{FlowInfo, Simulation};
 use netloop_model::network::{Crossing, Event, Network};
 use netloop_model::partition::Cut;
+use netloop_model::series::SampleCounts;
 use netloop_model::share::Share;
 use netloop_model::spec::LinkEventSpec;
 use serde::Serialize;
@@ -117,6 +118,9 @@ pub enum Ask {
     ),
     /// Change a link now, in its copy of the network.
     ChangeLink(LinkEventSpec),
+    /// The counts of a time series' sample, of what it owns, as of its now
+    /// ([`SampleCounts`]); it goes on at once.
+    Counts(mpsc::SyncSender<Vec<u64>>),
 }
 
 /// Per partition, what the exchange counts.
@@ -594,6 +598,12 @@ pub fn run_helper(
                     if let Some(link) = net.link_id(&ev.link) {
                         net.change_link(link, ev.direction, &ev.action);
                     }
+                }
+                Ask::Counts(reply) => {
+                    let at = share_time(clock.now(), queue);
+                    let c = SampleCounts::of(net, flows, at, |n| cut.part_of[n] as usize == me);
+                    // Partition 0 may have given up waiting.
+                    let _ = reply.send(c.0);
                 }
             }
         }

@@ -44,6 +44,7 @@ use serde::Serialize;
 use crate::build::{find, Simulation};
 use crate::error::BuildError;
 use crate::network::{Crossing, Network};
+use crate::series::{SampleCounts, SeriesWriter};
 use crate::share::Share;
 use crate::spec::{LinkAction, NetworkSpec, NodeKind};
 use crate::{Frame, Gso, GsoKind};
@@ -608,6 +609,9 @@ pub struct Partitioned {
     pub rounds: u64,
     /// Per partition.
     pub partitions: Vec<PartitionStats>,
+    /// Why the time series stopped being written, if it did (the run was
+    /// stopped then).
+    pub series_error: Option<std::io::Error>,
 }
 
 /// How a partitioned run went: `wall.partitions` in its results (with the
@@ -922,6 +926,22 @@ pub trait Exchange {
     /// the others sent to this one (each sender's in the order it sent
     /// them).
     fn swap(&mut self, out: &mut [Vec<Crossing>]) -> Vec<Crossing>;
+    /// Adds up the partitions' `counts` (all of one length): partition 0's
+    /// holds the sum when this returns, the others' are left as they were
+    /// or emptied. A time series' sample (see [`Sampling`]).
+    fn sum_to_first(&mut self, counts: &mut Vec<u64>);
+}
+
+/// A time series written while the partitions run (`--stats-interval`):
+/// at each time on the interval's grid every partition reads the counts of
+/// what it owns ([`SampleCounts`]) — all at that moment, with the frames
+/// that crossed to them before it on their wires — and partition 0 writes
+/// their sum, the sample a single run would have written.
+pub struct Sampling<'a> {
+    /// The interval (the same in every partition).
+    pub interval: SimDuration,
+    /// Partition 0's writer; `None` in the others.
+    pub writer: Option<&'a mut SeriesWriter>,
 }
 
 /// What the threads of a run share.
@@ -933,6 +953,8 @@ struct Shared {
     inbox: Vec<Mutex<Vec<Crossing>>>,
     /// Set when a partition asks to stop.
     stop: AtomicBool,
+    /// The sum of the partitions' counts for a sample, as it is made.
+    sums: Mutex<Vec<u64>>,
 }
 
 /// Held by a partition's thread while it runs: a thread that fails (an
@@ -991,6 +1013,30 @@ impl Exchange for ThreadExchange<'_> {
         sh.barrier.wait();
         std::mem::take(&mut *sh.inbox[self.me].lock().unwrap_or_else(|e| e.into_inner()))
     }
+
+    fn sum_to_first(&mut self, counts: &mut Vec<u64>) {
+        let sh = self.shared;
+        {
+            let mut sum = sh.sums.lock().unwrap_or_else(|e| e.into_inner());
+            if sum.is_empty() {
+                sum.extend_from_slice(counts);
+            } else {
+                for (a, b) in sum.iter_mut().zip(counts.iter()) {
+                    *a += b;
+                }
+            }
+        }
+        // Everyone has added; partition 0 takes the sum; and nobody adds to
+        // the next sample (samples can follow each other with no round
+        // between) before it has.
+        if !sh.barrier.wait() {
+            return;
+        }
+        if self.me == 0 {
+            *counts = std::mem::take(&mut *sh.sums.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        sh.barrier.wait();
+    }
 }
 
 /// Runs `sim` (built from its spec, not yet run) cut by `cut` on one thread
@@ -1003,7 +1049,7 @@ pub fn run_threads(
     until: SimTime,
     progress: impl FnMut(SimTime) -> bool + Send,
 ) -> Result<Partitioned, BuildError> {
-    run_threads_with_taps(sim, cut, until, progress, Vec::new())
+    run_threads_with_taps(sim, cut, until, progress, Vec::new(), None)
 }
 
 /// Taps for one partition's copy of the network: (link, tap) pairs.
@@ -1013,13 +1059,16 @@ pub type PartitionTaps = Vec<(usize, Box<dyn crate::network::Tap>)>;
 /// network before it runs (partition 0's to `sim`). A partition shows a
 /// tap the frames it sends and receives on the tap's link; each frame
 /// carries its [`TapOrder`](crate::network::TapOrder), by which what the
-/// partitions saw merges into what one run would have shown.
+/// partitions saw merges into what one run would have shown. With
+/// `series`, the run's time series is written to it every `.0` (see
+/// [`Sampling`]).
 pub fn run_threads_with_taps(
     mut sim: Simulation,
     cut: &Cut,
     until: SimTime,
     mut progress: impl FnMut(SimTime) -> bool + Send,
     mut taps: Vec<PartitionTaps>,
+    series: Option<(SimDuration, &mut SeriesWriter)>,
 ) -> Result<Partitioned, BuildError> {
     let parts = cut.parts as usize;
     taps.resize_with(parts, Vec::new);
@@ -1033,8 +1082,11 @@ pub fn run_threads_with_taps(
         next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
         inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
         stop: AtomicBool::new(false),
+        sums: Mutex::new(Vec::new()),
     };
     let mut first = Some(sim);
+    let interval = series.as_ref().map(|s| s.0);
+    let mut writer = series.map(|s| s.1);
     let ends: Vec<Result<PartitionEnd, BuildError>> = std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(parts);
         let mut progress = Some(&mut progress as &mut (dyn FnMut(SimTime) -> bool + Send));
@@ -1044,6 +1096,10 @@ pub fn run_threads_with_taps(
             let spec = &spec;
             let shared = &shared;
             let report = if me == 0 { progress.take() } else { None };
+            let sampling = interval.map(|interval| Sampling {
+                interval,
+                writer: if me == 0 { writer.take() } else { None },
+            });
             let handle = std::thread::Builder::new()
                 .name(format!("netloop-part-{me}"))
                 .spawn_scoped(scope, move || {
@@ -1054,7 +1110,7 @@ pub fn run_threads_with_taps(
                     };
                     sim.net.add_taps(my_taps);
                     let mut x = ThreadExchange { shared, me };
-                    let end = run_partition(sim, cut, me as u32, until, &mut x, report);
+                    let end = run_partition(sim, cut, me as u32, until, &mut x, report, sampling);
                     gone.1 = true;
                     Ok(end)
                 })
@@ -1130,6 +1186,7 @@ pub fn idle_rounds_threads(
         next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
         inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
         stop: AtomicBool::new(false),
+        sums: Mutex::new(Vec::new()),
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..parts)
@@ -1163,6 +1220,9 @@ pub struct PartitionEnd {
     pub stats: PartitionStats,
     /// Synchronisation rounds.
     pub rounds: u64,
+    /// Why partition 0 stopped writing the time series, if it did (the run
+    /// was then stopped).
+    pub series_error: Option<std::io::Error>,
 }
 
 impl PartitionEnd {
@@ -1198,6 +1258,7 @@ impl Partitioned {
             events,
             rounds: first.rounds,
             partitions,
+            series_error: first.series_error,
             base: first.sim,
         }
     }
@@ -1206,7 +1267,8 @@ impl Partitioned {
 /// Runs partition `me` of `sim` cut by `cut`, as fast as possible up to
 /// `until`, in step with the other partitions through `x`; partition 0
 /// calls `progress` after each round (returning `false` stops the run, for
-/// all, at the end of a round).
+/// all, at the end of a round). With `sampling` (in every partition or in
+/// none), the time series is sampled as it goes.
 pub fn run_partition(
     mut sim: Simulation,
     cut: &Cut,
@@ -1214,6 +1276,7 @@ pub fn run_partition(
     until: SimTime,
     x: &mut impl Exchange,
     mut progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
+    mut sampling: Option<Sampling<'_>>,
 ) -> PartitionEnd {
     sim.net.make_partition(&cut.part_of, me, cut.parts);
     {
@@ -1227,6 +1290,7 @@ pub fn run_partition(
     let start_events = sim.queue.events_processed();
     let mut rounds = 0u64;
     let mut stop = false;
+    let mut series = SeriesState::default();
     // The last moment every partition ran to (the same for all).
     let mut ran_to: Option<SimTime> = None;
     let stopped = loop {
@@ -1237,6 +1301,16 @@ pub fn run_partition(
         if stop_all {
             break true;
         }
+        // Samples due before anything more happens (every partition agreed
+        // on `earliest`, so all take the same ones).
+        // (A run to `SimTime::MAX` with nothing left has no end to sample.)
+        let endless = earliest == u64::MAX && until == SimTime::MAX;
+        if let Some(smp) = sampling.as_mut().filter(|_| !endless) {
+            while series.next < SimTime::from_nanos(earliest) && series.next <= until {
+                let at = series.next;
+                series.take(smp, &sim, cut, me, x, at, &mut stop);
+            }
+        }
         // Nothing pending anywhere (`u64::MAX`) ends a run to
         // `SimTime::MAX` too.
         if earliest == u64::MAX || earliest > until.as_nanos() {
@@ -1244,9 +1318,14 @@ pub fn run_partition(
         }
         rounds += 1;
         // Frames sent at or after `earliest` arrive at `horizon` or later:
-        // everything before it is safe to run.
+        // everything before it is safe to run; a round ends at a sample's
+        // time, if one comes first.
         let horizon = earliest.saturating_add(cut.lookahead.as_nanos());
-        let limit = SimTime::from_nanos((horizon - 1).min(until.as_nanos()));
+        let mut limit = SimTime::from_nanos((horizon - 1).min(until.as_nanos()));
+        let sample_at = sampling.is_some() && series.next <= limit;
+        if sample_at {
+            limit = series.next;
+        }
         ran_to = Some(limit);
         while let Some(t) = sim.queue.peek_time() {
             if t > limit {
@@ -1270,6 +1349,9 @@ pub fn run_partition(
         for c in incoming {
             sim.net.receive(&mut sim.queue, c);
         }
+        if let (true, Some(smp)) = (sample_at, sampling.as_mut()) {
+            series.take(smp, &sim, cut, me, x, limit, &mut stop);
+        }
     };
     if until != SimTime::MAX && sim.queue.now() < until && !stopped {
         sim.queue.advance_to(until);
@@ -1280,8 +1362,61 @@ pub fn run_partition(
         // a frame as being serialised that its receiver already took).
         sim.queue.advance_to(t);
     }
+    // The moment the run stopped, if off the grid (as a single run's last
+    // sample). Every partition stands at the same moment here.
+    if let Some(smp) = sampling.as_mut() {
+        let now = sim.queue.now();
+        if series.last.is_none_or(|t| t < now) {
+            series.take(smp, &sim, cut, me, x, now, &mut stop);
+        }
+    }
     stats.events = sim.queue.events_processed() - start_events;
-    PartitionEnd { sim, stats, rounds }
+    PartitionEnd {
+        sim,
+        stats,
+        rounds,
+        series_error: series.error,
+    }
+}
+
+/// Where a partition's time series stands.
+#[derive(Default)]
+struct SeriesState {
+    /// The next sample's time on the grid.
+    next: SimTime,
+    /// The last sample's time.
+    last: Option<SimTime>,
+    /// Partition 0's write error; it stops writing (and the run) then.
+    error: Option<std::io::Error>,
+}
+
+impl SeriesState {
+    /// Takes the sample at `at` (a collective call: every partition makes
+    /// it at the same moment) and moves the grid on past `at`.
+    #[allow(clippy::too_many_arguments)]
+    fn take(
+        &mut self,
+        smp: &mut Sampling<'_>,
+        sim: &Simulation,
+        cut: &Cut,
+        me: u32,
+        x: &mut impl Exchange,
+        at: SimTime,
+        stop: &mut bool,
+    ) {
+        let mut counts = SampleCounts::of(&sim.net, &sim.flows, at, |n| cut.part_of[n] == me).0;
+        x.sum_to_first(&mut counts);
+        if let (Some(w), None) = (smp.writer.as_deref_mut(), &self.error) {
+            if let Err(e) = w.sample_counts(&SampleCounts(counts), at, None) {
+                self.error = Some(e);
+                *stop = true;
+            }
+        }
+        self.last = Some(at);
+        while self.next <= at {
+            self.next += smp.interval;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ use crate::apps::App;
 use crate::build::FlowInfo;
 use crate::network::Network;
 use crate::share::app;
+use crate::stats::DropReason;
+use crate::NodeId;
 
 /// The format's name and version, the header's `format`.
 pub const FORMAT: &str = "netloop-series/1";
@@ -82,6 +84,8 @@ struct Sample<'a> {
 /// Writes a run's time series (see the module docs) to `out`.
 pub struct SeriesWriter {
     out: Box<dyn Write + Send>,
+    /// The links' names, in the network's order.
+    links: Vec<String>,
     interval: SimDuration,
     next: SimTime,
     line: Vec<u8>,
@@ -118,12 +122,18 @@ impl SeriesWriter {
         out.flush()?;
         Ok(SeriesWriter {
             out,
+            links: net.links().iter().map(|l| l.name.clone()).collect(),
             interval,
             next: SimTime::ZERO,
             line,
             samples: 0,
             last: None,
         })
+    }
+
+    /// The interval.
+    pub fn interval(&self) -> SimDuration {
+        self.interval
     }
 
     /// When the next sample is due.
@@ -152,36 +162,52 @@ impl SeriesWriter {
         now: SimTime,
         realtime: Option<&serde_json::Value>,
     ) -> std::io::Result<()> {
+        let counts = SampleCounts::of(net, flows, now, |_| true);
+        self.sample_counts(&counts, now, realtime)
+    }
+
+    /// [`SeriesWriter::sample`] from counts already read (a run cut into
+    /// partitions: the sum of every partition's [`SampleCounts`]).
+    pub fn sample_counts(
+        &mut self,
+        counts: &SampleCounts,
+        now: SimTime,
+        realtime: Option<&serde_json::Value>,
+    ) -> std::io::Result<()> {
+        let (dirs, flows) = counts.0.split_at(self.links.len() * 2 * DIR_WIDTH);
         let mut drops = BTreeMap::new();
-        let links = net
-            .links()
+        let links = self
+            .links
             .iter()
             .enumerate()
-            .map(|(li, l)| {
+            .map(|(li, name)| {
                 [0, 1].map(|side| {
-                    let s = &l.dirs[side].stats;
-                    let dropped = s.drops.total();
-                    if dropped > 0 {
+                    let at = (li * 2 + side) * DIR_WIDTH;
+                    let d = &dirs[at..at + DIR_WIDTH];
+                    let reasons: BTreeMap<&'static str, u64> = DropReason::ALL
+                        .iter()
+                        .zip(&d[DIR_COLUMNS.len()..])
+                        .filter(|(_, &n)| n > 0)
+                        .map(|(r, &n)| (r.as_str(), n))
+                        .collect();
+                    if !reasons.is_empty() {
                         let dir = if side == 0 { "a_to_b" } else { "b_to_a" };
-                        drops.insert(
-                            format!("{}:{dir}", l.name),
-                            s.drops.nonzero().map(|(r, n)| (r.as_str(), n)).collect(),
-                        );
+                        drops.insert(format!("{name}:{dir}"), reasons);
                     }
-                    let (queued, _, _) = net.dir_in_flight(li, side, now);
-                    [
-                        s.sent_packets,
-                        s.sent_bytes,
-                        s.received_packets,
-                        s.received_bytes,
-                        queued,
-                        s.queue_delay_sum_ns,
-                        dropped,
-                    ]
+                    let mut c = [0u64; 7];
+                    c.copy_from_slice(&d[..DIR_COLUMNS.len()]);
+                    c
                 })
             })
             .collect();
-        let flows = flows.iter().map(|f| flow_columns(net, f)).collect();
+        let flows = flows
+            .chunks_exact(FLOW_COLUMNS.len())
+            .map(|f| {
+                let mut c = [0u64; 5];
+                c.copy_from_slice(f);
+                c
+            })
+            .collect();
         let sample = Sample {
             t_ns: now.as_nanos(),
             links,
@@ -205,10 +231,87 @@ impl SeriesWriter {
     }
 }
 
-/// A flow's [`FLOW_COLUMNS`] as its two ends count them now.
-fn flow_columns(net: &Network, f: &FlowInfo) -> [u64; 5] {
+/// The counters one sample is made of, as one owner holds them: per link
+/// direction the [`DIR_COLUMNS`] and then the drops of each
+/// [`DropReason`], per flow the [`FLOW_COLUMNS`], back to back. Every
+/// figure is a count that its owner alone keeps (a direction's transmitter
+/// or receiver half, a flow's sending or receiving end), so the counts of
+/// the partitions of a run add up to those of a single run: partitions on
+/// threads add them in memory, MPI ranks with a reduction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SampleCounts(pub Vec<u64>);
+
+/// A direction's place in [`SampleCounts`]: its columns and its drop
+/// reasons.
+const DIR_WIDTH: usize = DIR_COLUMNS.len() + DropReason::ALL.len();
+
+impl SampleCounts {
+    /// The counts of `net` at `now` that `owns` says are its own (by node,
+    /// as [`crate::share::Share::of`] reads them).
+    pub fn of(
+        net: &Network,
+        flows: &[FlowInfo],
+        now: SimTime,
+        owns: impl Fn(NodeId) -> bool,
+    ) -> SampleCounts {
+        let mut v = Vec::with_capacity(
+            net.links().len() * 2 * DIR_WIDTH + flows.len() * FLOW_COLUMNS.len(),
+        );
+        for (li, l) in net.links().iter().enumerate() {
+            for side in 0..2 {
+                let d = &l.dirs[side];
+                let tx = owns(l.ends[side].0);
+                // A partition's copy counts only its own halves.
+                if !tx && !owns(d.to.0) {
+                    v.extend([0; DIR_WIDTH]);
+                    continue;
+                }
+                let s = &d.stats;
+                let queued = if tx {
+                    net.dir_in_flight(li, side, now).0
+                } else {
+                    0
+                };
+                v.extend([
+                    s.sent_packets,
+                    s.sent_bytes,
+                    s.received_packets,
+                    s.received_bytes,
+                    queued,
+                    s.queue_delay_sum_ns,
+                    s.drops.total(),
+                ]);
+                v.extend(DropReason::ALL.iter().map(|&r| s.drops.get(r)));
+            }
+        }
+        for f in flows {
+            v.extend(flow_columns(net, f, owns(f.from), owns(f.to)));
+        }
+        SampleCounts(v)
+    }
+
+    /// Adds another owner's counts (of the same network) to these.
+    pub fn absorb(&mut self, other: &[u64]) {
+        if self.0.is_empty() {
+            self.0.extend_from_slice(other);
+            return;
+        }
+        for (a, b) in self.0.iter_mut().zip(other) {
+            *a += b;
+        }
+    }
+}
+
+/// A flow's [`FLOW_COLUMNS`] as its two ends count them now, from the
+/// ends asked for (`src`, `dst`: the ends this owner holds).
+fn flow_columns(net: &Network, f: &FlowInfo, src: bool, dst: bool) -> [u64; 5] {
     let mut c = [0u64; 5];
-    match app(net, f.from, f.src_app) {
+    let src_app = if src {
+        app(net, f.from, f.src_app)
+    } else {
+        None
+    };
+    match src_app {
         Some(App::UdpSource(s)) => c[0] = s.sent,
         Some(App::Ping(p)) => {
             // A ping measures both ways itself: its round trips.
@@ -219,7 +322,12 @@ fn flow_columns(net: &Network, f: &FlowInfo) -> [u64; 5] {
         }
         _ => {}
     }
-    match f.dst_app.and_then(|d| app(net, f.to, d)) {
+    let dst_app = if dst {
+        f.dst_app.and_then(|d| app(net, f.to, d))
+    } else {
+        None
+    };
+    match dst_app {
         Some(App::UdpSink(k)) => {
             let st = &k.stats;
             c[1] = st.received;

@@ -143,14 +143,12 @@ fn finish_captures(caps: &[Arc<Mutex<Capture>>]) -> Value {
 }
 
 /// The time series `simulate(stats_interval=…, stats=…)` (or `start`'s)
-/// asks for, started (as `netloop run --stats-interval`'s: docs/series.md);
-/// refused with a cut.
+/// asks for, started (as `netloop run --stats-interval`'s: docs/series.md).
 fn start_series(
     sim: &Simulation,
     name: &str,
     interval: Option<&str>,
     path: Option<&Path>,
-    partitioned: bool,
 ) -> PyResult<Option<netloop_model::series::SeriesWriter>> {
     let (interval, path) = match (interval, path) {
         (None, None) => return Ok(None),
@@ -171,11 +169,6 @@ fn start_series(
     if every == SimDuration::ZERO {
         return Err(TopologyError::new_err(
             "stats_interval \"0\": the interval must be longer than zero, e.g. \"100ms\"",
-        ));
-    }
-    if partitioned {
-        return Err(TopologyError::new_err(
-            "stats_interval: a run cut into partitions has no time series yet; simulate it as one partition",
         ));
     }
     let file = std::fs::File::create(path)
@@ -225,7 +218,7 @@ fn simulate(
         )));
     }
     let cut = cut_for(&sim, name, given.as_deref(), partitions, false)?;
-    let mut series = start_series(&sim, name, stats_interval, stats.as_deref(), cut.is_some())?;
+    let mut series = start_series(&sim, name, stats_interval, stats.as_deref())?;
     let duration_s = sim.net.spec().run.duration.as_secs_f64();
     // An exception from the progress callback or a signal, to raise once
     // the results are taken; `stop` ends the run (partitions look at it).
@@ -299,8 +292,9 @@ fn simulate(
                 let runner = std::thread::Builder::new()
                     .name("netloop-partitions".into())
                     .spawn_scoped(scope, || {
+                        let series = series.as_mut().map(|s| (s.interval(), s));
                         netloop_model::partition::run_threads_with_taps(
-                            sim, &cut, until, keep_going, taps,
+                            sim, &cut, until, keep_going, taps, series,
                         )
                     })
                     .map_err(|e| netloop_err(format!("cannot start the partitions: {e}")))?;
@@ -317,6 +311,9 @@ fn simulate(
                     .map_err(|_| netloop_err("a partition's thread panicked"))
             })?;
             let p = run.map_err(|e| TopologyError::new_err(format!("{name}: {e}")))?;
+            if let Some(e) = &p.series_error {
+                return Err(netloop_err(format!("{name}: writing the time series: {e}")));
+            }
             let wall = start.elapsed().as_secs_f64();
             let results = p.results(&cut, "afap", Some(wall), Some(name.to_string()));
             parted.merge_local();
@@ -420,7 +417,7 @@ impl LiveRun {
         // Cut into partitions, each on a thread kept to the wall clock (every
         // real host in partition 0); captures are then written in parts.
         let cut = cut_for(&sim, name, given.as_deref(), partitions, true)?;
-        let mut series = start_series(&sim, name, stats_interval, stats.as_deref(), cut.is_some())?;
+        let mut series = start_series(&sim, name, stats_interval, stats.as_deref())?;
         let (caps, parted) = match &cut {
             None => (
                 netloop_io::pcap::attach(&mut sim, &pcap, &pcap_dir).map_err(netloop_err)?,

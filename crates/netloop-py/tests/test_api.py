@@ -237,8 +237,6 @@ def test_simulate_writes_the_time_series_as_netloop_run_does(tmp_path: Path) -> 
         bulk("10Mbps").simulate(stats_interval="1s")
     with pytest.raises(netloop.TopologyError, match='stats_interval "soon"'):
         bulk("10Mbps").simulate(stats_interval="soon", stats=tmp_path / "x.jsonl")
-    with pytest.raises(netloop.TopologyError, match="partitions has no time series"):
-        bulk("10Mbps").simulate(stats_interval="1s", stats=tmp_path / "y.jsonl", partitions=2)
 
 
 def test_links_follow_traces_from_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,17 +309,22 @@ def test_simulate_a_file_with_pcap(tmp_path: Path) -> None:
 
 
 def test_simulate_with_partitions_gives_the_results_of_one(tmp_path: Path) -> None:
-    def run(parts: int) -> tuple[netloop.Results, bytes]:
+    def run(parts: int) -> tuple[netloop.Results, bytes, bytes]:
         d = tmp_path / f"p{parts}"
-        r = bulk("10Mbps", "2s", loss=0.01).simulate(partitions=parts, pcap=["r-b"], pcap_dir=d)
-        return r, (d / "r-b.pcap").read_bytes()
+        series = tmp_path / f"p{parts}.series.jsonl"
+        r = bulk("10Mbps", "2s", loss=0.01).simulate(
+            partitions=parts, pcap=["r-b"], pcap_dir=d, stats_interval="100ms", stats=series
+        )
+        return r, (d / "r-b.pcap").read_bytes(), series.read_bytes()
 
-    (one, cap1), (two, cap2) = run(1), run(2)
+    (one, cap1, series1), (two, cap2, series2) = run(1), run(2)
     assert two.raw["wall"]["partitions"]["count"] == 2
     assert one.flow("bulk")["received_bytes"] == two.flow("bulk")["received_bytes"] > 0
     assert one.drops == two.drops and one.drops["random_loss"] > 0
     assert one.conservation == two.conservation
     assert cap1 == cap2 and len(cap1) > 1000
+    # The time series too: 21 samples, the same bytes.
+    assert series1 == series2 and len(series1.splitlines()) == 22
     with pytest.raises(ValueError, match="partitions=0"):
         bulk("10Mbps").simulate(partitions=0)
 
