@@ -193,6 +193,32 @@ fn options(stop: &AtomicBool, until: SimDuration) -> RtOptions<'_> {
     }
 }
 
+/// Runs `sim` in real time until simulated time passes `after.0` and
+/// `done()` holds, the control hook looking every `after.1`.
+fn run_stopping_after(
+    sim: &mut Simulation,
+    ports: &mut [RealPort],
+    opts: &RtOptions<'_>,
+    after: (SimDuration, SimDuration),
+    done: impl Fn() -> bool,
+) -> netloop_io::rt::RtReport {
+    run_realtime(
+        &mut sim.net,
+        &mut sim.queue,
+        ports,
+        Start::WhenReady,
+        opts,
+        &mut |ctl| {
+            if ctl.now > SimTime::ZERO + after.0 && done() {
+                Step::Stop
+            } else {
+                Step::Continue(ctl.now + after.1)
+            }
+        },
+    )
+    .expect("the I/O thread starts")
+}
+
 #[test]
 fn frames_cross_the_model_after_the_link_delay() {
     let (mut sim, mut ports, a, b) = pair(SimDuration::from_millis(20));
@@ -436,21 +462,13 @@ size = "1000B"
         late_threshold_ns: 1_000_000,
         ..options(&stop, SimDuration::from_secs(10))
     };
-    let r = run_realtime(
-        &mut sim.net,
-        &mut sim.queue,
+    let r = run_stopping_after(
+        &mut sim,
         &mut ports,
-        Start::WhenReady,
         &opts,
-        &mut |ctl| {
-            if flood.is_finished() && ctl.now > SimTime::ZERO + SimDuration::from_millis(1700) {
-                Step::Stop
-            } else {
-                Step::Continue(ctl.now + SimDuration::from_millis(10))
-            }
-        },
-    )
-    .expect("the I/O thread starts");
+        (SimDuration::from_millis(1700), SimDuration::from_millis(10)),
+        || flood.is_finished(),
+    );
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = flood.join().unwrap();
     let out = drain.join().unwrap();
@@ -521,21 +539,13 @@ fn frames_read_as_a_run_ends_enter_the_model() {
         let opts = options(&stop, SimDuration::from_secs(10));
         // Ends by the hook while the flood goes on, under load (the I/O
         // thread reading).
-        let r = run_realtime(
-            &mut sim.net,
-            &mut sim.queue,
+        let r = run_stopping_after(
+            &mut sim,
             &mut ports,
-            Start::WhenReady,
             &opts,
-            &mut |ctl| {
-                if ctl.now > SimTime::ZERO + SimDuration::from_millis(300) {
-                    Step::Stop
-                } else {
-                    Step::Continue(ctl.now + SimDuration::from_millis(5))
-                }
-            },
-        )
-        .expect("the I/O thread starts");
+            (SimDuration::from_millis(300), SimDuration::from_millis(5)),
+            || true,
+        );
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let sent = flood.join().unwrap();
         assert!(

@@ -179,38 +179,34 @@ pub fn histogram(title: &str, x_label: &str, buckets: &[(String, u64)]) -> Resul
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
+        // Only the buckets that hold events have a bar (a log axis has no
+        // zero).
+        let filled: Vec<(i32, f64)> = buckets
+            .iter()
+            .enumerate()
+            .filter(|b| b.1 .1 > 0)
+            .map(|(i, b)| (i as i32, b.1 as f64))
+            .collect();
         let color = RGBColor(70, 110, 180);
         chart
-            .draw_series(
-                buckets
-                    .iter()
-                    .enumerate()
-                    .filter(|b| b.1 .1 > 0)
-                    .map(|(i, b)| {
-                        Rectangle::new(
-                            [
-                                (SegmentValue::Exact(i as i32), 0.5),
-                                (SegmentValue::Exact(i as i32 + 1), b.1 as f64),
-                            ],
-                            color.filled(),
-                        )
-                    }),
-            )
+            .draw_series(filled.iter().map(|&(i, n)| {
+                Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.5),
+                        (SegmentValue::Exact(i + 1), n),
+                    ],
+                    color.filled(),
+                )
+            }))
             .map_err(err)?;
         chart
-            .draw_series(
-                buckets
-                    .iter()
-                    .enumerate()
-                    .filter(|b| b.1 .1 > 0)
-                    .map(|(i, b)| {
-                        Text::new(
-                            human(b.1 as f64),
-                            (SegmentValue::CenterOf(i as i32), b.1 as f64 * 1.15),
-                            ("sans-serif", 11),
-                        )
-                    }),
-            )
+            .draw_series(filled.iter().map(|&(i, n)| {
+                Text::new(
+                    human(n),
+                    (SegmentValue::CenterOf(i), n * 1.15),
+                    ("sans-serif", 11),
+                )
+            }))
             .map_err(err)?;
         root.present().map_err(err)?;
     }
