@@ -612,6 +612,10 @@ pub struct Partitioned {
     /// Why the time series stopped being written, if it did (the run was
     /// stopped then).
     pub series_error: Option<std::io::Error>,
+    /// When every partition had built its copy of the network and the run
+    /// proper began (partitions on threads build theirs in their threads),
+    /// if they met.
+    pub ready: Option<Instant>,
 }
 
 /// How a partitioned run went: `wall.partitions` in its results (with the
@@ -1220,6 +1224,9 @@ pub struct PartitionEnd {
     pub stats: PartitionStats,
     /// Synchronisation rounds.
     pub rounds: u64,
+    /// When every partition had built its copy of the network and met the
+    /// others (the run proper began), if they met.
+    pub ready: Option<Instant>,
     /// Why partition 0 stopped writing the time series, if it did (the run
     /// was then stopped).
     pub series_error: Option<std::io::Error>,
@@ -1259,6 +1266,7 @@ impl Partitioned {
             rounds: first.rounds,
             partitions,
             series_error: first.series_error,
+            ready: first.ready,
             base: first.sim,
         }
     }
@@ -1293,11 +1301,18 @@ pub fn run_partition(
     let mut series = SeriesState::default();
     // The last moment every partition ran to (the same for all).
     let mut ran_to: Option<SimTime> = None;
+    // The moment every partition had built its copy and met the others:
+    // the wait before it is set-up (the others building theirs), not time
+    // blocked during the run.
+    let mut ready: Option<Instant> = None;
     let stopped = loop {
         let next = sim.queue.peek_time().map_or(u64::MAX, |t| t.as_nanos());
         let t = Instant::now();
         let (earliest, stop_all) = x.agree(next, stop);
-        stats.blocked_seconds += t.elapsed().as_secs_f64();
+        match ready {
+            None => ready = Some(Instant::now()),
+            Some(_) => stats.blocked_seconds += t.elapsed().as_secs_f64(),
+        }
         if stop_all {
             break true;
         }
@@ -1375,6 +1390,7 @@ pub fn run_partition(
         sim,
         stats,
         rounds,
+        ready,
         series_error: series.error,
     }
 }
