@@ -590,7 +590,8 @@ pub struct PartitionStats {
     /// Frames it received from other partitions.
     pub frames_in: u64,
     /// Wall-clock seconds spent waiting for the other partitions (at the
-    /// two barriers of each round).
+    /// two barriers of each round), from their first meeting on: the wait
+    /// before it, for the others to build their copies, is set-up.
     pub blocked_seconds: f64,
 }
 
