@@ -987,25 +987,38 @@ fn sample_counts(
         .collect();
     let at = crate::rtpart::share_time(ctl.now, ctl.queue);
     let mut counts = SampleCounts::of(ctl.net, flows, at, |n| cut.part_of[n] == 0);
+    for theirs in answers(&replies, x, "sample").map_err(std::io::Error::other)? {
+        counts.absorb(&theirs);
+    }
+    Ok(counts)
+}
+
+/// The other partitions' answers to a question asked of each (`replies[k]`:
+/// partition k + 1's), waited for all together up to [`SHARE_WAIT`]; an
+/// error naming the first that stopped or did not answer in time (no
+/// `what`: a snapshot, a sample).
+fn answers<T>(
+    replies: &[mpsc::Receiver<T>],
+    x: &crate::rtpart::Exchange,
+    what: &str,
+) -> std::result::Result<Vec<T>, String> {
     let deadline = Instant::now() + SHARE_WAIT;
+    let mut out = Vec::with_capacity(replies.len());
     for (k, rx) in replies.iter().enumerate() {
-        let gone =
-            |why: String| std::io::Error::other(format!("partition {} {why}: no sample", k + 1));
+        let gone = |why: &str| format!("partition {} {why}: no {what}", k + 1);
         loop {
             match rx.recv_timeout(Duration::from_millis(5)) {
-                Ok(theirs) => {
-                    counts.absorb(&theirs);
+                Ok(a) => {
+                    out.push(a);
                     break;
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(gone("has stopped".into()))
-                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(gone("has stopped")),
                 Err(mpsc::RecvTimeoutError::Timeout) if x.is_abandoned() => {
-                    return Err(gone("has stopped".into()))
+                    return Err(gone("has stopped"))
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
-                    return Err(gone(format!(
-                        "did not give its counts within {} s",
+                    return Err(gone(&format!(
+                        "did not answer within {} s",
                         SHARE_WAIT.as_secs()
                     )))
                 }
@@ -1013,7 +1026,7 @@ fn sample_counts(
             }
         }
     }
-    Ok(counts)
+    Ok(out)
 }
 
 /// How long a snapshot waits for the other partitions' shares, all
@@ -1169,30 +1182,7 @@ fn snapshot(
             rx
         })
         .collect();
-    let deadline = Instant::now() + SHARE_WAIT;
-    let mut answers = Vec::new();
-    for (k, rx) in replies.iter().enumerate() {
-        let gone = |why: &str| format!("partition {} {why}: no snapshot", k + 1);
-        loop {
-            match rx.recv_timeout(Duration::from_millis(5)) {
-                Ok(a) => {
-                    answers.push(a);
-                    break;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(gone("has stopped")),
-                Err(mpsc::RecvTimeoutError::Timeout) if x.is_abandoned() => {
-                    return Err(gone("has stopped"))
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
-                    return Err(gone(&format!(
-                        "did not give its share within {} s",
-                        SHARE_WAIT.as_secs()
-                    )))
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-        }
-    }
+    let answers = answers(&replies, x, "snapshot")?;
     // The others stand still: hand over what this one sent, so that every
     // frame is on a wire, in a queue or node, or in an inbox, once.
     x.send(0, ctl.net);

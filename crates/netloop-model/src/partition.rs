@@ -1021,16 +1021,10 @@ impl Exchange for ThreadExchange<'_> {
 
     fn sum_to_first(&mut self, counts: &mut Vec<u64>) {
         let sh = self.shared;
-        {
-            let mut sum = sh.sums.lock().unwrap_or_else(|e| e.into_inner());
-            if sum.is_empty() {
-                sum.extend_from_slice(counts);
-            } else {
-                for (a, b) in sum.iter_mut().zip(counts.iter()) {
-                    *a += b;
-                }
-            }
-        }
+        crate::series::add_counts(
+            &mut sh.sums.lock().unwrap_or_else(|e| e.into_inner()),
+            counts,
+        );
         // Everyone has added; partition 0 takes the sum; and nobody adds to
         // the next sample (samples can follow each other with no round
         // between) before it has.

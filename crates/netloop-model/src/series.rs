@@ -292,13 +292,19 @@ impl SampleCounts {
 
     /// Adds another owner's counts (of the same network) to these.
     pub fn absorb(&mut self, other: &[u64]) {
-        if self.0.is_empty() {
-            self.0.extend_from_slice(other);
-            return;
-        }
-        for (a, b) in self.0.iter_mut().zip(other) {
-            *a += b;
-        }
+        add_counts(&mut self.0, other);
+    }
+}
+
+/// Adds `other` to `sum` element by element (an empty `sum` takes it
+/// whole): the sum of [`SampleCounts`].
+pub fn add_counts(sum: &mut Vec<u64>, other: &[u64]) {
+    if sum.is_empty() {
+        sum.extend_from_slice(other);
+        return;
+    }
+    for (a, b) in sum.iter_mut().zip(other) {
+        *a += b;
     }
 }
 
