@@ -167,13 +167,18 @@ def test_a_broker_that_is_not_there_is_an_error_before_anything_runs(tmp_path):
 
 def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
     need_root()
-    outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "1650ms")
+    # The measurements due at 1.5 to 1.9 s fall in the outage even when the
+    # federate hands them over a few hundred milliseconds late (a loaded CI
+    # machine: in one run none of those due at 1.5 and 1.6 s entered before
+    # an outage that ended at 1.65 s).
+    outage = OUTAGE.replace("450ms", "1450ms").replace("650ms", "2450ms")
     r = run_federation(REAL + outage, tmp_path, NETLOOP, roles=("grid",), start=1.0, end=3.0)
     got = {m for m, _ in r["got"]["grid"]}
     res = r["results"]
     lost = res["conservation"]["dropped"].get("link_down", 0)
-    # What the outage took is what did not come back: every frame counted.
-    assert 1 <= lost <= 4 and len(got) == 10 - lost, (got, res["conservation"])
+    # What the outage took is what did not come back: every frame counted
+    # (at most the five measurements and the answer to the one before).
+    assert 1 <= lost <= 6 and len(got) == 10 - lost, (got, res["conservation"], res["cosim"])
     assert res["conservation"]["unaccounted"] == 0
 
 
