@@ -4,14 +4,16 @@ endpoint `pmu`, and a controller that answers each measurement it receives
 through netloop's endpoint `ctrl`. Each prints, as JSON on stdout, what it
 received and at which HELICS time.
 
-    python federates.py grid|controller BROKER_PORT [COUNT [START [END]]]
+    python federates.py grid|controller BROKER_PORT [COUNT [START [END [JOIN_AFTER]]]]
 
 The grid sends its first measurement at HELICS time START (seconds, 0 by
-default) and stops at END (2 by default).
+default) and stops at END (2 by default). JOIN_AFTER (seconds, 0 by
+default) waits that long before joining: a federate slow to start.
 """
 
 import json
 import sys
+import time
 
 import helics as h
 
@@ -19,6 +21,7 @@ role, port = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 start = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 end = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
+time.sleep(float(sys.argv[6]) if len(sys.argv) > 6 else 0.0)
 
 fi = h.helicsCreateFederateInfo()
 h.helicsFederateInfoSetCoreTypeFromString(fi, "zmq")

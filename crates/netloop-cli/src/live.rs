@@ -69,17 +69,32 @@ pub fn execute_live(
     let endpoints = sim.endpoints.clone();
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        // The engine's real hosts are up / the federation executes (see
+        // `Handshake`).
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let thread = federate.as_ref().map(|(helics, handle, spec)| {
             let endpoints = &endpoints;
             scope.spawn(move || {
                 let stop = || interrupted().load(std::sync::atomic::Ordering::SeqCst);
-                let joined = std::cell::Cell::new(false);
-                let r =
-                    netloop_helics::run_realtime(helics, spec, endpoints, handle, &stop, || {
-                        joined.set(true);
-                        let _ = tx.send(());
-                    });
-                if r.is_err() && joined.get() {
+                let mut meeting = Handshake {
+                    joined: Some(tx),
+                    ready: ready_rx,
+                    go: Some(go_tx),
+                };
+                let r = netloop_helics::run_realtime(
+                    helics,
+                    spec,
+                    endpoints,
+                    handle,
+                    &stop,
+                    &mut meeting,
+                );
+                let joined = meeting.joined.is_none();
+                // Entering executing mode failed (or the run ended first):
+                // the engine waits no longer.
+                drop(meeting);
+                if r.is_err() && joined {
                     // The federation failed: the run ends with it.
                     let _ = handle.call(
                         netloop_io::live::Request::Stop,
@@ -117,6 +132,7 @@ pub fn execute_live(
                 ));
             }
         }
+        let gate = thread.is_some().then_some((ready_tx, go_rx));
         let out = execute_live_inner(
             sim,
             topology,
@@ -127,7 +143,7 @@ pub fn execute_live(
             quiet,
             cut,
             taps,
-            remote,
+            remote.map(|r| (r, gate)),
             series,
         );
         let cosim = thread.map(|t| {
@@ -161,8 +177,83 @@ pub fn execute_live(
     })
 }
 
+/// The CLI's side of the federate's start ([`netloop_helics::Meeting`]):
+/// channels to the thread that runs the engine.
+struct Handshake {
+    /// Told once the broker has taken the federate (then `None`).
+    joined: Option<std::sync::mpsc::Sender<()>>,
+    /// Told when the engine's real hosts are up (its sender dropped: the
+    /// run ended first).
+    ready: std::sync::mpsc::Receiver<()>,
+    /// Tells the engine to start its clock (dropped unsent: it starts and
+    /// is told to stop).
+    go: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl netloop_helics::Meeting for Handshake {
+    fn connected(&mut self) {
+        if let Some(tx) = self.joined.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    fn engine_ready(&mut self) -> bool {
+        self.ready.recv().is_ok()
+    }
+
+    fn executing(&mut self) {
+        if let Some(go) = self.go.take() {
+            let _ = go.send(());
+        }
+    }
+}
+
+/// The engine's side of the start of a co-simulation: it says its real
+/// hosts are up, then waits for the federation to execute (see
+/// [`Handshake`]).
+type Gate = (std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
+
+/// Says the real hosts are up and waits until the federation executes, the
+/// federate gave up, or Ctrl-C.
+fn meet_the_federation((ready, go): Gate) {
+    let _ = ready.send(());
+    loop {
+        match go.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if interrupted().load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// What the user needs to reach each real host.
+fn print_hosts(hosts: &[HostReport]) {
+    for h in hosts {
+        match &h.namespace {
+            Some(ns) => println!(
+                "{}: namespace {ns}, {} {} via {} — `netloop exec {} -- CMD`",
+                h.name,
+                h.interface,
+                h.address.as_deref().unwrap_or("(no address)"),
+                h.via,
+                h.name
+            ),
+            None => println!(
+                "{}: interface {} attached ({})",
+                h.name,
+                h.interface,
+                h.address.as_deref().unwrap_or("no address")
+            ),
+        }
+    }
+}
+
 /// [`execute_live`] once the co-simulation (if any) is set up: `remote`
-/// is the engine's request channel the federate uses.
+/// is the engine's request channel the federate uses, with the gate its
+/// clock waits at.
 #[allow(clippy::too_many_arguments)]
 fn execute_live_inner(
     sim: &mut Simulation,
@@ -174,9 +265,10 @@ fn execute_live_inner(
     quiet: bool,
     cut: Option<&netloop_model::partition::Cut>,
     taps: Vec<netloop_model::partition::PartitionTaps>,
-    remote: Option<netloop_io::live::Remote>,
+    remote: Option<(netloop_io::live::Remote, Option<Gate>)>,
     series: Option<&mut netloop_model::series::SeriesWriter>,
 ) -> anyhow::Result<LiveOutcome> {
+    let (remote, mut gate) = remote.map_or((None, None), |(r, g)| (Some(r), g));
     let spin_ns = sim.net.spec().run.spin.as_nanos();
     let duration = sim.net.spec().run.duration;
     let awaits = sim.real.iter().any(|r| match &r.kind {
@@ -184,26 +276,16 @@ fn execute_live_inner(
         _ => false,
     });
     let mut on_ready = |hosts: &[HostReport]| {
+        if !quiet {
+            print_hosts(hosts);
+        }
+        if let Some(g) = gate.take() {
+            // The clock starts with the federation's (netloop_helics's
+            // module docs).
+            meet_the_federation(g);
+        }
         if quiet {
             return;
-        }
-        for h in hosts {
-            match &h.namespace {
-                Some(ns) => println!(
-                    "{}: namespace {ns}, {} {} via {} — `netloop exec {} -- CMD`",
-                    h.name,
-                    h.interface,
-                    h.address.as_deref().unwrap_or("(no address)"),
-                    h.via,
-                    h.name
-                ),
-                None => println!(
-                    "{}: interface {} attached ({})",
-                    h.name,
-                    h.interface,
-                    h.address.as_deref().unwrap_or("no address")
-                ),
-            }
         }
         println!(
             "running in real time for {duration}{} (Ctrl-C ends it cleanly)",

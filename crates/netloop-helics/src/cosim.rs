@@ -571,6 +571,20 @@ pub(crate) fn join<'h>(
     endpoints: &[EndpointInfo],
     connected: impl FnOnce(),
 ) -> Result<(Federate<'h>, CosimReport), CosimError> {
+    let mut fed = register(helics, settings, endpoints, connected)?;
+    fed.enter_executing(settings.timeout)?;
+    Ok((fed, report_of(helics, spec)))
+}
+
+/// The first half of [`join`]: the federate made and its endpoints
+/// registered with the broker (then `connected` is called); the federation
+/// is not yet executing.
+pub(crate) fn register<'h>(
+    helics: &'h Helics,
+    settings: &Settings,
+    endpoints: &[EndpointInfo],
+    connected: impl FnOnce(),
+) -> Result<Federate<'h>, CosimError> {
     if endpoints.is_empty() {
         return Err(CosimError::Topology(
             "[helics] needs at least one [[endpoint]]: netloop moves the federation's messages between its endpoints".into(),
@@ -581,14 +595,17 @@ pub(crate) fn join<'h>(
         fed.register_endpoint(&e.name)?;
     }
     connected();
-    fed.enter_executing(settings.timeout)?;
-    let report = CosimReport {
+    Ok(fed)
+}
+
+/// A report for a run of the federate `spec` names, before it runs.
+pub(crate) fn report_of(helics: &Helics, spec: &HelicsSpec) -> CosimReport {
+    CosimReport {
         federate: spec.name.clone(),
         helics: format!("{} ({})", helics.version(), helics.path().display()),
         end: "duration",
         ..CosimReport::default()
-    };
-    Ok((fed, report))
+    }
 }
 
 /// The messages the federation sent to netloop's `n` endpoints since the

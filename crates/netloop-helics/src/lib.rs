@@ -33,4 +33,4 @@ mod watch;
 pub use api::Helics;
 pub use cosim::{run, CosimError, CosimReport};
 pub use federate::{Broker, Federate, HelicsError};
-pub use realtime::run_realtime;
+pub use realtime::{run_realtime, Meeting};

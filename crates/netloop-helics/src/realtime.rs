@@ -14,9 +14,16 @@
 //! ([`netloop_io::live::Request::Endpoints`]), and sends that to each
 //! endpoint's federate.
 //!
-//! Times: both clocks follow the wall clock, from different moments (the
-//! federation starts executing before or after the engine's clock starts,
-//! which waits for the real hosts); their offset is read once both run
+//! Times: both clocks follow the wall clock and start together. netloop
+//! joins the federation before it creates anything, but enters executing
+//! mode (which starts HELICS's clock, once every federate has entered it)
+//! only when the engine has its real hosts up, and the engine starts its
+//! clock as that returns: a `[[event]]` at 1.5 s and a federate's message
+//! at 1.5 s happen at the same moment, however long the real hosts or the
+//! other federates took to start (before, each clock started when its own
+//! side was ready: a CI machine slow to start the other federates' Python
+//! put HELICS's time seconds behind the engine's). What is left of the
+//! offset (a few milliseconds of the engine's start) is read once both run
 //! (`offset_ns` in the report: the engine's time less HELICS's). The
 //! federate asks each time for the next step boundary after the wall
 //! clock's now, so that HELICS's time never drifts behind the wall clock.
@@ -43,8 +50,8 @@ use netloop_model::spec::HelicsSpec;
 
 use crate::api::Helics;
 use crate::cosim::{
-    failed, hand_over, intake, join, left, lost_error, settings, watched, CosimError, CosimReport,
-    Watched,
+    failed, hand_over, intake, left, lost_error, register, report_of, settings, watched,
+    CosimError, CosimReport, Watched,
 };
 use crate::federate::Federate;
 use crate::watch::Watch;
@@ -53,22 +60,43 @@ use crate::watch::Watch;
 /// federation is slow (`HELICS_PROPERTY_TIME_RT_LAG`).
 const RT_LAG: Duration = Duration::from_millis(100);
 
+/// How the federate's start meets the engine's: the caller's side of the
+/// three steps [`run_realtime`] takes before the run.
+pub trait Meeting {
+    /// The broker has taken the federate: the caller starts the run (its
+    /// namespaces, its programs) only now, so that a broker that is not
+    /// there is an error before anything is created.
+    fn connected(&mut self);
+    /// Waits until the engine has its real hosts up and is about to start
+    /// its clock; false if the run ended before that.
+    fn engine_ready(&mut self) -> bool;
+    /// The federation executes (HELICS's clock runs): the engine starts
+    /// its clock now. Not called if entering executing mode failed.
+    fn executing(&mut self);
+}
+
 /// Runs the federate beside a real-time run reached through `remote`,
-/// until the run ends (its requests fail) or `stop` says so. `connected`
-/// is called once the broker has taken the federate: the caller starts the
-/// run (its namespaces, its programs) only then, so that a broker that is
-/// not there is an error before anything is created.
+/// until the run ends (its requests fail) or `stop` says so; `meeting`
+/// starts both together (see [`Meeting`] and the module docs).
 pub fn run_realtime(
     helics: &Helics,
     spec: &HelicsSpec,
     endpoints: &[EndpointInfo],
     remote: &RemoteHandle,
     stop: &dyn Fn() -> bool,
-    connected: impl FnOnce(),
+    meeting: &mut dyn Meeting,
 ) -> Result<CosimReport, CosimError> {
     let mut s = settings(spec);
     s.realtime = Some((RT_LAG, Duration::ZERO));
-    let (mut fed, mut report) = join(helics, &s, spec, endpoints, connected)?;
+    let mut fed = register(helics, &s, endpoints, || meeting.connected())?;
+    let mut report = report_of(helics, spec);
+    if !meeting.engine_ready() {
+        report.end = "run_ended";
+        fed.disconnect()?;
+        return Ok(report);
+    }
+    fed.enter_executing(s.timeout)?;
+    meeting.executing();
     let Some(clocks) = Clocks::start(remote, spec, stop) else {
         report.end = "run_ended";
         fed.disconnect()?;
@@ -122,9 +150,9 @@ impl Clocks {
     /// if the run ended first, or did not start within the timeout.
     fn start(remote: &RemoteHandle, spec: &HelicsSpec, stop: &dyn Fn() -> bool) -> Option<Clocks> {
         // HELICS's real-time clock starts as the federation starts
-        // executing. (Refined at each grant: enterExecutingMode may return
-        // well after HELICS started the clock, on a machine busy setting up
-        // the run.)
+        // executing, and the engine's as soon as it hears of that.
+        // (Refined at each grant: enterExecutingMode may return after
+        // HELICS started the clock, on a busy machine.)
         let helics_zero = Instant::now();
         let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
         loop {

@@ -81,7 +81,8 @@ pub struct LiveOptions<'a> {
     /// delivered frame adds tens of microseconds).
     pub steer: bool,
     /// Called once the network is up, before the clock starts: e.g. to tell
-    /// the user how to reach the hosts.
+    /// the user how to reach the hosts. The clock starts when it returns (a
+    /// co-simulation waits in it for its federation to start executing).
     pub on_ready: &'a mut dyn FnMut(&[HostReport]),
     /// Requests from another thread, if any (see [`remote`]).
     pub remote: Option<Remote>,
