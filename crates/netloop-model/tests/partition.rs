@@ -795,6 +795,59 @@ fn the_automatic_cut_balances_the_traffic_not_the_ports() {
     assert_eq!(cut.lookahead, ms(10), "{:?}", cut.part_of);
 }
 
+/// The automatic cut prices every threshold: a cut through slightly
+/// shorter links that balances the load beats one through the longest
+/// links that leaves a partition 10 % over an even share. A ring r1–r2–r3–
+/// r4 whose 10 ms links cut it into {r1, r2} and {r3, r4} (55 % and 45 % of
+/// the load), where cutting the 9 ms links too lets r1 and r4 share a
+/// partition (50 % each); the rule before, the first threshold within 25 %
+/// of an even share, took the 10 ms cut.
+#[test]
+fn the_automatic_cut_takes_a_shorter_lookahead_for_a_balanced_load() {
+    let mut nodes = Vec::new();
+    let mut links = vec![
+        link("r1", "r2", dir(Some(1000), ms(9))),
+        link("r2", "r3", dir(Some(1000), ms(10))),
+        link("r3", "r4", dir(Some(1000), ms(9))),
+        link("r4", "r1", dir(Some(1000), ms(10))),
+    ];
+    let mut traffic = Vec::new();
+    // 7 500, 6 250, 6 250 and 5 000 packets a second, each between two
+    // hosts of one router (three nodes on its path).
+    for (r, mbps) in [("r1", 60), ("r2", 50), ("r3", 50), ("r4", 40)] {
+        nodes.push(router(r));
+        for i in 0..2 {
+            let h = format!("{r}h{i}");
+            nodes.push(host(&h));
+            links.push(link(&h, r, dir(Some(1000), ms(1))));
+        }
+        traffic.push(flow(
+            r,
+            &format!("{r}h0"),
+            &format!("{r}h1"),
+            cbr(mbps, 1000),
+        ));
+    }
+    let s = spec(SimDuration::from_secs(1), 1, nodes, links, traffic);
+    let cut = Cut::auto(&s, 2).unwrap();
+    assert_eq!(cut.lookahead, ms(9), "{:?}", cut.part_of);
+    let at = |name: &str| cut.part_of[s.nodes.iter().position(|n| n.name == name).unwrap()];
+    assert_eq!(at("r1"), at("r4"), "{:?}", cut.part_of);
+    assert_eq!(at("r2"), at("r3"), "{:?}", cut.part_of);
+    assert_ne!(at("r1"), at("r2"), "{:?}", cut.part_of);
+    let w = netloop_model::partition::expected_load(&s);
+    let mut load = [0u64; 2];
+    for (v, &p) in cut.part_of.iter().enumerate() {
+        load[p as usize] += w[v];
+    }
+    assert_eq!(load[0], load[1], "{load:?}");
+    // Each router keeps its hosts (1 ms links are never worth cutting).
+    for r in ["r1", "r2", "r3", "r4"] {
+        assert_eq!(at(r), at(&format!("{r}h0")));
+        assert_eq!(at(r), at(&format!("{r}h1")));
+    }
+}
+
 /// The load the automatic cut expects of a flow is what its kind can send:
 /// a bulk transfer of 1 MB in a 1 s run is 1 000 segments and 500 ACKs a
 /// second, not a full 1 Gbit/s path; request/response back to back over
