@@ -656,8 +656,8 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         Scenario::Dumbbell => "dumbbell".to_string(),
         Scenario::Wan => format!("wan of {sites} sites"),
     };
-    println!("Simulation speed: {what}, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
-    println!("{t}");
+    outln!("Simulation speed: {what}, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
+    outln!("{t}");
     let mut failed = false;
     if !ways.is_empty() {
         let mut t = Table::new();
@@ -709,11 +709,11 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 ]);
             }
         }
-        println!(
+        outln!(
             "Partitions (this machine: {} cores; more partitions than cores share them)",
             Machine::read().cpus
         );
-        println!("{t}");
+        outln!("{t}");
     }
     #[derive(Serialize)]
     struct Out<'a> {
@@ -739,7 +739,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             rows: &rows,
         },
     )?;
-    println!("results: {}", json.display());
+    outln!("results: {}", json.display());
     if failed {
         eprintln!("error: a partitioned run's results differ from one partition's");
         return Ok(ExitCode::from(1));
@@ -875,8 +875,8 @@ fn wakeup(samples: usize, gap: std::time::Duration, json: &Path) -> anyhow::Resu
             Cell::new(r.samples).set_alignment(CellAlignment::Right),
         ]);
     }
-    println!("{t}");
-    println!(
+    outln!("{t}");
+    outln!(
         "time from one thread ringing an eventfd to the other, asleep in ppoll, running; \
          one ring every {} (the sleeper's CPU goes idle between rings, as between a ping's packets)",
         format::ns(gap.as_nanos() as f64)
@@ -888,6 +888,6 @@ fn wakeup(samples: usize, gap: std::time::Duration, json: &Path) -> anyhow::Resu
         json,
         &serde_json::json!({ "gap_ns": gap.as_nanos() as u64, "cases": rows }),
     )?;
-    println!("results: {}", json.display());
+    outln!("results: {}", json.display());
     Ok(ExitCode::SUCCESS)
 }

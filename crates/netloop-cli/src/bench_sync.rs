@@ -137,7 +137,7 @@ pub fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
         &a.json,
         &serde_json::json!({ "cores": cores, "repeats": a.repeats, "cases": rows }),
     )?;
-    println!("results: {}", a.json.display());
+    outln!("results: {}", a.json.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -173,10 +173,10 @@ fn print_table(rows: &[Row], cores: u32, repeats: u32) {
             }),
         ]);
     }
-    println!(
+    outln!(
         "Synchronisation rounds with no work between them ({cores} cores, medians of {repeats})"
     );
-    println!("{t}");
+    outln!("{t}");
 }
 
 /// One measurement on `ranks` MPI ranks: the slowest rank's seconds per

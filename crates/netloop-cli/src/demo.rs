@@ -183,7 +183,7 @@ fn is_root() -> bool {
 pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     if args.simulated || !is_root() {
         if !args.simulated {
-            println!(
+            outln!(
                 "netloop demo needs root to create network namespaces for its real hosts \
                  (run it with sudo, or as root). Running the same topologies with simulated \
                  hosts instead.\n"
@@ -196,11 +196,11 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         std::env::temp_dir().join(format!("netloop-demo-{}", std::process::id()))
     });
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    println!("netloop demo — real programs in network namespaces, through simulated routers in real time.");
-    println!("Program output and JSON results: {}\n", out.display());
+    outln!("netloop demo — real programs in network namespaces, through simulated routers in real time.");
+    outln!("Program output and JSON results: {}\n", out.display());
 
     // 1. SITL.
-    println!("== 1. OPNET SITL: two real hosts through one simulated router, 1 Gbit/s links ==");
+    outln!("== 1. OPNET SITL: two real hosts through one simulated router, 1 Gbit/s links ==");
     let text = sitl_topology(&netloop);
     // The throughput experiment steers the hosts' receive work off the
     // real-time loop's CPU (`netloop run --steer`); the delay experiment
@@ -230,7 +230,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             right("8.4 %".into()),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
     let mut t = table();
     t.set_header(vec![
         "round trip",
@@ -250,7 +250,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "2 × 1 µs wire + stacks",
         "INET: 1–22 ms",
     );
-    println!("{t}\n");
+    outln!("{t}\n");
     say_what_lateness_affects(
         &report,
         &[
@@ -260,7 +260,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     );
 
     // 2. INET.
-    println!("== 2. OMNeT++/INET: two real hosts across two simulated routers, 1 Gbit/s, 10 ms ==");
+    outln!("== 2. OMNeT++/INET: two real hosts across two simulated routers, 1 Gbit/s, 10 ms ==");
     let probe_json = out.join("demo-inet-probe.json");
     let text = inet_topology(&netloop, &probe_json);
     let (code, logs, report) = run_one(&text, "demo-inet", &out, false)?;
@@ -312,9 +312,9 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         &format!("{} + stacks", format::ns(expected_remote)),
         "",
     );
-    println!("{t}");
+    outln!("{t}");
     if let Some(s) = summarize(&probe) {
-        println!(
+        outln!(
             "probe median − expected: {} (the rest is the two kernels' own stack time); \
              ping prints times ≥ 10 ms to 0.1 ms only, the probe keeps nanoseconds.",
             format::ns(s.p50 - expected_remote)
@@ -383,7 +383,7 @@ fn say_what_lateness_affects(report: &LiveReport, measures: &[(&str, &str, Sensi
         return;
     };
     let max = format::ns(rt.event_lateness.max_ns as f64);
-    println!(
+    outln!(
         "This run fell behind real time between {first:.3} s and {last:.3} s (events up to {max} late). \
          Its figures:"
     );
@@ -399,12 +399,12 @@ fn say_what_lateness_affects(report: &LiveReport, measures: &[(&str, &str, Sensi
         let (Some(start), end) = (c.started_s, c.exited_s.unwrap_or(rt.sim_seconds)) else {
             continue;
         };
-        println!(
+        outln!(
             "  - {}",
             late_verdict(what, *sensitivity, start, end, first, last, &max)
         );
     }
-    println!();
+    outln!();
 }
 
 /// How a figure takes lateness.

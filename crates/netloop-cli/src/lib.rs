@@ -13,6 +13,9 @@
 //! that the Python package can carry the same command (`pip install` gives
 //! `netloop`) inside its native module rather than as a second program.
 
+#[macro_use]
+mod out;
+
 mod bench;
 mod bench_sync;
 mod demo;
@@ -198,7 +201,7 @@ fn report(path: &std::path::Path, output: Option<&std::path::Path>) -> anyhow::R
     let page = netloop_report::render(&inputs)?;
     let out = output.map_or(default_out, std::path::Path::to_path_buf);
     run::write_atomic(&out, |w| Ok(std::io::Write::write_all(w, page.as_bytes())?))?;
-    println!("report: {}", out.display());
+    outln!("report: {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

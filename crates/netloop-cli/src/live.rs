@@ -233,7 +233,7 @@ fn meet_the_federation((ready, go): Gate) {
 fn print_hosts(hosts: &[HostReport]) {
     for h in hosts {
         match &h.namespace {
-            Some(ns) => println!(
+            Some(ns) => outln!(
                 "{}: namespace {ns}, {} {} via {} — `netloop exec {} -- CMD`",
                 h.name,
                 h.interface,
@@ -241,7 +241,7 @@ fn print_hosts(hosts: &[HostReport]) {
                 h.via,
                 h.name
             ),
-            None => println!(
+            None => outln!(
                 "{}: interface {} attached ({})",
                 h.name,
                 h.interface,
@@ -287,7 +287,7 @@ fn execute_live_inner(
         if quiet {
             return;
         }
-        println!(
+        outln!(
             "running in real time for {duration}{} (Ctrl-C ends it cleanly)",
             if awaits {
                 ", or until every awaited program exits"
@@ -351,7 +351,7 @@ pub fn print_report(r: &LiveReport) {
             right(format::count(l.count)),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
     if !rt.ports.is_empty() {
         let mut t = table();
         t.set_header(vec![
@@ -384,7 +384,7 @@ pub fn print_report(r: &LiveReport) {
                 right(format::count(c.rx_malformed)),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     if !r.commands.is_empty() {
         let mut t = table();
@@ -413,7 +413,7 @@ pub fn print_report(r: &LiveReport) {
                 Cell::new(c.log.display().to_string()),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     let end = match rt.end {
         EndReason::Duration => "the run's duration was reached",
@@ -421,7 +421,7 @@ pub fn print_report(r: &LiveReport) {
         EndReason::Interrupted => "interrupted",
         EndReason::Running => "it has not ended (a report taken mid-run)",
     };
-    println!(
+    outln!(
         "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} \
          (CPU: event thread {:.0} %, I/O thread {:.0} % of one core)",
         rt.sim_seconds,
@@ -432,7 +432,7 @@ pub fn print_report(r: &LiveReport) {
         rt.io_cpu_share * 100.0
     );
     if rt.demotions + rt.io_demotions > 0 {
-        println!(
+        outln!(
             "the machine was saturated: for {} of its 10 ms windows the event thread, and for {} the I/O \
              thread, ran in the normal scheduling class (over 90 % busy in the real-time class)",
             format::count(rt.demotions),
@@ -483,10 +483,10 @@ pub fn print_report(r: &LiveReport) {
             max_late = max_late.max(l.max_ns);
             late_in += q.late_frames_in;
         }
-        println!("{t}");
+        outln!("{t}");
     }
     if rt.kept_up {
-        println!(
+        outln!(
             "kept up with real time: every event ran within {} of its time (max {})",
             format::ns(rt.late_threshold_ns as f64),
             format::ns(max_late as f64)
@@ -546,7 +546,7 @@ pub fn print_report(r: &LiveReport) {
         }
     }
     if let Some(dir) = &r.log_dir {
-        println!("programs' output: {}/", dir.display());
+        outln!("programs' output: {}/", dir.display());
     }
     print_warnings(r);
 }
@@ -671,7 +671,7 @@ pub fn clean() -> anyhow::Result<ExitCode> {
         ));
     }
     let report = netloop_io::registry::clean().map_err(|e| anyhow!("{e}"))?;
-    println!("{report}");
+    outln!("{report}");
     Ok(if report.failures.is_empty() {
         ExitCode::SUCCESS
     } else {

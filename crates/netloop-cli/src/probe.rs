@@ -410,7 +410,7 @@ fn rtt(a: &RttArgs) -> anyhow::Result<ExitCode> {
         warmup_ns: (warm_at - t0).as_nanos() as u64,
         first_reply_ns: p.first_reply.map_or(0, |f| (f - t0).as_nanos() as u64),
     };
-    println!(
+    outln!(
         "warm-up: {} probes, not counted, until {} replies came back ({}; the first after {})",
         r.warmup_sent,
         r.warmup_answered,
@@ -419,7 +419,7 @@ fn rtt(a: &RttArgs) -> anyhow::Result<ExitCode> {
     );
     let v: Vec<f64> = r.rtt_ns.iter().map(|&x| x as f64).collect();
     if let Some(st) = summarize(&v) {
-        println!(
+        outln!(
             "{} sent, {} received; rtt min {} median {} p99 {} max {} sd {}",
             r.sent,
             r.received,
@@ -430,7 +430,7 @@ fn rtt(a: &RttArgs) -> anyhow::Result<ExitCode> {
             crate::format::ns(st.sd)
         );
     } else {
-        println!("{} sent, 0 received", r.sent);
+        outln!("{} sent, 0 received", r.sent);
     }
     if let Some(path) = &a.json {
         crate::run::write_json_atomic(path, &r)?;

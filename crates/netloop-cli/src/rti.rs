@@ -190,7 +190,7 @@ pub fn rti_federate(a: &RtiArgs) -> anyhow::Result<ExitCode> {
     let text = serde_json::to_string(&out)?;
     match &a.json {
         Some(p) => crate::run::write_json_atomic(p, &out)?,
-        None => println!("{text}"),
+        None => outln!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -691,7 +691,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("error: pcap capture cut short: {e}");
                 failed = true;
             }
-            None if !args.quiet => println!(
+            None if !args.quiet => outln!(
                 "pcap: {} ({} frames)",
                 c.path.display(),
                 format::count(c.frames)
@@ -708,7 +708,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             },
         )?;
         if !args.quiet {
-            println!("results: {}", path.display());
+            outln!("results: {}", path.display());
         }
     }
     if results.conservation.unaccounted != 0 {
@@ -838,7 +838,7 @@ pub(crate) fn load_helics(
 
 /// One line of what the federate did.
 pub(crate) fn print_federate(r: &netloop_helics::CosimReport) {
-    println!(
+    outln!(
         "federate '{}': {} grants ({} early), {} messages in, {} out, {} without a federate, waited {:.3} s for grants",
         r.federate,
         r.grants,
@@ -865,7 +865,7 @@ pub fn print_summary(name: &str, r: &Results) {
     let m = &r.meta;
     let sim_s = m.sim_time_reached_ns as f64 / 1e9;
     match &r.wall {
-        Some(w) => println!(
+        Some(w) => outln!(
             "{name}: {} simulated in {:.3} s wall ({:.1}x real time), {} events ({:.2} M/s), seed {}",
             SimTime::from_nanos(m.sim_time_reached_ns),
             w.seconds,
@@ -874,7 +874,7 @@ pub fn print_summary(name: &str, r: &Results) {
             w.events_per_second / 1e6,
             m.seed
         ),
-        None => println!("{name}: {sim_s} s simulated, seed {}", m.seed),
+        None => outln!("{name}: {sim_s} s simulated, seed {}", m.seed),
     }
     if !r.flows.is_empty() {
         let mut t = table();
@@ -930,9 +930,9 @@ pub fn print_summary(name: &str, r: &Results) {
             }
             t.add_row(row);
         }
-        println!("{t}");
+        outln!("{t}");
         if r.flows.len() > max_rows {
-            println!("… and {} more flows (see --json)", r.flows.len() - max_rows);
+            outln!("… and {} more flows (see --json)", r.flows.len() - max_rows);
         }
     }
     let mut t = table();
@@ -981,14 +981,14 @@ pub fn print_summary(name: &str, r: &Results) {
         }
     }
     if rows > 0 {
-        println!("{t}");
+        outln!("{t}");
         if rows > 40 {
-            println!("… and {} more link directions (see --json)", rows - 40);
+            outln!("… and {} more link directions (see --json)", rows - 40);
         }
     }
     print_idle_flows(r);
     let c = &r.conservation;
-    println!(
+    outln!(
         "packet conservation: {} created = {} delivered + {} dropped + {} in flight{}",
         format::count(c.created_total),
         format::count(c.delivered_total),
@@ -1019,7 +1019,7 @@ fn print_idle_flows(r: &Results) {
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "*** {} of {} flows delivered nothing: {}{more} ***",
         idle.len(),
         r.flows.len(),
@@ -1033,14 +1033,14 @@ fn print_idle_flows(r: &Results) {
         .collect();
     drops.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
     if drops.is_empty() {
-        println!("    nothing was dropped: the traffic was still in flight when the run ended, or never left its host");
+        outln!("    nothing was dropped: the traffic was still in flight when the run ended, or never left its host");
     } else {
         let top: Vec<String> = drops
             .iter()
             .take(4)
             .map(|(n, reason)| format!("{reason} {}", format::count(*n)))
             .collect();
-        println!(
+        outln!(
             "    drops in the run: {} (docs/results-schema.md#drop-reasons says what each means)",
             top.join(", ")
         );
@@ -1063,11 +1063,11 @@ const DEMO: &[(&str, &str, &str)] = &[
 
 /// `netloop demo --simulated`: the seed topologies with simulated hosts.
 pub fn demo_simulated(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    println!(
+    outln!(
         "netloop demo — the seed experiments' topologies, simulated end to end (simulated hosts)."
     );
     for (i, (title, text, note)) in DEMO.iter().enumerate() {
-        println!("== {} ==", title);
+        outln!("== {} ==", title);
         let name = format!("demo-{}", i + 1);
         let loaded = netloop_config::parse_str(text, &name)
             .map_err(|e| anyhow!("built-in demo topology is invalid: {e}"))?;
@@ -1080,7 +1080,7 @@ pub fn demo_simulated(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         let (wall, interrupted) = execute(&mut sim, true, None)?;
         let r = sim.results("afap", Some(wall), Some(name.clone()));
         print_summary(&name, &r);
-        println!("{note}\n");
+        outln!("{note}\n");
         if let Some(dir) = &args.json_dir {
             write_json_atomic(&dir.join(format!("{name}.json")), &r)?;
         }

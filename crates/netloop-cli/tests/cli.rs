@@ -808,3 +808,40 @@ fn check_verbose_into_a_reader_that_stops_early_ends_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `netloop run FILE --json R | head -1`: the reader leaves after the first
+/// line; netloop runs to the end, writes its results and exits with
+/// success, where its next line used to panic on the closed pipe (and lose
+/// the results).
+#[test]
+fn a_run_into_a_reader_that_stops_early_still_writes_its_results() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tmpdir("run-head");
+    let json = dir.join("r.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netloop"))
+        .current_dir(repo())
+        .args([
+            "run",
+            "examples/link-flap.toml",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("netloop runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: everything after the first line meets a
+    // closed pipe.
+    assert!(!first.is_empty());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let r = results(&json);
+    assert_eq!(r["conservation"]["unaccounted"], 0, "{}", r["conservation"]);
+}
