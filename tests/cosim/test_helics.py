@@ -202,16 +202,16 @@ def test_in_real_time_an_outage_loses_what_crossed_it(tmp_path):
 
 
 @contextlib.contextmanager
-def federation_without_its_other_federate(tmp_path, timeout: str):
-    """netloop's wan.toml (its `[helics] timeout` set to `timeout`) and a
-    broker that waits for two federates, of which only netloop will come;
-    yields (topology path, broker process) and ends the broker if it is
-    still there."""
+def federation_without_its_other_federate(tmp_path, timeout: str, text: str = WAN):
+    """netloop's wan.toml, or `text` (its `[helics] timeout` set to
+    `timeout`), and a broker that waits for two federates, of which only
+    netloop will come; yields (topology path, broker process) and ends the
+    broker if it is still there."""
     from run import broker_path, free_port
 
     port = free_port()
     topo = tmp_path / "wan.toml"
-    topo.write_text(WAN.replace('timeout = "20s"', f'timeout = "{timeout}"\ninit = "--brokerport={port}"', 1))
+    topo.write_text(text.replace('timeout = "20s"', f'timeout = "{timeout}"\ninit = "--brokerport={port}"', 1))
     broker = subprocess.Popen(
         [str(broker_path()), "--federates=2", "--coretype=zmq", f"--port={port}", "--loglevel=error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -259,6 +259,35 @@ def test_ctrl_c_while_the_federation_never_forms_ends_the_run(tmp_path):
             if nl.poll() is None:
                 nl.kill()
                 nl.wait()
+
+
+def test_in_real_time_ctrl_c_while_the_federation_never_forms_keeps_the_results(tmp_path):
+    """In real time netloop sets up its real hosts and then waits for the
+    federation before its clock starts; Ctrl-C there ends the run with 130
+    within seconds, its results written (without a federate's report),
+    where it used to wait 5 s for HELICS and end as an error."""
+    need_root()
+    out = tmp_path / "r.json"
+    with federation_without_its_other_federate(tmp_path, "20s", REAL) as (topo, _):
+        nl = subprocess.Popen(
+            [NETLOOP, "run", str(topo), "-q", "--json", str(out)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ, VIRTUAL_ENV=sys.prefix),
+        )
+        try:
+            time.sleep(4)
+            assert nl.poll() is None, nl.communicate()
+            nl.send_signal(signal.SIGINT)
+            t0 = time.monotonic()
+            _, err = nl.communicate(timeout=20)
+            assert nl.returncode == 130, err
+            assert time.monotonic() - t0 < 4.0, err
+        finally:
+            if nl.poll() is None:
+                nl.kill()
+                nl.wait()
+    r = json.loads(out.read_text())
+    assert r["meta"]["mode"] == "realtime" and r.get("cosim") is None, r.get("cosim")
+    assert r["conservation"]["unaccounted"] == 0
 
 
 def test_the_grid_study_shows_what_the_wan_does_to_frequency_control():

@@ -148,8 +148,12 @@ pub fn execute_live(
         );
         let cosim = thread.map(|t| {
             // The run is over; a federate still waiting on the federation
-            // (for it to start, or for a grant) is told to give up.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            // (for it to start, or for a grant) is told to give up: after
+            // 5 s, or 1 s after Ctrl-C (its loop sees the flag at its next
+            // step; entering executing mode does not look).
+            let ctrl_c = interrupted().load(std::sync::atomic::Ordering::SeqCst);
+            let wait = std::time::Duration::from_secs(if ctrl_c { 1 } else { 5 });
+            let deadline = std::time::Instant::now() + wait;
             while !t.is_finished() && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -162,7 +166,17 @@ pub fn execute_live(
         });
         let mut out = out?;
         if let Some(c) = cosim {
-            let report = c.map_err(|e| anyhow!("{topology}: {e}"))?;
+            let report = match c {
+                Ok(r) => r,
+                // Ctrl-C while the federation had not started (or while
+                // HELICS was being told to give up): the run's results
+                // stand, without the federate's report.
+                Err(e) if interrupted().load(std::sync::atomic::Ordering::SeqCst) => {
+                    eprintln!("{topology}: interrupted; the HELICS federate ended with: {e}");
+                    return Ok(out);
+                }
+                Err(e) => return Err(anyhow!("{topology}: {e}")),
+            };
             if !quiet {
                 crate::run::print_federate(&report);
             }

@@ -776,57 +776,15 @@ fn mpi_without_the_feature_says_how_to_build_it() {
     );
 }
 
-/// `netloop check --verbose | head`: the reader stops early, and netloop
-/// ends quietly with success instead of panicking on the closed pipe.
-#[test]
-fn check_verbose_into_a_reader_that_stops_early_ends_quietly() {
+/// Runs netloop with `args` (in the repository) into a reader that takes
+/// its first line of output and leaves (`| head -1`); asserts that netloop
+/// still ended with success and without a panic, and returns that line.
+fn first_line_then_close(args: &[&str]) -> String {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let dir = tmpdir("check-head");
-    // A router with 3 000 hosts: far more output than a pipe holds.
-    let mut topo = String::from("[[node]]\nname = \"r\"\nkind = \"router\"\n");
-    for i in 0..3000 {
-        topo += &format!("[[node]]\nname = \"h{i}\"\nkind = \"host\"\n");
-        topo += &format!("[[link]]\nendpoints = [\"r\", \"h{i}\"]\n");
-    }
-    let file = dir.join("big.toml");
-    std::fs::write(&file, topo).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_netloop"))
-        .args(["check", file.to_str().unwrap(), "--verbose"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("netloop runs");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    // The reader is dropped here: the pipe closes with most still unread.
-    assert!(first.contains(": ok — 3001 nodes"), "{first}");
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {stderr}", out.status);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
-
-/// `netloop run FILE --json R | head -1`: the reader leaves after the first
-/// line; netloop runs to the end, writes its results and exits with
-/// success, where its next line used to panic on the closed pipe (and lose
-/// the results).
-#[test]
-fn a_run_into_a_reader_that_stops_early_still_writes_its_results() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-    let dir = tmpdir("run-head");
-    let json = dir.join("r.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_netloop"))
         .current_dir(repo())
-        .args([
-            "run",
-            "examples/link-flap.toml",
-            "--json",
-            json.to_str().unwrap(),
-        ])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -837,8 +795,52 @@ fn a_run_into_a_reader_that_stops_early_still_writes_its_results() {
         .unwrap();
     // The reader is dropped here: everything after the first line meets a
     // closed pipe.
-    assert!(!first.is_empty());
     let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    first
+}
+
+/// `netloop check --verbose | head`: the reader stops early, and netloop
+/// ends quietly with success instead of panicking on the closed pipe.
+#[test]
+fn check_verbose_into_a_reader_that_stops_early_ends_quietly() {
+    let dir = tmpdir("check-head");
+    // A router with 3 000 hosts: far more output than a pipe holds.
+    let mut topo = String::from("[[node]]\nname = \"r\"\nkind = \"router\"\n");
+    for i in 0..3000 {
+        topo += &format!("[[node]]\nname = \"h{i}\"\nkind = \"host\"\n");
+        topo += &format!("[[link]]\nendpoints = [\"r\", \"h{i}\"]\n");
+    }
+    let file = dir.join("big.toml");
+    std::fs::write(&file, topo).unwrap();
+    let first = first_line_then_close(&["check", file.to_str().unwrap(), "--verbose"]);
+    assert!(first.contains(": ok — 3001 nodes"), "{first}");
+}
+
+/// `netloop run FILE --json R | head -1`: once the reader has left, netloop
+/// runs to the end, writes its results and exits with success, where its
+/// next line used to panic on the closed pipe (and lose the results). The
+/// pipe's reader is closed before netloop starts, so that every line it
+/// prints meets a closed pipe however fast it prints.
+#[test]
+fn a_run_into_a_reader_that_stops_early_still_writes_its_results() {
+    let dir = tmpdir("run-head");
+    let json = dir.join("r.json");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_netloop"))
+        .current_dir(repo())
+        .args([
+            "run",
+            "examples/link-flap.toml",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(writer)
+        .output()
+        .expect("netloop runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -82,10 +82,10 @@ pub struct CosimReport {
     /// (killed, or its connection lost), which failed the run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unresponsive: Vec<String>,
-    /// In real time: the engine's clock less HELICS's (both on the wall
-    /// clock, started at different moments: negative when the federation
-    /// started before the engine's clock), ns; absent in simulated time,
-    /// where they are the same.
+    /// In real time: the engine's clock less HELICS's, ns (both on the wall
+    /// clock and started together, but for the engine's own start, a few
+    /// ms: negative when the federation started first); absent in
+    /// simulated time, where they are the same.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset_ns: Option<i64>,
     /// In real time: how long messages that reached an endpoint waited for

@@ -135,8 +135,8 @@ pub fn run_realtime(
     Ok(report)
 }
 
-/// HELICS's clock against the engine's: both follow the wall clock, from
-/// different moments.
+/// HELICS's clock against the engine's: both follow the wall clock, and
+/// start together but for the engine's own start (see the module docs).
 struct Clocks {
     /// When HELICS's real-time clock started (as far as known).
     helics_zero: Instant,
@@ -145,9 +145,9 @@ struct Clocks {
 }
 
 impl Clocks {
-    /// Reads the offset once the engine's clock runs (it may still be
-    /// setting up the real hosts: it answers once its clock runs); `None`
-    /// if the run ended first, or did not start within the timeout.
+    /// Reads the offset once the engine's clock runs (it answers from its
+    /// first step); `None` if the run ended first, or did not answer within
+    /// the timeout.
     fn start(remote: &RemoteHandle, spec: &HelicsSpec, stop: &dyn Fn() -> bool) -> Option<Clocks> {
         // HELICS's real-time clock starts as the federation starts
         // executing, and the engine's as soon as it hears of that.
@@ -155,8 +155,10 @@ impl Clocks {
         // HELICS started the clock, on a busy machine.)
         let helics_zero = Instant::now();
         let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
+        const WAIT: Duration = Duration::from_millis(500);
         loop {
-            match remote.call(Request::Now, Duration::from_millis(500)) {
+            let asked = Instant::now();
+            match remote.call(Request::Now, WAIT) {
                 // The engine's clock less HELICS's, both read now.
                 Ok(Reply::Now(t)) => {
                     let offset = t.as_nanos() as i64 - helics_zero.elapsed().as_nanos() as i64;
@@ -165,6 +167,10 @@ impl Clocks {
                         offset,
                     });
                 }
+                // Failed before its time: the run has ended (its end of the
+                // channel is gone), and asking again would only spin.
+                Err(_) if asked.elapsed() < WAIT => return None,
+                // Not answered in time (a busy engine): again.
                 _ if Instant::now() < deadline && !stop() => continue,
                 _ => return None,
             }

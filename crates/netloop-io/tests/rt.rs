@@ -399,7 +399,10 @@ fn a_stop_in_the_middle_of_a_backlog_ends_the_run_in_order() {
 /// enough to put p99 at 327 µs (timed bounds belong in the benchmark). What
 /// the flood must not do is make events late by their own work: with a
 /// threshold of 200 µs, the late events the run does not put down to its
-/// event thread being held off its CPU (`late_held_off`) are at most 1 %.
+/// event thread being held off its CPU (`late_held_off`) are fewer than a
+/// tenth of the timer path's datagrams (30–41 of some 3 400 here, in three
+/// runs). The bound is on the datagrams, not on all events: those are
+/// mostly the flood's own.
 #[test]
 fn a_flood_on_one_port_leaves_timer_events_on_time() {
     let _flood = one_flood_at_a_time();
@@ -509,9 +512,9 @@ size = "1000B"
     );
     let own = r.late_events - r.late_held_off;
     assert!(
-        own <= r.events / 100,
-        "{own} of {} events ran over 200 µs late under the flood by the run's own work \
-         (p99 {} ns, input latency p99 {} ns)",
+        own <= cbr / 10,
+        "{own} events ran over 200 µs late under the flood by the run's own work, against \
+         {cbr} datagrams of the timer path (of {} events; p99 {} ns, input latency p99 {} ns)",
         r.events,
         r.event_lateness.p99_ns,
         r.input_latency.p99_ns

@@ -175,7 +175,7 @@ impl Cut {
     /// cost least per simulated second wins, in packets handled
     /// ([`cut_cost`]): its heaviest partition's load, plus the frames that
     /// cross the cut, plus its synchronisation rounds (one per lookahead);
-    /// on a tie, the longer lookahead. A node weighs the packets per second it
+    /// on a tie, the one of the higher threshold (tried first). A node weighs the packets per second it
     /// is expected to handle: one per port, plus the expected rate of every
     /// flow whose path it is on (see `loads`). Zero-delay links are
     /// never cut.
@@ -266,7 +266,7 @@ impl Cut {
             }
             let used = used.iter().filter(|&&u| u).count();
             let cost = cut_cost(&load, &part_of, &ends, &least, &link_load);
-            // Strictly better only: on a tie the longer lookahead (tried
+            // Strictly better only: on a tie the higher threshold (tried
             // first) stays.
             if best
                 .as_ref()
@@ -434,16 +434,17 @@ pub fn expected_load(spec: &NetworkSpec) -> Vec<u64> {
 /// Candidate cuts tried at most (see [`Cut::auto`]).
 const MAX_THRESHOLDS: usize = 64;
 
-/// What a synchronisation round costs, in packets handled: two barriers,
-/// 2–6 µs on threads and 1–16 µs on MPI ranks with nothing to exchange on
-/// this 2-core machine (`netloop bench sync`), against 0.2–1 µs a packet
-/// (`netloop bench speed`); counted generously, so that a cut through a
-/// short link must buy a real gain in balance.
+/// What a synchronisation round costs, in packets handled: with nothing to
+/// exchange, about 2 µs on 2 threads (0.1–5.6 µs) and 0.7 µs on 2 MPI
+/// ranks on this 2-core machine, 16 µs on 4 ranks sharing its cores
+/// (`netloop bench sync`), against 0.2–1 µs a packet (`netloop bench
+/// speed`); counted generously, so that a cut through a short link must
+/// buy a real gain in balance.
 const ROUND_COST: f64 = 50.0;
 
-/// What a frame crossing the cut costs, in packets handled: copied out,
-/// exchanged and copied in (about 0.25 µs a 1 500-byte frame on threads,
-/// 0.4 µs on MPI ranks, `netloop bench sync`).
+/// What a frame crossing the cut costs, in packets handled: handed over
+/// and taken in (0.06–0.28 µs a 1 500-byte frame between threads, 0.4–0.6
+/// µs between MPI ranks, which copy it; `netloop bench sync`).
 const CROSSING_COST: f64 = 0.5;
 
 /// The expected cost of a run cut by `part_of`, per simulated second, in
