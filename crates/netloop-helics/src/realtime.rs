@@ -155,10 +155,8 @@ impl Clocks {
         // HELICS started the clock, on a busy machine.)
         let helics_zero = Instant::now();
         let deadline = Instant::now() + Duration::from_nanos(spec.timeout.as_nanos());
-        const WAIT: Duration = Duration::from_millis(500);
         loop {
-            let asked = Instant::now();
-            match remote.call(Request::Now, WAIT) {
+            match remote.call(Request::Now, Duration::from_millis(500)) {
                 // The engine's clock less HELICS's, both read now.
                 Ok(Reply::Now(t)) => {
                     let offset = t.as_nanos() as i64 - helics_zero.elapsed().as_nanos() as i64;
@@ -167,9 +165,9 @@ impl Clocks {
                         offset,
                     });
                 }
-                // Failed before its time: the run has ended (its end of the
-                // channel is gone), and asking again would only spin.
-                Err(_) if asked.elapsed() < WAIT => return None,
+                // The run has ended (its end of the channel is gone):
+                // asking again would only spin.
+                Err(e) if !e.timed_out() => return None,
                 // Not answered in time (a busy engine): again.
                 _ if Instant::now() < deadline && !stop() => continue,
                 _ => return None,

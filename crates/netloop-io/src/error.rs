@@ -38,6 +38,14 @@ impl Error {
         }
     }
 
+    /// Whether it is a time-out (its OS cause says so): what was waited
+    /// for may still come.
+    pub fn timed_out(&self) -> bool {
+        self.source
+            .as_ref()
+            .is_some_and(|e| e.kind() == io::ErrorKind::TimedOut)
+    }
+
     /// Adds a hint on how to fix it.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());

@@ -230,7 +230,8 @@ pub fn remote() -> Result<(RemoteHandle, Remote)> {
 
 impl RemoteHandle {
     /// Sends `req` and waits up to `timeout` for the answer. An error if the
-    /// run has ended or does not answer in time (it is far behind).
+    /// run has ended or does not answer in time (it is far behind; the
+    /// error's `timed_out` is true).
     pub fn call(&self, req: Request, timeout: Duration) -> Result<Reply> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         self.tx
@@ -240,9 +241,14 @@ impl RemoteHandle {
         let _ = (&*self.wake).write(&[1]);
         match reply_rx.recv_timeout(timeout) {
             Ok(r) => Ok(r),
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::msg(format!(
-                "the network did not answer within {timeout:?} (is the run far behind real time?)"
-            ))),
+            // Marked as a time-out (`Error::timed_out`): the run may answer
+            // a later call, where the other errors mean that it has ended.
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::os(
+                format!(
+                    "the network did not answer within {timeout:?} (is the run far behind real time?)"
+                ),
+                std::io::ErrorKind::TimedOut.into(),
+            )),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::msg(
                 "the network is not running (its run ended before answering)",
             )),
@@ -1223,4 +1229,26 @@ fn signal_name(sig: i32) -> String {
 /// Where the output of command `k` on `host` goes.
 pub fn log_path(dir: &Path, host: &str, k: usize) -> PathBuf {
     dir.join(format!("{host}.{k}.log"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that does not answer in time may answer later (a time-out);
+    /// one whose end of the channel is gone has ended (not a time-out):
+    /// the HELICS federate asks again only in the first case.
+    #[test]
+    fn a_call_tells_a_time_out_from_a_run_that_ended() {
+        let (handle, remote) = remote().unwrap();
+        let e = handle
+            .call(Request::Now, Duration::from_millis(10))
+            .unwrap_err();
+        assert!(e.timed_out(), "{e}");
+        drop(remote);
+        let e = handle
+            .call(Request::Now, Duration::from_millis(10))
+            .unwrap_err();
+        assert!(!e.timed_out(), "{e}");
+    }
 }

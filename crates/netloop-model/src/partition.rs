@@ -260,11 +260,7 @@ impl Cut {
             // network allows, even where the estimate says one would do
             // (a small network): the most partitions used first, then the
             // cost.
-            let mut used = vec![false; parts as usize];
-            for &p in &part_of {
-                used[p as usize] = true;
-            }
-            let used = used.iter().filter(|&&u| u).count();
+            let used = load.iter().filter(|&&l| l > 0).count();
             let cost = cut_cost(&load, &part_of, &ends, &least, &link_load);
             // Strictly better only: on a tie the higher threshold (tried
             // first) stays.
