@@ -208,11 +208,13 @@ pub fn new_histogram() -> Samples {
     Samples::default()
 }
 
-/// Writes the probe header into `buf` (at least [`PROBE_HEADER`] bytes).
-pub fn write_probe(buf: &mut [u8], flow: u32, seq: u64, sent: SimTime) {
+/// Writes the probe header into `buf` (at least [`PROBE_HEADER`] bytes);
+/// returns the bytes written, [`PROBE_HEADER`].
+pub fn write_probe(buf: &mut [u8], flow: u32, seq: u64, sent: SimTime) -> usize {
     buf[0..4].copy_from_slice(&flow.to_be_bytes());
     buf[4..12].copy_from_slice(&seq.to_be_bytes());
     buf[12..20].copy_from_slice(&sent.as_nanos().to_be_bytes());
+    PROBE_HEADER
 }
 
 /// Reads a probe header: (flow, seq, send time).

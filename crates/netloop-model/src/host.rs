@@ -474,7 +474,15 @@ impl Host {
             dport: to.port(),
             ttl: DEFAULT_TTL,
         };
-        self.send_udp(udp_to, data.len(), |b| b.copy_from_slice(data), ctx);
+        self.send_udp(
+            udp_to,
+            data.len(),
+            |b| {
+                b.copy_from_slice(data);
+                data.len()
+            },
+            ctx,
+        );
         Ok(())
     }
 
@@ -1280,7 +1288,7 @@ impl Host {
                 ttl,
             },
             32,
-            |b| b.fill(0),
+            |_| 0,
             ctx,
         );
     }
@@ -1401,8 +1409,16 @@ impl Host {
         ip.fill_checksum();
     }
 
-    /// Sends a UDP datagram of `len` payload bytes that `fill` writes.
-    fn send_udp(&mut self, to: UdpTo, len: usize, fill: impl FnOnce(&mut [u8]), ctx: &mut NodeCtx) {
+    /// Sends a UDP datagram of `len` payload bytes that `fill` writes into
+    /// zeros; it returns how many leading bytes it may have written (the
+    /// checksum sums those only).
+    fn send_udp(
+        &mut self,
+        to: UdpTo,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+        ctx: &mut NodeCtx,
+    ) {
         let UdpTo {
             sport,
             dst,
@@ -1416,14 +1432,15 @@ impl Host {
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
         let mut frame = Frame::zeroed(ETH_HEADER + 20 + 8 + len);
         self.ip_header(&mut frame, src, dst, IpProtocol::Udp, 8 + len, ttl);
+        let written;
         {
             let mut udp = UdpPacket::new_unchecked(&mut frame[ETH_HEADER + 20..]);
             udp.set_src_port(sport);
             udp.set_dst_port(dport);
             udp.set_len((8 + len) as u16);
-            fill(udp.payload_mut());
-            udp.fill_checksum(&src.into(), &dst.into());
+            written = fill(udp.payload_mut());
         }
+        ipv4::fill_udp_checksum(src, dst, &mut frame[ETH_HEADER + 20..], 8 + written);
         self.send_ip(dst, frame, Df::Want, ctx);
     }
 
@@ -1436,7 +1453,7 @@ impl Host {
         dport: u16,
         hops: u8,
         len: usize,
-        fill: impl FnOnce(&mut [u8]),
+        fill: impl FnOnce(&mut [u8]) -> usize,
         ctx: &mut NodeCtx,
     ) {
         let src = self.route6(dst).map_or(Ipv6Addr::UNSPECIFIED, |r| r.1);
@@ -1447,8 +1464,8 @@ impl Host {
         // A datagram over 65 535 bytes has no length of its own (RFC
         // 2675); the topology refuses such sizes.
         udp[4..6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
-        fill(&mut udp[8..]);
-        let c = match ipv6::checksum(src, dst, next::UDP, udp) {
+        let written = fill(&mut udp[8..]);
+        let c = match ipv6::checksum_zero_from(src, dst, next::UDP, udp, 8 + written) {
             0 => 0xffff, // a computed 0 is sent as all ones (RFC 768)
             c => c,
         };

@@ -249,16 +249,25 @@ fn pseudo_sum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) -> u32 {
 /// checksum field is either zero — the result is the value to put there —
 /// or filled in — the result is 0 if it verifies).
 pub fn checksum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, data: &[u8]) -> u16 {
-    let mut sum = pseudo_sum(src, dst, proto, data.len());
-    let mut words = data.chunks_exact(2);
-    for w in &mut words {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    if let [last] = words.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    !fold(sum)
+    checksum_zero_from(src, dst, proto, data, data.len())
+}
+
+/// [`checksum`] of `data` whose bytes from `zero_from` on are all zero, so
+/// that only those before are summed.
+pub fn checksum_zero_from(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    proto: u8,
+    data: &[u8],
+    zero_from: usize,
+) -> u16 {
+    let zero_from = zero_from.min(data.len());
+    debug_assert!(
+        data[zero_from..].iter().all(|&b| b == 0),
+        "the message is not zero from byte {zero_from}"
+    );
+    let sum = crate::ipv4::ones_sum(&data[..zero_from]);
+    !fold(pseudo_sum(src, dst, proto, data.len()) + u32::from(sum))
 }
 
 /// An Ethernet frame (MACs zero, to be filled in) holding an IPv6 packet

@@ -51,13 +51,20 @@ impl Wire {
     /// due at its time.
     pub fn push(&mut self, at: SimTime, epoch: u32, frame: Frame) -> Option<SimTime> {
         self.segs += frame.segs();
-        // From the back: in order, this is the first place looked at.
-        let i = self
-            .frames
-            .iter()
-            .rposition(|f| f.at <= at)
-            .map_or(0, |i| i + 1);
-        self.frames.insert(i, InAir { at, epoch, frame });
+        let i = if self.frames.back().is_none_or(|f| f.at <= at) {
+            // In order, as almost every frame is: `insert` at the end would
+            // take the general path (it moved elements in 1 % of a run).
+            self.frames.push_back(InAir { at, epoch, frame });
+            self.frames.len() - 1
+        } else {
+            let i = self
+                .frames
+                .iter()
+                .rposition(|f| f.at <= at)
+                .map_or(0, |i| i + 1);
+            self.frames.insert(i, InAir { at, epoch, frame });
+            i
+        };
         if i == 0 {
             self.wake(at)
         } else {

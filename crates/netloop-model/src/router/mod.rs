@@ -368,14 +368,23 @@ impl Router {
     /// recorded meanwhile are this router's (an event is handled by one node
     /// only), including those `arp` recorded itself.
     fn account(&mut self, before: &DropCounts, ctx: &NodeCtx) {
-        for r in DropReason::ALL {
-            let n = ctx.ledger.dropped.get(r).saturating_sub(before.get(r));
-            self.stats.drops.add_n(r, n);
+        // Most events drop nothing: one comparison of the arrays instead of
+        // a subtraction per reason (4 % of a dumbbell run's instructions).
+        if ctx.ledger.dropped != *before {
+            self.count_drops(before, ctx);
         }
         self.stats.arp_requests_sent = self.arp.requests_sent;
         self.stats.arp_replies_sent = self.arp.replies_sent;
         self.stats.ndp_solicitations_sent = self.v6.ndp.requests_sent;
         self.stats.ndp_advertisements_sent = self.v6.ndp.replies_sent;
+    }
+
+    /// Adds the drops the ledger recorded since `before` to this router's.
+    fn count_drops(&mut self, before: &DropCounts, ctx: &NodeCtx) {
+        for r in DropReason::ALL {
+            let n = ctx.ledger.dropped.get(r).saturating_sub(before.get(r));
+            self.stats.drops.add_n(r, n);
+        }
     }
 
     /// Ethernet-level checks, then ARP or the IPv4 path.
