@@ -153,6 +153,10 @@ struct Sample {
     packets_sent: u64,
     packets_received: u64,
     max_rss_kb: Option<u64>,
+    /// Of this process's memory, KiB in transparent huge pages at the end
+    /// of the run (`netloop_io::memory::huge_pages_kb`); netloop's only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    huge_pages_kb: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -268,6 +272,7 @@ fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, serde_
         packets_sent: r.flows.iter().filter_map(|f| f.sent_packets).sum(),
         packets_received: r.flows.iter().filter_map(|f| f.received_packets).sum(),
         max_rss_kb: max_rss_kb(),
+        huge_pages_kb: netloop_io::memory::huge_pages_kb(),
     };
     Ok((sample, serde_json::to_value(&r)?))
 }
@@ -324,6 +329,7 @@ fn run_mpi(
         packets_sent: sum("sent_packets"),
         packets_received: sum("received_packets"),
         max_rss_kb: None,
+        huge_pages_kb: None,
     };
     Ok((sample, v))
 }
@@ -449,6 +455,7 @@ fn run_ns3(
         packets_sent: num("packets_sent")? as u64,
         packets_received: num("packets_received")? as u64,
         max_rss_kb: v["max_rss_kb"].as_u64(),
+        huge_pages_kb: None,
     })
 }
 

@@ -155,6 +155,14 @@ enum Command {
     },
 }
 
+/// Whether the command line `args` runs a network (`run`, `bench`), whose
+/// heap is worth putting in huge pages
+/// (`netloop_io::memory::restart_with_huge_pages`).
+pub fn wants_huge_pages(args: impl IntoIterator<Item = OsString>) -> bool {
+    Cli::try_parse_from(args)
+        .is_ok_and(|c| matches!(c.command, Command::Run(_) | Command::Bench { .. }))
+}
+
 /// Runs the command line `args` (the program's name first), as the
 /// `netloop` binary does.
 pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {

@@ -847,3 +847,43 @@ fn a_run_into_a_reader_that_stops_early_still_writes_its_results() {
     let r = results(&json);
     assert_eq!(r["conservation"]["unaccounted"], 0, "{}", r["conservation"]);
 }
+
+/// `netloop run` and `bench` put their heap in transparent huge pages where
+/// the kernel gives them to memory that asks (`madvise`), unless
+/// `NETLOOP_HUGE_PAGES=0`; the benchmark reports how much was in them.
+#[test]
+fn a_benchmark_runs_with_its_heap_in_huge_pages_unless_told_not_to() {
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !thp.contains("[madvise]") {
+        eprintln!("skipped: transparent huge pages are not `madvise` here ({thp:?})");
+        return;
+    }
+    let dir = tmpdir("huge-pages");
+    let huge_kb = |off: bool| {
+        let json = dir.join(format!("off-{off}.json"));
+        let mut c = Command::new(env!("CARGO_BIN_EXE_netloop"));
+        c.args(["bench", "speed", "--flows", "1000", "--duration", "1"])
+            .args(["--repeats", "1", "--no-ns3", "--json"])
+            .arg(&json)
+            .env_remove("GLIBC_TUNABLES");
+        if off {
+            c.env("NETLOOP_HUGE_PAGES", "0");
+        } else {
+            c.env_remove("NETLOOP_HUGE_PAGES");
+        }
+        let out = c.output().expect("netloop runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        v["rows"][0]["netloop"]["samples"][0]["huge_pages_kb"]
+            .as_u64()
+            .expect("huge_pages_kb reported")
+    };
+    let on = huge_kb(false);
+    assert!(on >= 2048, "{on} KiB in huge pages with them asked for");
+    assert_eq!(huge_kb(true), 0, "NETLOOP_HUGE_PAGES=0");
+}
