@@ -154,7 +154,9 @@ struct Sample {
     packets_received: u64,
     max_rss_kb: Option<u64>,
     /// Of this process's memory, KiB in transparent huge pages at the end
-    /// of the run (`netloop_io::memory::huge_pages_kb`); netloop's only.
+    /// of the run (`netloop_io::memory::huge_pages_kb`): the whole
+    /// process's, so with what earlier runs of the benchmark left; netloop's
+    /// only.
     #[serde(skip_serializing_if = "Option::is_none")]
     huge_pages_kb: Option<u64>,
 }

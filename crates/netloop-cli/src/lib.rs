@@ -155,12 +155,33 @@ enum Command {
     },
 }
 
-/// Whether the command line `args` runs a network (`run`, `bench`), whose
-/// heap is worth putting in huge pages
-/// (`netloop_io::memory::restart_with_huge_pages`).
+/// Whether the command line `args` runs a simulation (`run` of a topology
+/// without real hosts and without `--realtime`, `bench speed`), whose heap
+/// is worth putting in huge pages
+/// (`netloop_io::memory::restart_with_huge_pages`, which says why not real
+/// time). A file that does not load is left to the run to report.
 pub fn wants_huge_pages(args: impl IntoIterator<Item = OsString>) -> bool {
-    Cli::try_parse_from(args)
-        .is_ok_and(|c| matches!(c.command, Command::Run(_) | Command::Bench { .. }))
+    let Ok(cli) = Cli::try_parse_from(args) else {
+        return false;
+    };
+    match cli.command {
+        Command::Run(a) => {
+            !a.realtime
+                && netloop_config::load(&a.file).is_ok_and(|l| {
+                    l.spec.nodes.iter().all(|n| {
+                        !matches!(
+                            n.kind,
+                            netloop_model::spec::NodeKind::Namespace(_)
+                                | netloop_model::spec::NodeKind::Attached(_)
+                        )
+                    })
+                })
+        }
+        Command::Bench {
+            which: bench::BenchCommand::Speed { .. } | bench::BenchCommand::SpeedRank { .. },
+        } => true,
+        _ => false,
+    }
 }
 
 /// Runs the command line `args` (the program's name first), as the

@@ -635,9 +635,10 @@ fn programs_output_goes_to_the_runs_own_temporary_directory() {
     );
 }
 
-/// netloop starts itself again with glibc's huge-page tunable in its
-/// environment (`netloop_io::memory::restart_with_huge_pages`); the
-/// programs it starts must see the user's environment, not that.
+/// A simulation starts itself again with glibc's huge-page tunable in its
+/// environment (`netloop_io::memory::restart_with_huge_pages`), a real-time
+/// run does not; either way the programs netloop starts see the user's
+/// `GLIBC_TUNABLES`, not netloop's.
 #[test]
 fn programs_see_the_users_glibc_tunables_not_netloops() {
     let _serial = serial();

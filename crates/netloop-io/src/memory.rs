@@ -32,12 +32,15 @@
 /// (see [`restart_with_huge_pages`]).
 pub const HUGE_PAGES_ENV: &str = "NETLOOP_HUGE_PAGES";
 
-/// Set by [`restart_with_huge_pages`] for the restarted process: `=` and
-/// the `GLIBC_TUNABLES` the user had, or empty if there was none.
+/// Set by [`restart_with_huge_pages`] for the restarted process: its PID
+/// (exec keeps it; a copy of the environment in another process is not
+/// taken for a restart), then `=` and the `GLIBC_TUNABLES` the user had, or
+/// nothing if there was none.
 const RESTART_MARK: &str = "NETLOOP_HUGE_PAGES_RESTARTED";
 
 /// The glibc tunable that makes `malloc` ask for transparent huge pages for
-/// its heap and arenas (`madvise(MADV_HUGEPAGE)` as they grow; glibc 2.35).
+/// its heap and arenas (`madvise(MADV_HUGEPAGE)` as they grow; glibc 2.35
+/// and later, which older ones ignore).
 const HUGE_TUNABLE: &str = "glibc.malloc.hugetlb=1";
 
 /// What [`restart_with_huge_pages`] found.
@@ -49,7 +52,7 @@ pub enum HugePages {
     AsGiven,
     /// Not asked: turned off ([`HUGE_PAGES_ENV`]), not glibc, the kernel
     /// gives them to every mapping already (`always`) or to none (`never`),
-    /// or the restart failed.
+    /// set-user-ID, under valgrind, or the restart failed (said on stderr).
     NotAsked,
 }
 
@@ -57,34 +60,41 @@ pub enum HugePages {
 /// this program again (same PID, arguments and environment) with glibc's
 /// `glibc.malloc.hugetlb=1` tunable, which can only be given at start.
 /// Returns in the restarted process, or where the restart is not wanted or
-/// fails; call it before anything is created (a thread, a file, a device).
+/// fails; call it first thing in `main`, before anything is created (a
+/// thread, a file, a device): it also changes the environment.
 ///
 /// Why: a simulation's state is spread over the heap (a host, a link
 /// direction, a flow's histogram, the frames in flight), and once it passes
 /// the caches each packet touches a few pages no event touched for
 /// milliseconds; with 4 KiB pages each of those is also a TLB miss and a
-/// page walk. 1 000 simulated pairs (162 MB) ran 1.24× faster with the heap
-/// in 2 MB pages (medians of three interleaved runs, 2026-11-28), where the
-/// kernel gives huge pages only to memory that asks (`madvise`, this
-/// machine's setting). A real-time run's reserve is then written in huge
-/// pages too, before its clock starts.
+/// page walk. 1 000 simulated pairs (162 MB) ran 1.16× faster with the heap
+/// in 2 MB pages (medians of three interleaved runs, 2026-11-28,
+/// docs/speed.md), where the kernel gives huge pages only to memory that
+/// asks (`madvise`, this machine's setting). The command line asks only for
+/// simulations: a real-time run's page faults after its reserve would each
+/// clear 2 MB and may wait for the kernel to compact memory, and its
+/// lateness with huge pages has not been measured.
 ///
-/// Programs netloop starts get the user's `GLIBC_TUNABLES` back: the
-/// restarted process puts it back in its environment first.
+/// The restarted process puts the user's `GLIBC_TUNABLES` back in its
+/// environment before it returns, so programs it starts get theirs.
 pub fn restart_with_huge_pages() -> HugePages {
-    if let Some(before) = std::env::var_os(RESTART_MARK) {
-        // The restarted process: the environment as the user gave it.
-        // Nothing else runs yet, so changing it races with no one.
+    if let Some(mark) = std::env::var_os(RESTART_MARK) {
         std::env::remove_var(RESTART_MARK);
-        let before = before.as_encoded_bytes();
-        match before.strip_prefix(b"=") {
-            Some(v) => {
-                use std::os::unix::ffi::OsStrExt;
-                std::env::set_var("GLIBC_TUNABLES", std::ffi::OsStr::from_bytes(v));
+        let mark = mark.as_encoded_bytes();
+        let pid = std::process::id().to_string();
+        if let Some(before) = mark.strip_prefix(pid.as_bytes()) {
+            // The restarted process: the environment as the user gave it.
+            // Nothing else runs yet, so changing it races with no one
+            // (`set_var` is safe in this crate's edition, 2021).
+            match before.strip_prefix(b"=") {
+                Some(v) => {
+                    use std::os::unix::ffi::OsStrExt;
+                    std::env::set_var("GLIBC_TUNABLES", std::ffi::OsStr::from_bytes(v));
+                }
+                None => std::env::remove_var("GLIBC_TUNABLES"),
             }
-            None => std::env::remove_var("GLIBC_TUNABLES"),
+            return HugePages::Asked;
         }
-        return HugePages::Asked;
     }
     let user = match std::env::var_os("GLIBC_TUNABLES") {
         None => None,
@@ -103,37 +113,82 @@ pub fn restart_with_huge_pages() -> HugePages {
     let off = std::env::var_os(HUGE_PAGES_ENV).is_some_and(|v| v == "0");
     let madvise = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .is_ok_and(|m| m.contains("[madvise]"));
-    if off || !cfg!(all(target_os = "linux", target_env = "gnu")) || !madvise {
+    // Set-user-ID or set-group-ID: glibc ignores the tunables, and putting
+    // the user's back would hand them to programs it starts.
+    let secure = nix::unistd::getuid() != nix::unistd::geteuid()
+        || nix::unistd::getgid() != nix::unistd::getegid();
+    // Under valgrind the restarted program would run outside it.
+    let valgrind = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("vgpreload"));
+    if off || !cfg!(all(target_os = "linux", target_env = "gnu")) || !madvise || secure || valgrind
+    {
         return HugePages::NotAsked;
     }
-    restart(user.as_deref());
+    if let Err(e) = restart(user.as_deref()) {
+        eprintln!("netloop: running without huge pages: could not start again with them: {e}");
+    }
     HugePages::NotAsked
 }
 
 /// Replaces this process with its own program, given the tunable; returns
 /// only if that fails (the run then goes on as it is).
-fn restart(user: Option<&str>) {
+fn restart(user: Option<&str>) -> Result<(), String> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
+    let program = own_program()?;
     let c = |b: &[u8]| CString::new(b).ok();
-    let Some(args) = std::env::args_os()
+    let args = std::env::args_os()
         .map(|a| c(a.as_bytes()))
         .collect::<Option<Vec<_>>>()
-    else {
-        return;
-    };
+        .ok_or("an argument holds a NUL byte")?;
     let mut env: Vec<CString> = std::env::vars_os()
-        .filter(|(k, _)| k != "GLIBC_TUNABLES")
+        .filter(|(k, _)| k != "GLIBC_TUNABLES" && k != RESTART_MARK)
         .filter_map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect();
     let tunables = match user {
         Some(t) if !t.is_empty() => format!("{t}:{HUGE_TUNABLE}"),
         _ => HUGE_TUNABLE.to_string(),
     };
-    let mark = user.map_or(String::new(), |t| format!("={t}"));
+    let before = user.map_or(String::new(), |t| format!("={t}"));
+    let pid = std::process::id();
     env.extend(c(format!("GLIBC_TUNABLES={tunables}").as_bytes()));
-    env.extend(c(format!("{RESTART_MARK}={mark}").as_bytes()));
-    let _ = nix::unistd::execve(c"/proc/self/exe", &args, &env);
+    env.extend(c(format!("{RESTART_MARK}={pid}{before}").as_bytes()));
+    let program = c(program.as_os_str().as_bytes()).ok_or("its path holds a NUL byte")?;
+    match nix::unistd::execve(&program, &args, &env) {
+        Err(e) => Err(format!("{}: {e}", program.to_string_lossy())),
+        Ok(never) => match never {},
+    }
+}
+
+/// The file this process's code was loaded from: the mapping in
+/// `/proc/self/maps` that holds this function. Not `/proc/self/exe`, which
+/// names the dynamic loader when a program is started through it
+/// (`ld-linux-x86-64.so.2 ./netloop …`), and whose last component, `exe`,
+/// would become the process's name (`ps`, `top`).
+fn own_program() -> Result<std::path::PathBuf, String> {
+    let here = own_program as fn() -> Result<std::path::PathBuf, String> as usize;
+    let maps =
+        std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("/proc/self/maps: {e}"))?;
+    for line in maps.lines() {
+        let mut f = line.splitn(6, ' ');
+        let (Some(range), Some(path)) = (f.next(), f.nth(4)) else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if (lo..hi).contains(&here) {
+            let path = path.trim_start();
+            if !path.starts_with('/') || path.ends_with(" (deleted)") {
+                return Err(format!("its program file is gone or unnamed ({path:?})"));
+            }
+            return Ok(path.into());
+        }
+    }
+    Err("its code is in no mapping of /proc/self/maps".into())
 }
 
 /// Bytes of this process's memory in transparent huge pages now, in KiB

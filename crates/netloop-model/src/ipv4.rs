@@ -118,8 +118,12 @@ pub fn pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: usize) -> u32 {
 /// checksum field any value) sent from `src` to `dst`, whose bytes from
 /// `zero_from` on are all zero (so they add nothing to the sum: a simulated
 /// source's 1000-byte payload is a 20-byte probe and zeros); a sum of zero is
-/// sent as all ones, as zero means none (RFC 768).
+/// sent as all ones, as zero means none (RFC 768). `udp` is exactly the
+/// datagram (its length field's bytes; at least its 8-byte header). A
+/// nonzero byte at or past `zero_from` makes a wrong checksum (debug builds
+/// assert it).
 pub fn fill_udp_checksum(src: Ipv4Addr, dst: Ipv4Addr, udp: &mut [u8], zero_from: usize) {
+    debug_assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), udp.len());
     let zero_from = zero_from.clamp(8, udp.len());
     debug_assert!(
         udp[zero_from..].iter().all(|&b| b == 0),
@@ -341,6 +345,20 @@ mod tests {
             UdpPacket::new_unchecked(&mut b).fill_checksum(&src.into(), &dst.into());
             assert_eq!(a, b, "len {len}");
             assert!(UdpPacket::new_unchecked(&a).verify_checksum(&src.into(), &dst.into()));
+        }
+        // A payload that is zeros past what was written: summed up to
+        // there, the checksum is the whole datagram's.
+        for (len, written) in [(1000, 20), (1000, 0), (33, 7), (8, 0)] {
+            let mut a = vec![0u8; 8 + len];
+            a[..8 + written]
+                .iter_mut()
+                .for_each(|b| *b = rng.random::<u8>() | 1);
+            a[4..6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
+            let (src, dst) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 9, 9));
+            let mut b = a.clone();
+            fill_udp_checksum(src, dst, &mut a, 8 + written);
+            UdpPacket::new_unchecked(&mut b).fill_checksum(&src.into(), &dst.into());
+            assert_eq!(a, b, "len {len}, written {written}");
         }
         // A datagram whose sum is zero goes out as all ones (RFC 768).
         let src = Ipv4Addr::new(198, 18, 0, 1);

@@ -412,6 +412,31 @@ mod tests {
     }
 
     #[test]
+    fn a_checksum_up_to_the_zeros_is_the_whole_messages() {
+        let src: Ipv6Addr = "2001:2::1".parse().unwrap();
+        let dst: Ipv6Addr = "2001:2:0:9::2".parse().unwrap();
+        for (len, written) in [(1008, 28), (1008, 8), (41, 13), (8, 8)] {
+            let mut d = vec![0u8; len];
+            for (i, b) in d[..written].iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(37) | 0x80;
+            }
+            // The plain sum, 16 bits at a time, over every byte.
+            let mut sum = pseudo_sum(src, dst, next::UDP, len);
+            for w in d.chunks(2) {
+                sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            let plain = !fold(sum);
+            assert_eq!(checksum(src, dst, next::UDP, &d), plain, "len {len}");
+            assert_eq!(
+                checksum_zero_from(src, dst, next::UDP, &d, written),
+                plain,
+                "len {len}, written {written}"
+            );
+        }
+    }
+
+    #[test]
     fn the_chain_is_walked_to_the_upper_layer_and_bounded() {
         // Hop-by-Hop (8 bytes) → Destination Options (16 bytes) → UDP.
         let mut ext = vec![next::DEST_OPTS, 0, 1, 4, 0, 0, 0, 0];

@@ -1,0 +1,100 @@
+//! `memory::restart_with_huge_pages`: the restarted process runs with
+//! glibc's huge-page tunable, keeps its PID and arguments, and gets the
+//! user's `GLIBC_TUNABLES` back in its environment (for the programs it
+//! starts).
+//!
+//! No test harness (`harness = false`): the restart replaces the process.
+//! The test runs this binary as a child with `--child`; the child restarts
+//! itself, allocates 64 MiB, and prints what it sees.
+
+use std::process::Command;
+
+use netloop_io::memory::{huge_pages_kb, restart_with_huge_pages};
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--child") {
+        return child();
+    }
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !thp.contains("[madvise]") {
+        println!("skipped: transparent huge pages are not `madvise` here ({thp:?})");
+        return;
+    }
+    let me = std::env::current_exe().expect("own path");
+    let child = |tunables: Option<&str>, off: bool| {
+        let mut c = Command::new(&me);
+        c.args(["--child", "an argument"]);
+        match tunables {
+            Some(t) => c.env("GLIBC_TUNABLES", t),
+            None => c.env_remove("GLIBC_TUNABLES"),
+        };
+        if off {
+            c.env("NETLOOP_HUGE_PAGES", "0");
+        } else {
+            c.env_remove("NETLOOP_HUGE_PAGES");
+        }
+        let out = c.output().expect("the child runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Asked: the heap in huge pages, the user's environment back (none,
+    // then theirs), the arguments and the PID kept.
+    let none = child(None, false);
+    assert_line(&none, "result Asked");
+    assert_line(&none, "tunables None");
+    assert_line(&none, "mark None");
+    assert_line(&none, "args [\"--child\", \"an argument\"]");
+    assert_line(&none, "same pid true");
+    assert!(kb(&none) >= 2048, "{none}");
+    let theirs = child(Some("glibc.malloc.arena_max=8"), false);
+    assert_line(&theirs, "result Asked");
+    assert_line(&theirs, "tunables Some(\"glibc.malloc.arena_max=8\")");
+    assert_line(&theirs, "mark None");
+    // Turned off: no restart, no huge pages.
+    let off = child(None, true);
+    assert_line(&off, "result NotAsked");
+    assert_eq!(kb(&off), 0, "{off}");
+    // The user's own setting is theirs: no restart.
+    let given = child(Some("glibc.malloc.hugetlb=0"), false);
+    assert_line(&given, "result AsGiven");
+    assert_line(&given, "tunables Some(\"glibc.malloc.hugetlb=0\")");
+    println!("huge_pages: ok");
+}
+
+fn child() {
+    // The PID before and after: exec keeps it. Kept in the environment of
+    // the restarted process by the first start.
+    let first_pid = std::env::var("HP_TEST_FIRST_PID").ok();
+    if first_pid.is_none() {
+        std::env::set_var("HP_TEST_FIRST_PID", std::process::id().to_string());
+    }
+    let r = restart_with_huge_pages();
+    let first = std::env::var("HP_TEST_FIRST_PID").unwrap();
+    println!("result {r:?}");
+    println!("tunables {:?}", std::env::var("GLIBC_TUNABLES").ok());
+    println!(
+        "mark {:?}",
+        std::env::var("NETLOOP_HUGE_PAGES_RESTARTED").ok()
+    );
+    println!("args {:?}", std::env::args().skip(1).collect::<Vec<_>>());
+    println!("same pid {}", first == std::process::id().to_string());
+    // 64 MiB written in small blocks, as a model's state is.
+    let blocks: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 64 << 10]).collect();
+    println!("huge kb {}", huge_pages_kb().unwrap_or(0));
+    drop(std::hint::black_box(blocks));
+}
+
+fn assert_line(out: &str, line: &str) {
+    assert!(
+        out.lines().any(|l| l == line),
+        "no line {line:?} in:\n{out}"
+    );
+}
+
+fn kb(out: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix("huge kb "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no huge kb in:\n{out}"))
+}
