@@ -591,6 +591,23 @@ fn a_ready_condition_holds_the_clock_until_the_server_listens() {
 /// system's temporary directory (`$TMPDIR/netloop-<run id>/`), which the run
 /// prints at the end, and nothing is left in the current directory (it was
 /// `./netloop-logs/`: the README's example left it in the repository).
+/// Runs netloop as `c` says to its end: its standard output and run id,
+/// having checked that it succeeded and left nothing behind.
+fn run_that_ends_well(c: &mut Command) -> (String, String) {
+    let out = c
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("netloop runs");
+    let stdout = text(&out.stdout);
+    let id = stdout
+        .lines()
+        .find_map(run_id_in)
+        .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
+    assert_nothing_left(&id);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    (stdout, id)
+}
+
 #[test]
 fn programs_output_goes_to_the_runs_own_temporary_directory() {
     let _serial = serial();
@@ -606,20 +623,12 @@ fn programs_output_goes_to_the_runs_own_temporary_directory() {
     let tmp = s.dir.join("tmp");
     std::fs::create_dir_all(&cwd).unwrap();
     std::fs::create_dir_all(&tmp).unwrap();
-    let out = Command::new(NETLOOP)
-        .args(["run", &topo])
-        .current_dir(&cwd)
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("netloop runs");
-    let stdout = text(&out.stdout);
-    let id = stdout
-        .lines()
-        .find_map(run_id_in)
-        .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
-    assert_nothing_left(&id);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let (stdout, id) = run_that_ends_well(
+        Command::new(NETLOOP)
+            .args(["run", &topo])
+            .current_dir(&cwd)
+            .env("TMPDIR", &tmp),
+    );
     let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().flatten().collect();
     assert!(
         left.is_empty(),
@@ -663,20 +672,12 @@ fn programs_see_the_users_glibc_tunables_not_netloops() {
         let logs = s.path("logs");
         let mut c = Command::new(NETLOOP);
         c.args(["run", &topo, "--log-dir", &logs])
-            .env_remove("NETLOOP_HUGE_PAGES")
-            .stdin(std::process::Stdio::null());
+            .env_remove("NETLOOP_HUGE_PAGES");
         match user {
             Some(t) => c.env("GLIBC_TUNABLES", t),
             None => c.env_remove("GLIBC_TUNABLES"),
         };
-        let out = c.output().expect("netloop runs");
-        let stdout = text(&out.stdout);
-        let id = stdout
-            .lines()
-            .find_map(run_id_in)
-            .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
-        assert_nothing_left(&id);
-        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        let (stdout, _) = run_that_ends_well(&mut c);
         let log = std::fs::read_to_string(Path::new(&logs).join("h1.0.log"))
             .unwrap_or_else(|e| panic!("h1's log: {e}\n{stdout}"));
         let want = user.map_or(String::new(), |t| format!("{t}\n"));
