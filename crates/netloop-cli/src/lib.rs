@@ -167,15 +167,8 @@ pub fn wants_huge_pages(args: impl IntoIterator<Item = OsString>) -> bool {
     match cli.command {
         Command::Run(a) => {
             !a.realtime
-                && netloop_config::load(&a.file).is_ok_and(|l| {
-                    l.spec.nodes.iter().all(|n| {
-                        !matches!(
-                            n.kind,
-                            netloop_model::spec::NodeKind::Namespace(_)
-                                | netloop_model::spec::NodeKind::Attached(_)
-                        )
-                    })
-                })
+                && netloop_config::load(&a.file)
+                    .is_ok_and(|l| l.spec.nodes.iter().all(|n| !n.kind.is_real()))
         }
         Command::Bench {
             which: bench::BenchCommand::Speed { .. } | bench::BenchCommand::SpeedRank { .. },

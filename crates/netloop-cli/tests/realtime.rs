@@ -644,47 +644,6 @@ fn programs_output_goes_to_the_runs_own_temporary_directory() {
     );
 }
 
-/// A simulation starts itself again with glibc's huge-page tunable in its
-/// environment (`netloop_io::memory::restart_with_huge_pages`), a real-time
-/// run does not; either way the programs netloop starts see the user's
-/// `GLIBC_TUNABLES`, not netloop's.
-#[test]
-fn programs_see_the_users_glibc_tunables_not_netloops() {
-    let _serial = serial();
-    if !have_root() {
-        return;
-    }
-    for user in [None, Some("glibc.malloc.arena_max=8")] {
-        let s = Scratch::new("tunables");
-        let topo = s.write(
-            "t.toml",
-            &one_router(
-                "10s",
-                "veth",
-                &cmd(
-                    "printenv GLIBC_TUNABLES NETLOOP_HUGE_PAGES_RESTARTED",
-                    "0s",
-                    true,
-                ),
-                "",
-            ),
-        );
-        let logs = s.path("logs");
-        let mut c = Command::new(NETLOOP);
-        c.args(["run", &topo, "--log-dir", &logs])
-            .env_remove("NETLOOP_HUGE_PAGES");
-        match user {
-            Some(t) => c.env("GLIBC_TUNABLES", t),
-            None => c.env_remove("GLIBC_TUNABLES"),
-        };
-        let (stdout, _) = run_that_ends_well(&mut c);
-        let log = std::fs::read_to_string(Path::new(&logs).join("h1.0.log"))
-            .unwrap_or_else(|e| panic!("h1's log: {e}\n{stdout}"));
-        let want = user.map_or(String::new(), |t| format!("{t}\n"));
-        assert_eq!(log, want, "with GLIBC_TUNABLES {user:?}");
-    }
-}
-
 // ---------------------------------------------------------------------------
 // 3. an attached interface (one end of a veth pair) works like a host
 // ---------------------------------------------------------------------------

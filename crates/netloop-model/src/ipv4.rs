@@ -101,6 +101,19 @@ pub fn ones_sum(data: &[u8]) -> u16 {
     u16::from_be(acc as u16)
 }
 
+/// [`ones_sum`] of `data` whose bytes from `zero_from` on are all zero:
+/// they add nothing, so only those before are summed (debug builds check
+/// the rest). A simulated source's 1000-byte payload is a 20-byte probe and
+/// zeros.
+pub fn ones_sum_zero_from(data: &[u8], zero_from: usize) -> u16 {
+    let zero_from = zero_from.min(data.len());
+    debug_assert!(
+        data[zero_from..].iter().all(|&b| b == 0),
+        "the data is not zero from byte {zero_from}"
+    );
+    ones_sum(&data[..zero_from])
+}
+
 /// The one's-complement sum of an IPv4 pseudo-header (RFC 768, RFC 793):
 /// source, destination, protocol and the upper-layer length, unfolded.
 pub fn pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: usize) -> u32 {
@@ -116,22 +129,15 @@ pub fn pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: usize) -> u32 {
 
 /// Fills the checksum of the UDP datagram `udp` (header and payload,
 /// checksum field any value) sent from `src` to `dst`, whose bytes from
-/// `zero_from` on are all zero (so they add nothing to the sum: a simulated
-/// source's 1000-byte payload is a 20-byte probe and zeros); a sum of zero is
+/// `zero_from` on are all zero ([`ones_sum_zero_from`]); a sum of zero is
 /// sent as all ones, as zero means none (RFC 768). `udp` is exactly the
-/// datagram (its length field's bytes; at least its 8-byte header). A
-/// nonzero byte at or past `zero_from` makes a wrong checksum (debug builds
-/// assert it).
+/// datagram (its length field's bytes; at least its 8-byte header).
 pub fn fill_udp_checksum(src: Ipv4Addr, dst: Ipv4Addr, udp: &mut [u8], zero_from: usize) {
     debug_assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), udp.len());
-    let zero_from = zero_from.clamp(8, udp.len());
-    debug_assert!(
-        udp[zero_from..].iter().all(|&b| b == 0),
-        "the datagram is not zero from byte {zero_from}"
-    );
     udp[6] = 0;
     udp[7] = 0;
-    let sum = pseudo_sum(src, dst, 17, udp.len()) + u32::from(ones_sum(&udp[..zero_from]));
+    let data = ones_sum_zero_from(udp, zero_from.max(8));
+    let sum = pseudo_sum(src, dst, 17, udp.len()) + u32::from(data);
     let c = match !fold(sum) {
         0 => 0xffff,
         c => c,

@@ -261,12 +261,7 @@ pub fn checksum_zero_from(
     data: &[u8],
     zero_from: usize,
 ) -> u16 {
-    let zero_from = zero_from.min(data.len());
-    debug_assert!(
-        data[zero_from..].iter().all(|&b| b == 0),
-        "the message is not zero from byte {zero_from}"
-    );
-    let sum = crate::ipv4::ones_sum(&data[..zero_from]);
+    let sum = crate::ipv4::ones_sum_zero_from(data, zero_from);
     !fold(pseudo_sum(src, dst, proto, data.len()) + u32::from(sum))
 }
 

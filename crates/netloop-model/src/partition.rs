@@ -381,20 +381,13 @@ impl Cut {
 
 /// Whether node `v` is a real host (a namespace or an attached interface).
 fn is_real(spec: &NetworkSpec, v: usize) -> bool {
-    matches!(
-        spec.nodes[v].kind,
-        NodeKind::Namespace(_) | NodeKind::Attached(_)
-    )
+    spec.nodes[v].kind.is_real()
 }
 
 /// Partitions as fast as possible (threads, ranks) run simulations only:
 /// a real host needs the wall clock ([`Cut::for_realtime`]).
 fn check_simulated(spec: &NetworkSpec) -> Result<(), CutError> {
-    match spec
-        .nodes
-        .iter()
-        .find(|n| matches!(n.kind, NodeKind::Namespace(_) | NodeKind::Attached(_)))
-    {
+    match spec.nodes.iter().find(|n| n.kind.is_real()) {
         Some(n) => Err(CutError::RealNode {
             node: n.name.clone(),
         }),
