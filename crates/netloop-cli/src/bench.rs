@@ -15,7 +15,9 @@
 use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use netloop_model::partition::{run_threads, Cut};
+use netloop_model::partition::{run_threads_with_taps, Cut, SyncMethod};
+
+use crate::run::SyncArg;
 use netloop_model::spec::*;
 use netloop_model::Simulation;
 use serde::Serialize;
@@ -73,6 +75,10 @@ pub enum BenchCommand {
         /// mpi`), checked the same way.
         #[arg(long, value_delimiter = ',')]
         mpi_ranks: Vec<u32>,
+        /// How the partitions on threads keep in step, e.g. `windowed` or
+        /// `windowed,null` to measure both side by side (MPI ranks: rounds).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "windowed")]
+        sync: Vec<SyncArg>,
     },
     /// How long this machine takes to wake a sleeping thread, on another
     /// CPU and on the same one: the floor under a real-time run's latency
@@ -188,6 +194,8 @@ struct PartRow {
     partitions: u32,
     /// `threads` or `mpi`.
     transport: &'static str,
+    /// How they kept in step: `windowed` or `null`.
+    sync: &'static str,
     netloop: Summary,
     /// One partition's median wall time / this one's.
     speedup_vs_one: f64,
@@ -232,7 +240,11 @@ fn summarise(samples: Vec<Sample>) -> Summary {
 /// One run of netloop on `spec`, cut into `parts` partitions (1: the plain
 /// engine): its figures and its results. (Set-up, the building, is timed
 /// apart, as for ns-3.)
-fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, serde_json::Value)> {
+fn run_netloop(
+    spec: &NetworkSpec,
+    parts: u32,
+    sync: SyncMethod,
+) -> anyhow::Result<(Sample, serde_json::Value)> {
     let t0 = Instant::now();
     let mut sim = Simulation::build(spec).map_err(|e| anyhow!("benchmark network: {e}"))?;
     let mut setup_s = t0.elapsed().as_secs_f64();
@@ -240,8 +252,8 @@ fn run_netloop(spec: &NetworkSpec, parts: u32) -> anyhow::Result<(Sample, serde_
         let cut = Cut::auto(spec, parts).map_err(|e| anyhow!("benchmark network: {e}"))?;
         let t1 = Instant::now();
         let end = netloop_core::SimTime::ZERO + spec.run.duration;
-        let p =
-            run_threads(sim, &cut, end, |_| true).map_err(|e| anyhow!("benchmark network: {e}"))?;
+        let p = run_threads_with_taps(sim, &cut, end, |_| true, Vec::new(), None, sync)
+            .map_err(|e| anyhow!("benchmark network: {e}"))?;
         let done = Instant::now();
         // The other partitions build their copies in their threads: set-up,
         // as the first's building is (and as MPI ranks' is, before their
@@ -463,50 +475,67 @@ fn run_ns3(
 
 /// Runs a benchmark.
 pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    let (scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions, mpi_ranks) =
-        match cmd {
-            BenchCommand::Wakeup { samples, gap, json } => {
-                return wakeup(
-                    samples as usize,
-                    std::time::Duration::from_nanos(gap.as_nanos()),
-                    &json,
-                )
-            }
-            BenchCommand::RtiFederate(a) => return crate::rti::rti_federate(&a),
-            BenchCommand::Sync(a) => return crate::bench_sync::sync(a),
-            BenchCommand::SyncRank(a) => return crate::bench_sync::sync_rank(a),
-            BenchCommand::SpeedRank {
-                scenario,
-                sites,
-                flows,
-                duration,
-                load,
-                json,
-            } => return speed_rank(scenario, sites, flows, duration, load, &json),
-            BenchCommand::Speed {
-                scenario,
-                sites,
-                flows,
-                duration,
-                load,
-                repeats,
-                json,
-                ns3,
-                no_ns3,
-                partitions,
-                mpi_ranks,
-            } => (
-                scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions,
-                mpi_ranks,
-            ),
-        };
+    let (
+        scenario,
+        sites,
+        flows,
+        duration,
+        load,
+        repeats,
+        json,
+        ns3,
+        no_ns3,
+        partitions,
+        mpi_ranks,
+        syncs,
+    ) = match cmd {
+        BenchCommand::Wakeup { samples, gap, json } => {
+            return wakeup(
+                samples as usize,
+                std::time::Duration::from_nanos(gap.as_nanos()),
+                &json,
+            )
+        }
+        BenchCommand::RtiFederate(a) => return crate::rti::rti_federate(&a),
+        BenchCommand::Sync(a) => return crate::bench_sync::sync(a),
+        BenchCommand::SyncRank(a) => return crate::bench_sync::sync_rank(a),
+        BenchCommand::SpeedRank {
+            scenario,
+            sites,
+            flows,
+            duration,
+            load,
+            json,
+        } => return speed_rank(scenario, sites, flows, duration, load, &json),
+        BenchCommand::Speed {
+            scenario,
+            sites,
+            flows,
+            duration,
+            load,
+            repeats,
+            json,
+            ns3,
+            no_ns3,
+            partitions,
+            mpi_ranks,
+            sync,
+        } => (
+            scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions,
+            mpi_ranks, sync,
+        ),
+    };
     // Each way of running netloop besides one partition: (partitions,
-    // transport).
-    let ways: Vec<(u32, &'static str)> = partitions
+    // transport, how they keep in step).
+    let ways: Vec<(u32, &'static str, SyncMethod)> = partitions
         .into_iter()
         .filter(|&p| p > 1)
-        .map(|p| (p, "threads"))
-        .chain(mpi_ranks.into_iter().map(|p| (p, "mpi")))
+        .flat_map(|p| syncs.iter().map(move |s| (p, "threads", s.method())))
+        .chain(
+            mpi_ranks
+                .into_iter()
+                .map(|p| (p, "mpi", SyncMethod::Windowed)),
+        )
         .collect();
     let ns3 = match scenario {
         Scenario::Dumbbell => ns3,
@@ -532,20 +561,21 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         let mut parted: Vec<Vec<(Sample, serde_json::Value)>> = vec![Vec::new(); ways.len()];
         let mut reference = None;
         for r in 0..repeats.max(1) {
-            let (s, res) = run_netloop(&spec, 1)?;
+            let (s, res) = run_netloop(&spec, 1, SyncMethod::Windowed)?;
             if reference.is_none() {
                 reference = Some(without_wall(&res));
             }
-            for (i, &(p, how)) in ways.iter().enumerate() {
+            for (i, &(p, how, sync)) in ways.iter().enumerate() {
                 let (s, res) = if how == "mpi" {
                     run_mpi(scenario, sites, n, duration, load, p)?
                 } else {
-                    run_netloop(&spec, p)?
+                    run_netloop(&spec, p, sync)?
                 };
                 eprintln!(
-                    "flows={n} run {}/{}: netloop, {p} partitions ({how}) {:.3} s",
+                    "flows={n} run {}/{}: netloop, {p} partitions ({how}, {}) {:.3} s",
                     r + 1,
                     repeats,
+                    sync.name(),
                     s.wall_s
                 );
                 parted[i].push((s, res));
@@ -570,7 +600,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         let netloop = summarise(ours);
         let mut partitioned = Vec::new();
-        for (&(p, how), runs) in ways.iter().zip(parted) {
+        for (&(p, how, sync), runs) in ways.iter().zip(parted) {
             let identical = runs
                 .iter()
                 .all(|(_, res)| Some(without_wall(res)) == reference);
@@ -580,6 +610,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             partitioned.push(PartRow {
                 partitions: p,
                 transport: how,
+                sync: sync.name(),
                 speedup_vs_one,
                 efficiency: speedup_vs_one / f64::from(p),
                 cut_links: report["cut_links"].as_array().map_or_else(Vec::new, |l| {
@@ -689,7 +720,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 failed |= !p.identical;
                 t.add_row(vec![
                     r(format::count(row.flows as u64)),
-                    r(format!("{} ({})", p.partitions, p.transport)),
+                    r(format!("{} ({}, {})", p.partitions, p.transport, p.sync)),
                     r(format!(
                         "{:.3} s ({:.3}–{:.3})",
                         a.median_wall_s, a.min_wall_s, a.max_wall_s

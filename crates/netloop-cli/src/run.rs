@@ -68,6 +68,12 @@ pub struct RunArgs {
     /// host is in the first (see docs/partitions.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub partitions: u32,
+    /// Simulations cut into partitions on threads: how they keep in step,
+    /// `windowed` (rounds: agree on the earliest event, run one lookahead
+    /// past it) or `null` (null messages: each partition runs up to what
+    /// those that send to it promise). The results are the same.
+    #[arg(long, value_enum, default_value_t = SyncArg::Windowed)]
+    pub sync: SyncArg,
     /// Simulations: run as one partition of a job started by `mpirun`, each
     /// rank a partition (`mpirun -np 4 netloop run FILE --mpi`); rank 0
     /// prints and writes the results. Needs netloop built with
@@ -100,6 +106,25 @@ pub struct RunArgs {
     /// a real host may wait for an idle CPU to wake (tens of microseconds).
     #[arg(long)]
     pub steer: bool,
+}
+
+/// How partitions on threads keep in step (`--sync`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncArg {
+    /// Rounds with a window of one lookahead.
+    Windowed,
+    /// Null messages.
+    Null,
+}
+
+impl SyncArg {
+    /// The model's name for it.
+    pub fn method(self) -> netloop_model::partition::SyncMethod {
+        match self {
+            SyncArg::Windowed => netloop_model::partition::SyncMethod::Windowed,
+            SyncArg::Null => netloop_model::partition::SyncMethod::NullMessages,
+        }
+    }
 }
 
 /// Arguments of `netloop demo`.
@@ -435,6 +460,7 @@ fn execute_partitioned(
     topology: &str,
     taps: Vec<PartitionTaps>,
     series: Option<&mut SeriesWriter>,
+    sync: SyncArg,
 ) -> anyhow::Result<(Results, bool)> {
     let interrupted = crate::live::interrupted();
     let end = SimTime::ZERO + sim.net.spec().run.duration;
@@ -448,6 +474,7 @@ fn execute_partitioned(
         move |_| !flag.load(Ordering::SeqCst),
         taps,
         interval.zip(series),
+        sync.method(),
     )
     .map_err(|e| anyhow!("{e}"))?;
     if let Some(e) = p.series_error {
@@ -585,6 +612,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             "--mpi runs simulations as fast as possible only (real time runs partitions on threads: --partitions N): drop --realtime or --mpi"
         ));
     }
+    if args.sync == SyncArg::Null {
+        let why = if args.mpi {
+            Some("MPI ranks keep in step by rounds only")
+        } else if realtime {
+            Some("in real time each partition keeps to the wall clock")
+        } else if cut.is_none() {
+            Some("it is how partitions keep in step: add --partitions N (N > 1)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(anyhow!("--sync null: {why}"));
+        }
+    }
     if loaded.spec.helics.is_some() && (args.mpi || cut.is_some()) {
         return Err(anyhow!(
             "{}: a HELICS federate runs in one partition: --partitions and --mpi are not \
@@ -651,6 +692,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             &topology,
             taps(&parted, cut.parts),
             series.as_mut(),
+            args.sync,
         )?;
         if !args.quiet {
             print_summary(&topology, &results);

@@ -5,7 +5,12 @@ mod common;
 
 use common::*;
 use netloop_core::{Bytes, DataRate, SimDuration, SimTime};
-use netloop_model::partition::{run_threads, run_threads_with_taps, Cut, CutError, PartitionTaps};
+use netloop_model::partition::{
+    run_threads, run_threads_with_taps, Cut, CutError, PartitionTaps, SyncMethod,
+};
+
+/// Both ways partitions keep in step: each must give one run's results.
+const SYNCS: [SyncMethod; 2] = [SyncMethod::Windowed, SyncMethod::NullMessages];
 use netloop_model::series::SeriesWriter;
 use netloop_model::spec::*;
 use netloop_model::Simulation;
@@ -158,18 +163,53 @@ fn single(s: &NetworkSpec) -> String {
     serde_json::to_string_pretty(&sim.results("afap", None, None)).unwrap()
 }
 
+/// The results of `s` cut by `cut`, kept in step by each of [`SYNCS`]
+/// (which must agree), and the frames that crossed.
 fn partitioned(s: &NetworkSpec, cut: &Cut) -> (String, u64) {
-    let sim = Simulation::build(s).expect("valid spec");
-    let end = SimTime::ZERO + s.run.duration;
-    let p = run_threads(sim, cut, end, |_| true).expect("runs");
-    let report = p.report(cut);
-    assert_eq!(report.per_partition.len(), cut.parts as usize);
-    let out: u64 = report.per_partition.iter().map(|x| x.frames_out).sum();
-    let inn: u64 = report.per_partition.iter().map(|x| x.frames_in).sum();
-    assert_eq!(out, inn, "every frame sent across is received");
-    let r = p.results(cut, "afap", None, None);
-    assert_eq!(r.conservation.unaccounted, 0, "{:?}", r.conservation);
-    (serde_json::to_string_pretty(&r).unwrap(), out)
+    let mut got: Option<(String, u64)> = None;
+    for sync in SYNCS {
+        let sim = Simulation::build(s).expect("valid spec");
+        let end = SimTime::ZERO + s.run.duration;
+        let p =
+            run_threads_with_taps(sim, cut, end, |_| true, Vec::new(), None, sync).expect("runs");
+        let report = p.report(cut);
+        assert_eq!(report.sync, sync.name());
+        assert_eq!(report.per_partition.len(), cut.parts as usize);
+        let out: u64 = report.per_partition.iter().map(|x| x.frames_out).sum();
+        let inn: u64 = report.per_partition.iter().map(|x| x.frames_in).sum();
+        assert_eq!(out, inn, "every frame sent across is received ({sync:?})");
+        let nulls: u64 = report
+            .per_partition
+            .iter()
+            .filter_map(|x| x.null_messages)
+            .sum();
+        if sync == SyncMethod::NullMessages && !cut.cut_links.is_empty() {
+            assert!(nulls > 0, "null messages were sent");
+        } else {
+            assert_eq!(nulls, 0, "{sync:?}");
+        }
+        let r = p.results(cut, "afap", None, None);
+        assert_eq!(
+            r.conservation.unaccounted, 0,
+            "{sync:?}: {:?}",
+            r.conservation
+        );
+        let text = serde_json::to_string_pretty(&r).unwrap();
+        match &got {
+            None => got = Some((text, out)),
+            Some((want, crossed)) => {
+                assert!(
+                    &text == want,
+                    "{sync:?} differs from windowed, {} partitions ({:?}): {}",
+                    cut.parts,
+                    cut.part_of,
+                    first_difference(&text, want)
+                );
+                assert_eq!(out, *crossed, "{sync:?}: the same frames cross");
+            }
+        }
+    }
+    got.expect("two runs")
 }
 
 /// Where two JSON texts first differ, for a readable failure.
@@ -242,7 +282,7 @@ impl std::io::Write for Buffer {
 }
 
 /// The time series of `s` every `every`, run whole or (with `cut`) cut.
-fn series(s: &NetworkSpec, every: SimDuration, cut: Option<&Cut>) -> String {
+fn series(s: &NetworkSpec, every: SimDuration, cut: Option<(&Cut, SyncMethod)>) -> String {
     let mut sim = Simulation::build(s).expect("valid spec");
     let buf = Buffer::default();
     let mut w = SeriesWriter::new(Box::new(buf.clone()), every, &sim.net, &sim.flows, None)
@@ -250,10 +290,17 @@ fn series(s: &NetworkSpec, every: SimDuration, cut: Option<&Cut>) -> String {
     let end = SimTime::ZERO + s.run.duration;
     match cut {
         None => sim.run_sampled(&mut w, u64::MAX, |_, _| true).unwrap(),
-        Some(cut) => {
-            let p =
-                run_threads_with_taps(sim, cut, end, |_| true, Vec::new(), Some((every, &mut w)))
-                    .expect("runs");
+        Some((cut, sync)) => {
+            let p = run_threads_with_taps(
+                sim,
+                cut,
+                end,
+                |_| true,
+                Vec::new(),
+                Some((every, &mut w)),
+                sync,
+            )
+            .expect("runs");
             assert!(p.series_error.is_none());
         }
     }
@@ -278,13 +325,15 @@ fn the_time_series_is_the_same_however_the_network_is_cut() {
             assert!(last["flows"][0][0].as_u64().unwrap() > 0, "{name}: {last}");
             for parts in [2, 4, 8] {
                 let cut = Cut::auto(&s, parts).expect("cuttable");
-                let got = series(&s, every, Some(&cut));
-                assert!(
-                    got == want,
-                    "{name}, every {every}, {parts} partitions ({:?}): {}",
-                    cut.part_of,
-                    first_difference(&got, &want)
-                );
+                for sync in SYNCS {
+                    let got = series(&s, every, Some((&cut, sync)));
+                    assert!(
+                        got == want,
+                        "{name}, every {every}, {parts} partitions ({:?}, {sync:?}): {}",
+                        cut.part_of,
+                        first_difference(&got, &want)
+                    );
+                }
             }
         }
     }
@@ -367,7 +416,7 @@ fn assert_taps_merge(s: &NetworkSpec, cuts: &[Cut]) {
             .map(|(l, f)| (f.time, *l, f.dir, f.rx, f.data.clone()))
             .collect()
     };
-    for cut in cuts {
+    for (cut, sync) in cuts.iter().flat_map(|c| SYNCS.map(|s| (c, s))) {
         let recorders: Vec<Vec<Recorder>> = (0..cut.parts)
             .map(|_| (0..links).map(|_| Recorder::default()).collect())
             .collect();
@@ -393,6 +442,7 @@ fn assert_taps_merge(s: &NetworkSpec, cuts: &[Cut]) {
             |_| true,
             taps,
             None,
+            sync,
         )
         .unwrap();
         let mut got: Vec<(usize, Seen)> = Vec::new();
@@ -403,10 +453,10 @@ fn assert_taps_merge(s: &NetworkSpec, cuts: &[Cut]) {
         }
         got.sort_by_key(|(_, f)| f.order);
         let (got, want) = (shown(&got), shown(&want));
-        assert_eq!(got.len(), want.len(), "{} partitions", cut.parts);
+        assert_eq!(got.len(), want.len(), "{} partitions, {sync:?}", cut.parts);
         if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
             panic!(
-                "{} partitions {:?}: frame {i} of {} differs: at {} on link {} against at {} on link {} in one run",
+                "{} partitions {:?} ({sync:?}): frame {i} of {} differs: at {} on link {} against at {} on link {} in one run",
                 cut.parts,
                 cut.part_of,
                 got.len(),
@@ -745,22 +795,34 @@ fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
     );
     let cut = Cut::given(&s, vec![0, 1], 2).unwrap();
     let end = SimTime::ZERO + s.run.duration;
-    for stop_at in 1..40 {
-        // Asked to stop at report `stop_at`: one comes after each round.
+    for (stop_at, sync) in (1..40).flat_map(|k| SYNCS.map(|s| (k, s))) {
+        // Asked to stop at report `stop_at`: one comes after each round
+        // (each step of partition 0 that ran events, with null messages).
         let mut rounds = 0;
-        let p = run_threads(Simulation::build(&s).unwrap(), &cut, end, move |_| {
-            rounds += 1;
-            rounds < stop_at
-        })
+        let p = run_threads_with_taps(
+            Simulation::build(&s).unwrap(),
+            &cut,
+            end,
+            move |_| {
+                rounds += 1;
+                rounds < stop_at
+            },
+            Vec::new(),
+            None,
+            sync,
+        )
         .unwrap();
         let r = p.results(&cut, "afap", None, None);
         // Later stops may come after the last round (the run has ended).
         if stop_at <= 5 {
-            assert!(r.meta.sim_time_reached_ns < s.run.duration.as_nanos());
+            assert!(
+                r.meta.sim_time_reached_ns < s.run.duration.as_nanos(),
+                "{sync:?}, stop at {stop_at}"
+            );
         }
         assert_eq!(
             r.conservation.unaccounted, 0,
-            "stopped at round {stop_at}: {:?}",
+            "stopped at round {stop_at} ({sync:?}): {:?}",
             r.conservation
         );
     }

@@ -294,7 +294,13 @@ fn simulate(
                     .spawn_scoped(scope, || {
                         let series = series.as_mut().map(|s| (s.interval(), s));
                         netloop_model::partition::run_threads_with_taps(
-                            sim, &cut, until, keep_going, taps, series,
+                            sim,
+                            &cut,
+                            until,
+                            keep_going,
+                            taps,
+                            series,
+                            netloop_model::partition::SyncMethod::Windowed,
                         )
                     })
                     .map_err(|e| netloop_err(format!("cannot start the partitions: {e}")))?;

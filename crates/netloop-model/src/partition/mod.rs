@@ -50,6 +50,8 @@ use crate::spec::{LinkAction, NetworkSpec, NodeKind};
 use crate::{Frame, Gso, GsoKind};
 use netloop_core::frame::Checksum;
 
+mod null;
+
 /// Where a network is cut: the partition of every node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cut {
@@ -652,6 +654,35 @@ pub struct PartitionStats {
     /// two barriers of each round), from their first meeting on: the wait
     /// before it, for the others to build their copies, is set-up.
     pub blocked_seconds: f64,
+    /// Null-message runs ([`SyncMethod::NullMessages`]): the times it moved a
+    /// clock of its for another partition on (its null messages; frames
+    /// travel apart). Absent from windowed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_messages: Option<u64>,
+}
+
+/// How the partitions of a run on threads keep in step (both conservative:
+/// the results are the same).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMethod {
+    /// Rounds: agree on the earliest event anywhere, run one lookahead
+    /// past it, hand frames over ([`run_partition`]).
+    #[default]
+    Windowed,
+    /// Null messages: each partition tells those it sends to how soon a
+    /// frame of it can reach them, and runs up to what it is told
+    /// (`null`).
+    NullMessages,
+}
+
+impl SyncMethod {
+    /// Its name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMethod::Windowed => "windowed",
+            SyncMethod::NullMessages => "null",
+        }
+    }
 }
 
 /// A partitioned run at its end: what its results are read from (merged
@@ -667,6 +698,8 @@ pub struct Partitioned {
     events: u64,
     /// Synchronisation rounds.
     pub rounds: u64,
+    /// How the partitions kept in step.
+    pub sync: SyncMethod,
     /// Per partition.
     pub partitions: Vec<PartitionStats>,
     /// Why the time series stopped being written, if it did (the run was
@@ -687,6 +720,9 @@ pub struct PartitionReport {
     pub count: u32,
     /// How they ran: `threads` (one process) or `mpi` (one rank each).
     pub transport: String,
+    /// How they kept in step: `windowed` (rounds) or `null` (null
+    /// messages; `rounds` then counts partition 0's steps that ran events).
+    pub sync: &'static str,
     /// The least delay of the links cut, ns (`null`: none was cut).
     pub lookahead_ns: Option<u64>,
     /// The links cut, by name.
@@ -704,6 +740,7 @@ impl Partitioned {
         PartitionReport {
             count: cut.parts,
             transport: "threads".into(),
+            sync: self.sync.name(),
             lookahead_ns: cut.lookahead_ns(),
             cut_links: cut.cut_link_names(spec),
             rounds: self.rounds,
@@ -1107,7 +1144,15 @@ pub fn run_threads(
     until: SimTime,
     progress: impl FnMut(SimTime) -> bool + Send,
 ) -> Result<Partitioned, BuildError> {
-    run_threads_with_taps(sim, cut, until, progress, Vec::new(), None)
+    run_threads_with_taps(
+        sim,
+        cut,
+        until,
+        progress,
+        Vec::new(),
+        None,
+        SyncMethod::Windowed,
+    )
 }
 
 /// Taps for one partition's copy of the network: (link, tap) pairs.
@@ -1119,7 +1164,9 @@ pub type PartitionTaps = Vec<(usize, Box<dyn crate::network::Tap>)>;
 /// carries its [`TapOrder`](crate::network::TapOrder), by which what the
 /// partitions saw merges into what one run would have shown. With
 /// `series`, the run's time series is written to it every `.0` (see
-/// [`Sampling`]).
+/// [`Sampling`]). The partitions keep in step by `sync`; null messages
+/// need an end (`until` before `SimTime::MAX`): without one a windowed run
+/// is made instead.
 pub fn run_threads_with_taps(
     mut sim: Simulation,
     cut: &Cut,
@@ -1127,7 +1174,15 @@ pub fn run_threads_with_taps(
     mut progress: impl FnMut(SimTime) -> bool + Send,
     mut taps: Vec<PartitionTaps>,
     series: Option<(SimDuration, &mut SeriesWriter)>,
+    sync: SyncMethod,
 ) -> Result<Partitioned, BuildError> {
+    // Null messages climb one lookahead at a time where nothing is
+    // pending: to an endless end they would climb for ever.
+    let sync = if until == SimTime::MAX {
+        SyncMethod::Windowed
+    } else {
+        sync
+    };
     let parts = cut.parts as usize;
     taps.resize_with(parts, Vec::new);
     sim.net.add_taps(std::mem::take(&mut taps[0]));
@@ -1142,6 +1197,7 @@ pub fn run_threads_with_taps(
         stop: AtomicBool::new(false),
         sums: Mutex::new(Vec::new()),
     };
+    let clocks = (sync == SyncMethod::NullMessages).then(|| null::Clocks::new(&spec, cut));
     let mut first = Some(sim);
     let interval = series.as_ref().map(|s| s.0);
     let mut writer = series.map(|s| s.1);
@@ -1153,6 +1209,7 @@ pub fn run_threads_with_taps(
             let my_taps = taps.next().unwrap_or_default();
             let spec = &spec;
             let shared = &shared;
+            let clocks = clocks.as_ref();
             let report = if me == 0 { progress.take() } else { None };
             let sampling = interval.map(|interval| Sampling {
                 interval,
@@ -1167,8 +1224,15 @@ pub fn run_threads_with_taps(
                         None => Simulation::build(spec)?,
                     };
                     sim.net.add_taps(my_taps);
-                    let mut x = ThreadExchange { shared, me };
-                    let end = run_partition(sim, cut, me as u32, until, &mut x, report, sampling);
+                    let end = match clocks {
+                        None => {
+                            let mut x = ThreadExchange { shared, me };
+                            run_partition(sim, cut, me as u32, until, &mut x, report, sampling)
+                        }
+                        Some(clocks) => null::run_partition(
+                            sim, cut, me as u32, until, shared, clocks, report, sampling,
+                        ),
+                    };
                     gone.1 = true;
                     Ok(end)
                 })
@@ -1190,7 +1254,9 @@ pub fn run_threads_with_taps(
         .map(|(p, e)| (e.share(cut, p as u32), e.stats.clone()))
         .collect();
     let first = ends.remove(0);
-    Ok(Partitioned::assemble(first, shares))
+    let mut p = Partitioned::assemble(first, shares);
+    p.sync = sync;
+    Ok(p)
 }
 
 /// Runs `rounds` synchronisation rounds with no simulation work between
@@ -1318,6 +1384,7 @@ impl Partitioned {
             share: merged.unwrap_or_default(),
             events,
             rounds: first.rounds,
+            sync: SyncMethod::Windowed,
             partitions,
             series_error: first.series_error,
             ready: first.ready,
@@ -1396,16 +1463,7 @@ pub fn run_partition(
             limit = series.next;
         }
         ran_to = Some(limit);
-        while let Some(t) = sim.queue.peek_time() {
-            if t > limit {
-                break;
-            }
-            let (now, ev) = sim.queue.pop().expect("peeked");
-            if let Some(next) = sim.queue.peek_event() {
-                netloop_core::Model::prefetch(&sim.net, next);
-            }
-            netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
-        }
+        run_events_to(&mut sim, limit);
         if let Some(report) = progress.as_deref_mut() {
             stop |= !report(sim.queue.now());
         }
@@ -1446,6 +1504,20 @@ pub fn run_partition(
         rounds,
         ready,
         series_error: series.error,
+    }
+}
+
+/// Runs `sim`'s events due at or before `limit`.
+fn run_events_to(sim: &mut Simulation, limit: SimTime) {
+    while let Some(t) = sim.queue.peek_time() {
+        if t > limit {
+            break;
+        }
+        let (now, ev) = sim.queue.pop().expect("peeked");
+        if let Some(next) = sim.queue.peek_event() {
+            netloop_core::Model::prefetch(&sim.net, next);
+        }
+        netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
     }
 }
 
