@@ -16,6 +16,10 @@
 //! receivers, and meet again: the windowed form of conservative
 //! synchronisation (Lubachevsky's bounded lag; YAWNS), which needs no null
 //! messages and costs two barriers per round.
+//! The other conservative method, null messages, is in `null`
+//! ([`SyncMethod::NullMessages`]): as fast where traffic is dense, far
+//! slower where it is sparse (docs/partitions.md), so rounds are the
+//! default.
 //!
 //! **Results do not depend on the cut.** Ties between events at one moment
 //! break by their source and the source's own order (`netloop_core::queue`),
