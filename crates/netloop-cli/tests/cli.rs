@@ -402,14 +402,16 @@ endpoints = ["r2", "r1"]
 #[test]
 fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
     let dir = tmpdir("partitions");
-    let run = |n: &str| {
-        let json = dir.join(format!("p{n}.json"));
+    let run_with = |n: &str, sync: &str| {
+        let json = dir.join(format!("p{n}-{sync}.json"));
         let out = netloop(&[
             "run",
             "examples/link-flap.toml",
             "--quiet",
             "--partitions",
             n,
+            "--sync",
+            sync,
             "--json",
             json.to_str().unwrap(),
         ]);
@@ -422,11 +424,23 @@ fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         (results(&json), full["wall"]["partitions"].clone())
     };
+    let run = |n: &str| run_with(n, "windowed");
     let (one, none) = run("1");
     assert!(none.is_null(), "one partition reports no cut: {none}");
+    // Null messages give the same results, and say they were used.
+    let (null, report) = run_with("2", "null");
+    assert!(one == null, "null messages changed the results");
+    assert_eq!(report["sync"], "null");
+    assert!(
+        report["per_partition"][0]["null_messages"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     for n in ["2", "3"] {
         let (many, report) = run(n);
         assert!(one == many, "{n} partitions changed the results");
+        assert_eq!(report["sync"], "windowed");
         assert_eq!(report["count"], n.parse::<u64>().unwrap());
         assert!(report["rounds"].as_u64().unwrap() > 0);
         assert!(!report["cut_links"].as_array().unwrap().is_empty());
@@ -469,6 +483,22 @@ fn partitions_give_the_results_of_one_and_say_how_they_were_cut() {
         &["run", "examples/link-flap.toml", "--partitions", "0"],
         "--partitions",
     );
+    // Null messages are for partitions on threads, as fast as possible.
+    for (args, want) in [
+        (vec!["--sync", "null"], "add --partitions N"),
+        (
+            vec!["--sync", "null", "--partitions", "2", "--realtime"],
+            "in real time each partition keeps to the wall clock",
+        ),
+        (
+            vec!["--sync", "null", "--mpi"],
+            "MPI ranks keep in step by rounds only",
+        ),
+    ] {
+        let mut all = vec!["run", "examples/link-flap.toml"];
+        all.extend(args);
+        fails(&all, want);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
