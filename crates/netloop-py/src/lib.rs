@@ -191,9 +191,10 @@ fn start_series(
 /// `partitions` > 1 the network is cut into that many partitions, each run
 /// on a thread of its own (the same results: docs/partitions.md).
 /// `stats_interval` and `stats` write the time series into a file as it
-/// goes (docs/series.md).
+/// goes (docs/series.md). `sync` is how partitions keep in step:
+/// `"windowed"` (rounds) or `"null"` (null messages).
 #[pyfunction]
-#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None, partitions=1, stats_interval=None, stats=None))]
+#[pyo3(signature = (text, name, duration=None, seed=None, pcap=Vec::new(), pcap_dir=PathBuf::from("."), progress=None, partitions=1, stats_interval=None, stats=None, sync="windowed"))]
 // The keyword arguments of the Python function, one for one.
 #[allow(clippy::too_many_arguments)]
 fn simulate(
@@ -208,7 +209,22 @@ fn simulate(
     partitions: u32,
     stats_interval: Option<&str>,
     stats: Option<PathBuf>,
+    sync: &str,
 ) -> PyResult<String> {
+    let sync = match sync {
+        "windowed" => netloop_model::partition::SyncMethod::Windowed,
+        "null" => netloop_model::partition::SyncMethod::NullMessages,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "simulate(sync={other:?}): give \"windowed\" (rounds) or \"null\" (null messages)"
+            )))
+        }
+    };
+    if sync == netloop_model::partition::SyncMethod::NullMessages && partitions <= 1 {
+        return Err(PyValueError::new_err(
+            "simulate(sync=\"null\"): it is how partitions keep in step: give partitions=N (N > 1)",
+        ));
+    }
     let (mut sim, given) = build_with_partitions(text, name, duration, seed)?;
     if !sim.real.is_empty() {
         let names: Vec<&str> = sim.real.iter().map(|r| r.name.as_str()).collect();
@@ -294,13 +310,7 @@ fn simulate(
                     .spawn_scoped(scope, || {
                         let series = series.as_mut().map(|s| (s.interval(), s));
                         netloop_model::partition::run_threads_with_taps(
-                            sim,
-                            &cut,
-                            until,
-                            keep_going,
-                            taps,
-                            series,
-                            netloop_model::partition::SyncMethod::Windowed,
+                            sim, &cut, until, keep_going, taps, series, sync,
                         )
                     })
                     .map_err(|e| netloop_err(format!("cannot start the partitions: {e}")))?;

@@ -309,16 +309,30 @@ def test_simulate_a_file_with_pcap(tmp_path: Path) -> None:
 
 
 def test_simulate_with_partitions_gives_the_results_of_one(tmp_path: Path) -> None:
-    def run(parts: int) -> tuple[netloop.Results, bytes, bytes]:
-        d = tmp_path / f"p{parts}"
-        series = tmp_path / f"p{parts}.series.jsonl"
+    def run(parts: int, sync: str = "windowed") -> tuple[netloop.Results, bytes, bytes]:
+        d = tmp_path / f"p{parts}-{sync}"
+        series = tmp_path / f"p{parts}-{sync}.series.jsonl"
         r = bulk("10Mbps", "2s", loss=0.01).simulate(
-            partitions=parts, pcap=["r-b"], pcap_dir=d, stats_interval="100ms", stats=series
+            partitions=parts, pcap=["r-b"], pcap_dir=d, stats_interval="100ms", stats=series,
+            sync=sync,
         )
         return r, (d / "r-b.pcap").read_bytes(), series.read_bytes()
 
     (one, cap1, series1), (two, cap2, series2) = run(1), run(2)
     assert two.raw["wall"]["partitions"]["count"] == 2
+    assert two.raw["wall"]["partitions"]["sync"] == "windowed"
+    # Null messages: the same results, captures and series.
+    null, cap_null, series_null = run(2, "null")
+    assert null.raw["wall"]["partitions"]["sync"] == "null"
+    # (Apart from where each wrote its capture.)
+    assert {k: v for k, v in null.raw.items() if k not in ("wall", "pcap")} == {
+        k: v for k, v in one.raw.items() if k not in ("wall", "pcap")
+    }
+    assert cap_null == cap1 and series_null == series1
+    with pytest.raises(ValueError, match=r'sync="nul".*"windowed"'):
+        bulk("10Mbps").simulate(partitions=2, sync="nul")
+    with pytest.raises(ValueError, match=r"give partitions=N"):
+        bulk("10Mbps").simulate(sync="null")
     assert one.flow("bulk")["received_bytes"] == two.flow("bulk")["received_bytes"] > 0
     assert one.drops == two.drops and one.drops["random_loss"] > 0
     assert one.conservation == two.conservation

@@ -580,6 +580,7 @@ class Network:
         partitions: int = 1,
         stats_interval: str | None = None,
         stats: str | os.PathLike[str] | None = None,
+        sync: str = "windowed",
     ) -> Results:
         """Runs the topology (no real nodes) as fast as possible and returns
         its results. ``progress=True`` draws a progress line on stderr; a
@@ -587,7 +588,9 @@ class Network:
         second. Ctrl-C stops the run and raises ``KeyboardInterrupt``.
         ``partitions=N`` cuts the network into N partitions, each run on a
         thread of its own, with the same results (nodes may name theirs:
-        ``add_router("r1", partition=1)``; see docs/partitions.md).
+        ``add_router("r1", partition=1)``; see docs/partitions.md);
+        ``sync="null"`` keeps them in step by null messages instead of
+        rounds (the same results).
         ``stats_interval="100ms"`` with ``stats=PATH`` writes the run's
         counters every interval into that file as it goes (JSON Lines:
         docs/series.md), as ``netloop run --stats-interval`` does."""
@@ -597,7 +600,8 @@ class Network:
                 raw = _native.simulate(self.to_toml(), self.name, duration=duration, seed=seed,
                                        pcap=list(pcap), pcap_dir=os.fspath(pcap_dir), progress=cb,
                                        partitions=partitions, stats_interval=stats_interval,
-                                       stats=None if stats is None else os.fspath(stats))
+                                       stats=None if stats is None else os.fspath(stats),
+                                       sync=sync)
         finally:
             if progress is True:
                 print(file=sys.stderr, flush=True)
