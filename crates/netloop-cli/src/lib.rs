@@ -155,26 +155,20 @@ enum Command {
     },
 }
 
-/// Whether the command line `args` runs a simulation (`run` of a topology
-/// without real hosts and without `--realtime`, `bench speed`), whose heap
-/// is worth putting in huge pages
-/// (`netloop_io::memory::restart_with_huge_pages`, which says why not real
-/// time). A file that does not load is left to the run to report.
+/// Whether the command line `args` runs a network (`run`, simulated or in
+/// real time; `bench speed`), whose heap is worth putting in huge pages
+/// (`netloop_io::memory::restart_with_huge_pages` says why).
 pub fn wants_huge_pages(args: impl IntoIterator<Item = OsString>) -> bool {
     let Ok(cli) = Cli::try_parse_from(args) else {
         return false;
     };
-    match cli.command {
-        Command::Run(a) => {
-            !a.realtime
-                && netloop_config::load(&a.file)
-                    .is_ok_and(|l| l.spec.nodes.iter().all(|n| !n.kind.is_real()))
-        }
-        Command::Bench {
-            which: bench::BenchCommand::Speed { .. } | bench::BenchCommand::SpeedRank { .. },
-        } => true,
-        _ => false,
-    }
+    matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Bench {
+                which: bench::BenchCommand::Speed { .. } | bench::BenchCommand::SpeedRank { .. },
+            }
+    )
 }
 
 /// Runs the command line `args` (the program's name first), as the

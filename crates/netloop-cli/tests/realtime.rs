@@ -644,6 +644,101 @@ fn programs_output_goes_to_the_runs_own_temporary_directory() {
     );
 }
 
+/// A real-time run starts itself again with glibc's huge-page tunable
+/// (`netloop_io::memory::restart_with_huge_pages`: its environment as
+/// exec'd, in `/proc/PID/environ`, has it), and the programs it starts see
+/// the user's `GLIBC_TUNABLES`, not netloop's.
+#[test]
+fn a_real_time_run_has_huge_pages_and_its_programs_the_users_glibc_tunables() {
+    let _serial = serial();
+    if !have_root() {
+        return;
+    }
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let madvise = thp.contains("[madvise]");
+    if !madvise {
+        eprintln!(
+            "huge pages not checked: transparent huge pages are not `madvise` here ({thp:?})"
+        );
+    }
+    for user in [None, Some("glibc.malloc.arena_max=8")] {
+        let s = Scratch::new("tunables");
+        let topo = s.write(
+            "t.toml",
+            &one_router(
+                "10s",
+                "veth",
+                &cmd(
+                    "printenv GLIBC_TUNABLES NETLOOP_HUGE_PAGES_RESTARTED; sleep 2",
+                    "0s",
+                    true,
+                ),
+                "",
+            ),
+        );
+        let logs = s.path("logs");
+        let mut c = Command::new(NETLOOP);
+        c.args(["run", &topo, "--log-dir", &logs])
+            .env_remove("NETLOOP_HUGE_PAGES")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        match user {
+            Some(t) => c.env("GLIBC_TUNABLES", t),
+            None => c.env_remove("GLIBC_TUNABLES"),
+        };
+        let child = c.spawn().expect("netloop runs");
+        // The same PID after the restart: its environment as exec'd holds
+        // the tunable (after the user's, which glibc, parsing them in
+        // place, may have cut off with a NUL) and the restart's mark.
+        let environ = format!("/proc/{}/environ", child.id());
+        let mark = format!("NETLOOP_HUGE_PAGES_RESTARTED={}", child.id());
+        let restarted = |env: &str| {
+            env.split('\0').any(|l| l.starts_with(&mark))
+                && env
+                    .split(['\0', ':', '='])
+                    .collect::<Vec<_>>()
+                    .windows(2)
+                    .any(|w| w == ["glibc.malloc.hugetlb", "1"])
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = String::new();
+        while Instant::now() < deadline {
+            // (Empty once it has ended: the last environment read stays.)
+            if let Ok(b) = std::fs::read(&environ).map(|b| String::from_utf8_lossy(&b).into_owned())
+            {
+                if !b.is_empty() {
+                    seen = b;
+                }
+            }
+            if restarted(&seen) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().expect("netloop ends");
+        let stdout = text(&out.stdout);
+        let id = stdout
+            .lines()
+            .find_map(run_id_in)
+            .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
+        assert_nothing_left(&id);
+        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        if madvise {
+            assert!(
+                restarted(&seen),
+                "with GLIBC_TUNABLES {user:?}, netloop was not started again with huge pages: {:?}",
+                seen.replace('\0', "\n")
+            );
+        }
+        let log = std::fs::read_to_string(Path::new(&logs).join("h1.0.log"))
+            .unwrap_or_else(|e| panic!("h1's log: {e}\n{stdout}"));
+        let want = user.map_or(String::new(), |t| format!("{t}\n"));
+        assert_eq!(log, want, "with GLIBC_TUNABLES {user:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 3. an attached interface (one end of a veth pair) works like a host
 // ---------------------------------------------------------------------------

@@ -70,10 +70,11 @@ pub enum HugePages {
 /// page walk. 1 000 simulated pairs (162 MB) ran 1.16× faster with the heap
 /// in 2 MB pages (medians of three interleaved runs, 2026-11-28,
 /// docs/speed.md), where the kernel gives huge pages only to memory that
-/// asks (`madvise`, this machine's setting). The command line asks only for
-/// simulations: a real-time run's page faults after its reserve would each
-/// clear 2 MB and may wait for the kernel to compact memory, and its
-/// lateness with huge pages has not been measured.
+/// asks (`madvise`, this machine's setting). Real-time runs ask too: a
+/// fault after their reserve clears 2 MB (and may wait for the kernel to
+/// compact memory), but measured, their lateness was no worse with huge
+/// pages and a run past what one core keeps up with fell behind by a
+/// third as much (bench/results/realtime-huge-pages-2026-11-28).
 ///
 /// The restarted process puts the user's `GLIBC_TUNABLES` back in its
 /// environment before it returns, so programs it starts get theirs.
