@@ -793,15 +793,25 @@ fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
         vec![link("a", "b", dir(Some(1), ms(5)))],
         vec![flow("p", "a", "b", ping(700))],
     );
-    let cut = Cut::given(&s, vec![0, 1], 2).unwrap();
     let end = SimTime::ZERO + s.run.duration;
-    for (stop_at, sync) in (1..40).flat_map(|k| SYNCS.map(|s| (k, s))) {
+    // Two partitions joined by the link; and one with no node beside them,
+    // or beside both nodes (no link cut): a partition that hears from no
+    // one must not carry a stop off to the end.
+    let cuts = [
+        Cut::given(&s, vec![0, 1], 2).unwrap(),
+        Cut::given(&s, vec![0, 1], 3).unwrap(),
+        Cut::given(&s, vec![0, 0], 2).unwrap(),
+    ];
+    for (cut, stop_at, sync) in cuts
+        .iter()
+        .flat_map(|c| (1..40).flat_map(move |k| SYNCS.map(|s| (c, k, s))))
+    {
         // Asked to stop at report `stop_at`: one comes after each round
         // (each step of partition 0 that ran events, with null messages).
         let mut rounds = 0;
         let p = run_threads_with_taps(
             Simulation::build(&s).unwrap(),
-            &cut,
+            cut,
             end,
             move |_| {
                 rounds += 1;
@@ -812,12 +822,14 @@ fn a_run_stopped_early_stands_at_one_moment_and_accounts_for_every_frame() {
             sync,
         )
         .unwrap();
-        let r = p.results(&cut, "afap", None, None);
+        let r = p.results(cut, "afap", None, None);
         // Later stops may come after the last round (the run has ended).
         if stop_at <= 5 {
             assert!(
                 r.meta.sim_time_reached_ns < s.run.duration.as_nanos(),
-                "{sync:?}, stop at {stop_at}"
+                "{sync:?}, stop at {stop_at}, {:?} of {}",
+                cut.part_of,
+                cut.parts
             );
         }
         assert_eq!(

@@ -819,6 +819,12 @@ struct SpinBarrier {
     wake: Condvar,
 }
 
+/// Whether threads waiting for each other may spin: a core for each of
+/// `parties` (else a spinner takes the time the others need).
+fn may_spin(parties: usize) -> bool {
+    parties <= std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Spins (of a few nanoseconds each) before a waiter yields.
 const SPINS: u32 = 20_000;
 /// Yields before a waiter sleeps.
@@ -826,10 +832,9 @@ const YIELDS: u32 = 50;
 
 impl SpinBarrier {
     fn new(parties: usize) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         SpinBarrier {
             parties,
-            spin: parties <= cores,
+            spin: may_spin(parties),
             broken: AtomicBool::new(false),
             arrived: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
@@ -1411,15 +1416,7 @@ pub fn run_partition(
     mut progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
     mut sampling: Option<Sampling<'_>>,
 ) -> PartitionEnd {
-    sim.net.make_partition(&cut.part_of, me, cut.parts);
-    {
-        let net: &Network = &sim.net;
-        sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
-    }
-    let mut stats = PartitionStats {
-        nodes: cut.part_of.iter().filter(|&&p| p == me).count(),
-        ..PartitionStats::default()
-    };
+    let mut stats = enter_partition(&mut sim, cut, me);
     let start_events = sim.queue.events_processed();
     let mut rounds = 0u64;
     let mut stop = false;
@@ -1460,7 +1457,7 @@ pub fn run_partition(
         // Frames sent at or after `earliest` arrive at `horizon` or later:
         // everything before it is safe to run; a round ends at a sample's
         // time, if one comes first.
-        let horizon = earliest.saturating_add(cut.lookahead.as_nanos());
+        let horizon = earliest.saturating_add(window(cut).as_nanos());
         let mut limit = SimTime::from_nanos((horizon - 1).min(until.as_nanos()));
         let sample_at = sampling.is_some() && series.next <= limit;
         if sample_at {
@@ -1508,6 +1505,34 @@ pub fn run_partition(
         rounds,
         ready,
         series_error: series.error,
+    }
+}
+
+/// The most simulated time a partition runs without hearing from the
+/// others where no link joins them (a cut through no link, a partition of
+/// its own): without it such a run would be one round, and partition 0
+/// would see a stop (Ctrl-C) only at its end.
+const UNLINKED_WINDOW: SimDuration = SimDuration::from_millis(10);
+
+/// A round's window: the lookahead, or [`UNLINKED_WINDOW`] where no link
+/// is cut.
+fn window(cut: &Cut) -> SimDuration {
+    if cut.lookahead == SimDuration::MAX {
+        UNLINKED_WINDOW
+    } else {
+        cut.lookahead
+    }
+}
+
+/// Makes `sim` partition `me` of `cut` (it keeps the events it runs);
+/// its figures, zero but for its nodes.
+fn enter_partition(sim: &mut Simulation, cut: &Cut, me: u32) -> PartitionStats {
+    sim.net.make_partition(&cut.part_of, me, cut.parts);
+    let net: &Network = &sim.net;
+    sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
+    PartitionStats {
+        nodes: cut.part_of.iter().filter(|&&p| p == me).count(),
+        ..PartitionStats::default()
     }
 }
 

@@ -29,7 +29,11 @@
 //! partition stops running events, says how far it ran, and the segment
 //! ends at the furthest of these, which the others run up to: every
 //! partition stands at one moment, as a windowed run stops at the end of a
-//! round.
+//! round. Partitions that no link joins keep within the run's largest
+//! lookahead of each other all the same (see `Clocks::new`), so that the
+//! furthest any partition reached is near all. A stop asked for as the last
+//! partition finishes a segment is made at the segment's end: "all done"
+//! and "stop" are one word, so every partition decides alike.
 //!
 //! **Results.** Events run in the order of the parent module's runs (ties
 //! by source and the source's own order), whatever order the frames from
@@ -44,8 +48,8 @@ use std::time::{Duration, Instant};
 use netloop_core::SimTime;
 
 use super::{
-    endpoint_ids, least_delay, run_events_to, Cut, PartitionEnd, PartitionStats, Sampling,
-    SeriesState, Shared, ThreadExchange,
+    endpoint_ids, enter_partition, least_delay, may_spin, run_events_to, Cut, PartitionEnd,
+    Sampling, SeriesState, Shared, ThreadExchange, SPINS, UNLINKED_WINDOW, YIELDS,
 };
 use crate::build::Simulation;
 use crate::spec::NetworkSpec;
@@ -53,21 +57,36 @@ use crate::spec::NetworkSpec;
 /// A clock meaning "nothing more this segment".
 const NO_MORE: u64 = u64::MAX;
 
+/// In [`Clocks::finished`]: a stop was asked for.
+const STOP_BIT: u64 = 1 << 63;
+
+/// The longest a waiter sleeps before it looks again: a failed partition
+/// (its thread gone) wakes no sleeper, so that is seen within this.
+const NAP: Duration = Duration::from_millis(1);
+
+/// How often, at least, partition 0 calls the run's `progress` (which
+/// looks for Ctrl-C), also while it has nothing to run.
+const REPORT_EVERY: Duration = Duration::from_millis(10);
+
 /// What the partitions of a null-message run share, beside [`Shared`].
 pub(super) struct Clocks {
     parts: usize,
     /// `clock[q * parts + p]`: no frame from q reaches p before this (ns).
     clock: Vec<AtomicU64>,
     /// `lookahead[q * parts + p]`: the least delay of the links cut from q
-    /// to p (ns); `None` where q sends nothing to p.
+    /// to p (ns), or for partitions no link joins, a bound of how far one
+    /// may run ahead of the other; `None` from a partition to itself.
     lookahead: Vec<Option<u64>>,
     /// Each partition's own sleep, for when its clocks stand still.
     wakers: Vec<Waker>,
     /// Whether a waiter may spin (a core for each partition).
     spin: bool,
-    /// Partitions done with a segment, counted over the whole run: segment
-    /// k is over for all when this reaches `parts * (k + 1)`.
-    finished: AtomicUsize,
+    /// Partitions done with a segment, counted over the whole run (segment
+    /// k, from 1, is over for all when this reaches `parts * k`), and
+    /// [`STOP_BIT`]: a stop was asked for. One word, so that every
+    /// partition sees the same of "all done" and "stop" (see
+    /// [`Clocks::ask_stop`]).
+    finished: AtomicU64,
     /// Partitions that have stopped for an agreed stop.
     halted: AtomicUsize,
     /// Each partition's events run: all before this (ns), for a stop.
@@ -92,8 +111,9 @@ impl Waker {
     }
 
     fn notify(&self) {
-        // SeqCst with the sleeper's store of `sleeping` and its last look:
-        // either it sees the new clock, or it is asleep (or about to be,
+        // SeqCst, as the sleeper's store of `sleeping` and every load of
+        // its last look (`Clocks::incoming`, the counters, the stop flag):
+        // either it sees what changed, or it is asleep (or about to be,
         // under the lock taken here) and is woken.
         if self.sleeping.load(Ordering::SeqCst) {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -102,18 +122,16 @@ impl Waker {
     }
 }
 
-/// Spins (of a few nanoseconds each) before a waiter yields, and yields
-/// before it sleeps (as [`super::SpinBarrier`] does, for the same reason:
-/// waking a sleeping thread costs tens of microseconds on this VM).
-const SPINS: u32 = 20_000;
-const YIELDS: u32 = 50;
-/// The longest a waiter sleeps before it looks again: the flags that end
-/// a wait from outside the clocks (a stop, a failed partition) do not wake
-/// sleepers, so they are seen within this.
-const NAP: Duration = Duration::from_millis(1);
-
 impl Clocks {
     /// The clocks of a run of `spec` cut by `cut`, at the start.
+    ///
+    /// Partitions that no link joins still get a clock for each other, with
+    /// the largest lookahead of the run (at least [`UNLINKED_WINDOW`], as
+    /// a windowed round where no link is cut):
+    /// no frame passes between them, but without it a partition that
+    /// hears from no one (one with no node, or a part of the network of
+    /// its own) would run to the end at once, and a stop, agreed at the
+    /// furthest moment any partition reached, would be no stop at all.
     pub(super) fn new(spec: &NetworkSpec, cut: &Cut) -> Self {
         let parts = cut.parts as usize;
         let ends = endpoint_ids(spec);
@@ -127,7 +145,18 @@ impl Clocks {
                 *l = Some(l.map_or(least, |x: u64| x.min(least)));
             }
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let unlinked = lookahead
+            .iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(UNLINKED_WINDOW.as_nanos());
+        for q in 0..parts {
+            for p in (0..parts).filter(|&p| p != q) {
+                lookahead[q * parts + p].get_or_insert(unlinked);
+            }
+        }
         let clocks = Clocks {
             parts,
             clock: (0..parts * parts)
@@ -135,8 +164,8 @@ impl Clocks {
                 .collect(),
             lookahead,
             wakers: (0..parts).map(|_| Waker::new()).collect(),
-            spin: parts <= cores,
-            finished: AtomicUsize::new(0),
+            spin: may_spin(parts),
+            finished: AtomicU64::new(0),
             halted: AtomicUsize::new(0),
             ran_below: (0..parts).map(|_| AtomicU64::new(0)).collect(),
         };
@@ -158,7 +187,7 @@ impl Clocks {
     /// The least of p's incoming clocks.
     fn incoming(&self, p: usize) -> u64 {
         (0..self.parts)
-            .map(|q| self.clock[q * self.parts + p].load(Ordering::Acquire))
+            .map(|q| self.clock[q * self.parts + p].load(Ordering::SeqCst))
             .min()
             .unwrap_or(NO_MORE)
     }
@@ -187,11 +216,62 @@ impl Clocks {
         moved
     }
 
+    /// Asks every partition to stop, unless segment `segment` (from 1) is
+    /// over for all already: then the stop would come to some as they
+    /// leave it and to others not at all. Whether it was asked.
+    fn ask_stop(&self, segment: usize) -> bool {
+        let target = (self.parts * segment) as u64;
+        let mut now = self.finished.load(Ordering::SeqCst);
+        loop {
+            if now & STOP_BIT != 0 {
+                return true;
+            }
+            if now >= target {
+                return false;
+            }
+            match self.finished.compare_exchange(
+                now,
+                now | STOP_BIT,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(v) => now = v,
+            }
+        }
+    }
+
+    /// Partitions done with segments so far, and whether a stop was asked.
+    fn finished(&self) -> (usize, bool) {
+        let w = self.finished.load(Ordering::SeqCst);
+        ((w & !STOP_BIT) as usize, w & STOP_BIT != 0)
+    }
+
+    /// Wakes every partition that sleeps (a counter or the stop flag
+    /// changed).
+    fn wake_all(&self) {
+        for w in &self.wakers {
+            w.notify();
+        }
+    }
+
     /// Waits until `ready()` holds, or the run is broken, or (with
-    /// `watch_stop`: a partition yet to take part in the stop) stopped.
-    fn wait(&self, me: usize, shared: &Shared, watch_stop: bool, ready: impl Fn() -> bool) {
-        let done =
-            || ready() || (watch_stop && shared.stop.load(Ordering::SeqCst)) || broken(shared);
+    /// `watch_stop`: a partition yet to take part in the stop) stopped, or
+    /// `deadline` passes.
+    fn wait(
+        &self,
+        me: usize,
+        shared: &Shared,
+        watch_stop: bool,
+        deadline: Option<Instant>,
+        ready: impl Fn() -> bool,
+    ) {
+        let done = || {
+            ready()
+                || (watch_stop && shared.stop.load(Ordering::SeqCst))
+                || broken(shared)
+                || deadline.is_some_and(|d| Instant::now() >= d)
+        };
         if self.spin {
             for _ in 0..SPINS {
                 if done() {
@@ -210,9 +290,12 @@ impl Clocks {
         let mut guard = w.lock.lock().unwrap_or_else(|e| e.into_inner());
         w.sleeping.store(true, Ordering::SeqCst);
         while !done() {
+            let nap = deadline.map_or(NAP, |d| {
+                d.saturating_duration_since(Instant::now()).min(NAP)
+            });
             guard = w
                 .wake
-                .wait_timeout(guard, NAP)
+                .wait_timeout(guard, nap)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -234,36 +317,105 @@ enum Ended {
     Broken,
 }
 
+/// The run's `progress`: partition 0's, `None` in the others.
+type Progress<'p> = Option<&'p mut (dyn FnMut(SimTime) -> bool + Send)>;
+
 /// Where a partition stands within a run.
-struct Me<'a> {
+struct Me<'a, 'p> {
     me: usize,
     shared: &'a Shared,
     clocks: &'a Clocks,
-    stats: PartitionStats,
+    progress: Progress<'p>,
+    /// When `progress` was last called.
+    reported: Instant,
     /// Steps in which it ran events (a windowed run's rounds).
     steps: u64,
+    /// Clocks moved for other partitions (its null messages).
+    null_messages: u64,
+    /// Seconds waited for the others.
+    blocked_seconds: f64,
+    /// Frames sent to and received from other partitions.
+    frames_out: u64,
+    frames_in: u64,
     /// Whether it has taken part in the run's stop.
     halted: bool,
-    /// Segments finished.
-    segments: usize,
+    /// The segment it is in (from 1).
+    segment: usize,
+    /// Partition 0: a stop asked for too late for its segment, made at the
+    /// segment's end.
+    stop_later: bool,
 }
 
-impl Me<'_> {
+impl Me<'_, '_> {
+    /// Until when partition 0 may wait before it calls `progress` again.
+    fn report_by(&self) -> Option<Instant> {
+        self.progress.as_ref().map(|_| self.reported + REPORT_EVERY)
+    }
+
+    /// Partition 0 calls `progress` after a step that ran events, and at
+    /// least every [`REPORT_EVERY`]; `false` from it stops the run.
+    fn report(&mut self, sim: &Simulation, ran: bool) {
+        let Some(progress) = self.progress.as_deref_mut() else {
+            return;
+        };
+        if !ran && self.reported.elapsed() < REPORT_EVERY {
+            return;
+        }
+        self.reported = Instant::now();
+        if !progress(sim.queue.now()) && !self.stop_later {
+            if self.clocks.ask_stop(self.segment) {
+                self.shared.stop.store(true, Ordering::SeqCst);
+                self.clocks.wake_all();
+            } else {
+                self.stop_later = true;
+            }
+        }
+    }
+
+    /// Whether a stop was asked for and this partition has yet to take
+    /// part in it.
+    fn to_halt(&self) -> bool {
+        !self.halted && (self.shared.stop.load(Ordering::SeqCst) || self.clocks.finished().1)
+    }
+
+    /// Takes the frames other partitions sent to this one.
+    fn take_in(&mut self, sim: &mut Simulation) {
+        let incoming = std::mem::take(
+            &mut *self.shared.inbox[self.me]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        self.frames_in += incoming.len() as u64;
+        for c in incoming {
+            sim.net.receive(&mut sim.queue, c);
+        }
+    }
+
+    /// Hands the frames this partition sent to their partitions.
+    fn hand_out(&mut self, sim: &mut Simulation) {
+        for (p, frames) in sim.net.all_crossings().iter_mut().enumerate() {
+            if !frames.is_empty() {
+                self.frames_out += frames.len() as u64;
+                self.shared.inbox[p]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .append(frames);
+            }
+        }
+    }
+
     /// Runs the segment ending at `end` (events due then run).
-    fn segment(
-        &mut self,
-        sim: &mut Simulation,
-        mut end: SimTime,
-        progress: &mut Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
-    ) -> Ended {
+    fn segment(&mut self, sim: &mut Simulation, mut end: SimTime) -> Ended {
         let (me, shared, clocks) = (self.me, self.shared, self.clocks);
+        self.segment += 1;
+        let target = clocks.parts * self.segment;
         let mut stopped_at = None;
         let mut done_here = false;
         loop {
             if broken(shared) {
                 return Ended::Broken;
             }
-            if shared.stop.load(Ordering::SeqCst) && !self.halted {
+            if self.to_halt() {
                 match self.halt() {
                     Some(at) => {
                         end = end.min(at);
@@ -274,26 +426,27 @@ impl Me<'_> {
             }
             if done_here {
                 // Wait for the others to be done too (or to stop).
-                let target = clocks.parts * self.segments;
+                let all = || clocks.finished().0 >= target;
                 let t = Instant::now();
-                clocks.wait(me, shared, !self.halted, || {
-                    clocks.finished.load(Ordering::SeqCst) >= target
-                });
-                self.stats.blocked_seconds += t.elapsed().as_secs_f64();
-                if clocks.finished.load(Ordering::SeqCst) >= target {
+                clocks.wait(me, shared, !self.halted, self.report_by(), all);
+                self.blocked_seconds += t.elapsed().as_secs_f64();
+                let (done, stop) = clocks.finished();
+                if done >= target {
+                    // A stop asked for before the last partition was done
+                    // is seen by all: each takes part before it leaves.
+                    if stop && !self.halted {
+                        continue;
+                    }
                     return stopped_at.map_or(Ended::Done, Ended::Stopped);
                 }
+                self.report(sim, false);
                 continue;
             }
             let safe = clocks.incoming(me);
-            // Frames pushed before their sender moved the clocks just read.
-            let incoming =
-                std::mem::take(&mut *shared.inbox[me].lock().unwrap_or_else(|e| e.into_inner()));
-            self.stats.frames_in += incoming.len() as u64;
-            for c in incoming {
-                sim.net.receive(&mut sim.queue, c);
-            }
-            // Events before `safe` are safe to run; those due at `end` too.
+            // Every frame pushed before its sender moved the clocks just
+            // read is in the inbox now; the others arrive at `safe` or later.
+            self.take_in(sim);
+            // Events before `safe` are safe to run, up to the segment's end.
             let limit = safe.saturating_sub(1).min(end.as_nanos());
             let ran = safe > 0 && sim.queue.peek_time().is_some_and(|t| t.as_nanos() <= limit);
             if ran {
@@ -303,50 +456,33 @@ impl Me<'_> {
             if safe > 0 {
                 clocks.ran_below[me].fetch_max(limit + 1, Ordering::SeqCst);
             }
-            let out = sim.net.all_crossings();
-            for (p, frames) in out.iter_mut().enumerate() {
-                if !frames.is_empty() {
-                    self.stats.frames_out += frames.len() as u64;
-                    shared.inbox[p]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .append(frames);
-                }
-            }
+            self.hand_out(sim);
             let next = sim.queue.peek_time().map_or(NO_MORE, |t| t.as_nanos());
             let lower = next.min(safe);
             if lower > end.as_nanos() {
                 // Nothing more to run before the end, and nothing more can
-                // reach it before then: done with the segment once every
-                // frame sent to it has been taken in.
-                *self.stats.null_messages.get_or_insert(0) += clocks.advance(me, NO_MORE);
+                // reach it before then.
+                self.null_messages += clocks.advance(me, NO_MORE);
                 if safe == NO_MORE {
-                    let last = std::mem::take(
-                        &mut *shared.inbox[me].lock().unwrap_or_else(|e| e.into_inner()),
-                    );
-                    self.stats.frames_in += last.len() as u64;
-                    for c in last {
-                        sim.net.receive(&mut sim.queue, c);
-                    }
+                    // Every sender said "no more" after handing over its
+                    // last frames, which the take above got: done.
                     done_here = true;
-                    self.segments += 1;
-                    clocks.finished.fetch_add(1, Ordering::SeqCst);
+                    let was = clocks.finished.fetch_add(1, Ordering::SeqCst);
+                    if (was & !STOP_BIT) as usize + 1 == target {
+                        clocks.wake_all();
+                    }
                     continue;
                 }
             } else {
-                *self.stats.null_messages.get_or_insert(0) += clocks.advance(me, lower);
+                self.null_messages += clocks.advance(me, lower);
             }
-            if ran && me == 0 {
-                if let Some(report) = progress.as_deref_mut() {
-                    if !report(sim.queue.now()) {
-                        shared.stop.store(true, Ordering::SeqCst);
-                    }
-                }
-            }
+            self.report(sim, ran);
             if !ran {
                 let t = Instant::now();
-                clocks.wait(me, shared, !self.halted, || clocks.incoming(me) != safe);
-                self.stats.blocked_seconds += t.elapsed().as_secs_f64();
+                clocks.wait(me, shared, !self.halted, self.report_by(), || {
+                    clocks.incoming(me) != safe
+                });
+                self.blocked_seconds += t.elapsed().as_secs_f64();
             }
         }
     }
@@ -357,18 +493,20 @@ impl Me<'_> {
     fn halt(&mut self) -> Option<SimTime> {
         let clocks = self.clocks;
         self.halted = true;
-        clocks.halted.fetch_add(1, Ordering::SeqCst);
+        if clocks.halted.fetch_add(1, Ordering::SeqCst) + 1 == clocks.parts {
+            clocks.wake_all();
+        }
         let t = Instant::now();
         let all = || clocks.halted.load(Ordering::SeqCst) == clocks.parts;
         while !all() {
             if broken(self.shared) {
                 return None;
             }
-            clocks.wait(self.me, self.shared, false, all);
+            clocks.wait(self.me, self.shared, false, None, all);
         }
-        self.stats.blocked_seconds += t.elapsed().as_secs_f64();
-        // Nobody runs events between halting and reading this: it is the
-        // same for all.
+        self.blocked_seconds += t.elapsed().as_secs_f64();
+        // Nobody runs events between halting and reading this (and after,
+        // none past it): it is the same for all.
         let below = clocks
             .ran_below
             .iter()
@@ -392,30 +530,28 @@ pub(super) fn run_partition(
     until: SimTime,
     shared: &Shared,
     clocks: &Clocks,
-    mut progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
+    progress: Option<&mut (dyn FnMut(SimTime) -> bool + Send)>,
     mut sampling: Option<Sampling<'_>>,
 ) -> PartitionEnd {
     assert!(
         until != SimTime::MAX,
         "a null-message run needs an end: clocks would climb for ever once nothing is left"
     );
-    sim.net.make_partition(&cut.part_of, me, cut.parts);
-    {
-        let net = &sim.net;
-        sim.queue.retain(|ev| net.runs(&cut.part_of, me, ev));
-    }
+    let mut stats = enter_partition(&mut sim, cut, me);
     let mut p = Me {
         me: me as usize,
         shared,
         clocks,
-        stats: PartitionStats {
-            nodes: cut.part_of.iter().filter(|&&q| q == me).count(),
-            null_messages: Some(0),
-            ..PartitionStats::default()
-        },
+        progress,
+        reported: Instant::now(),
         steps: 0,
+        null_messages: 0,
+        blocked_seconds: 0.0,
+        frames_out: 0,
+        frames_in: 0,
         halted: false,
-        segments: 0,
+        segment: 0,
+        stop_later: false,
     };
     let start_events = sim.queue.events_processed();
     let mut series = SeriesState::default();
@@ -432,7 +568,7 @@ pub(super) fn run_partition(
     while !broke {
         let sample = sampling.is_some() && series.next <= until;
         let end = if sample { series.next } else { until };
-        match p.segment(&mut sim, end, &mut progress) {
+        match p.segment(&mut sim, end) {
             Ended::Broken => broke = true,
             Ended::Stopped(at) => stop_at = Some(at),
             Ended::Done => {}
@@ -442,9 +578,11 @@ pub(super) fn run_partition(
         }
         if let Some(smp) = sampling.as_mut() {
             series.take(smp, &sim, cut, me, &mut x, end, &mut stop_local);
-            if stop_local {
-                shared.stop.store(true, Ordering::SeqCst);
-            }
+        }
+        if stop_local || p.stop_later {
+            // A failed write of the sample, or a stop asked for as the
+            // segment ended: seen by all after the barriers below.
+            shared.stop.store(true, Ordering::SeqCst);
         }
         // The next segment: every event left is after `end`. Clocks are
         // set again only once every partition is done reading the old
@@ -457,8 +595,7 @@ pub(super) fn run_partition(
         if !shared.barrier.wait() {
             broke = true;
         } else if shared.stop.load(Ordering::SeqCst) {
-            // A failed write of the sample stops every partition here, at
-            // the sample's moment.
+            // Every partition stops here, at the sample's moment.
             stop_at = Some(end);
         }
     }
@@ -477,10 +614,14 @@ pub(super) fn run_partition(
             series.take(smp, &sim, cut, me, &mut x, now, &mut stop_local);
         }
     }
-    p.stats.events = sim.queue.events_processed() - start_events;
+    stats.events = sim.queue.events_processed() - start_events;
+    stats.frames_out = p.frames_out;
+    stats.frames_in = p.frames_in;
+    stats.blocked_seconds = p.blocked_seconds;
+    stats.null_messages = Some(p.null_messages);
     PartitionEnd {
         sim,
-        stats: p.stats,
+        stats,
         rounds: p.steps,
         ready,
         series_error: series.error,
