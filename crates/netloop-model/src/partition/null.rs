@@ -266,15 +266,13 @@ impl Clocks {
         deadline: Option<Instant>,
         ready: impl Fn() -> bool,
     ) {
-        let done = || {
-            ready()
-                || (watch_stop && shared.stop.load(Ordering::SeqCst))
-                || broken(shared)
-                || deadline.is_some_and(|d| Instant::now() >= d)
-        };
+        let woken =
+            || ready() || (watch_stop && shared.stop.load(Ordering::SeqCst)) || broken(shared);
+        let done = || woken() || deadline.is_some_and(|d| Instant::now() >= d);
         if self.spin {
+            // Spinning is short (tens of microseconds): no clock reads.
             for _ in 0..SPINS {
-                if done() {
+                if woken() {
                     return;
                 }
                 std::hint::spin_loop();
