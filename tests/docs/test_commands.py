@@ -500,6 +500,9 @@ HOW: dict[str, How] = {
     "netloop run examples/given-cut.toml --partitions 2 --json out/given.json": How(
         run_in_scratch("out/given.json")
     ),
+    "netloop run examples/dumbbell.toml --duration 6s --partitions 2 --sync null --json out/null.json": How(
+        run_in_scratch("out/null.json")
+    ),
     "cargo build --release --features mpi": How(check_mpi_build),
     "mpirun -np 2 netloop run examples/dumbbell.toml --duration 6s --mpi --json out/mpi.json": How(
         check_mpirun_in_rust_test,

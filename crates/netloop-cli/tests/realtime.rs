@@ -598,6 +598,12 @@ fn run_that_ends_well(c: &mut Command) -> (String, String) {
         .stdin(std::process::Stdio::null())
         .output()
         .expect("netloop runs");
+    ended_well(&out)
+}
+
+/// A run's output, once it has ended: it succeeded, left nothing behind,
+/// and printed its id. Its stdout and id.
+fn ended_well(out: &std::process::Output) -> (String, String) {
     let stdout = text(&out.stdout);
     let id = stdout
         .lines()
@@ -718,13 +724,7 @@ fn a_real_time_run_has_huge_pages_and_its_programs_the_users_glibc_tunables() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let out = child.wait_with_output().expect("netloop ends");
-        let stdout = text(&out.stdout);
-        let id = stdout
-            .lines()
-            .find_map(run_id_in)
-            .unwrap_or_else(|| panic!("no run id:\n{stdout}{}", text(&out.stderr)));
-        assert_nothing_left(&id);
-        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        let (stdout, _) = ended_well(&out);
         if madvise {
             assert!(
                 restarted(&seen),

@@ -1067,6 +1067,18 @@ struct Shared {
     sums: Mutex<Vec<u64>>,
 }
 
+impl Shared {
+    fn new(parts: usize) -> Self {
+        Shared {
+            barrier: SpinBarrier::new(parts),
+            next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+            stop: AtomicBool::new(false),
+            sums: Mutex::new(Vec::new()),
+        }
+    }
+}
+
 /// Held by a partition's thread while it runs: a thread that fails (an
 /// error, a panic) never comes back to the barrier, so unless the run
 /// reached its end (`.1` set) dropping this breaks the barrier and the
@@ -1199,13 +1211,7 @@ pub fn run_threads_with_taps(
     let spec = sim.net.spec().clone();
     // The other partitions build their own copies (deterministically the
     // same as `sim`: it built without an error, so they do too).
-    let shared = Shared {
-        barrier: SpinBarrier::new(parts),
-        next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
-        inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
-        stop: AtomicBool::new(false),
-        sums: Mutex::new(Vec::new()),
-    };
+    let shared = Shared::new(parts);
     let clocks = (sync == SyncMethod::NullMessages).then(|| null::Clocks::new(&spec, cut));
     let mut first = Some(sim);
     let interval = series.as_ref().map(|s| s.0);
@@ -1314,13 +1320,7 @@ pub fn idle_rounds_threads(
     frames: usize,
     len: usize,
 ) -> Vec<(std::time::Duration, u64)> {
-    let shared = Shared {
-        barrier: SpinBarrier::new(parts),
-        next: (0..parts).map(|_| AtomicU64::new(u64::MAX)).collect(),
-        inbox: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
-        stop: AtomicBool::new(false),
-        sums: Mutex::new(Vec::new()),
-    };
+    let shared = Shared::new(parts);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..parts)
             .map(|me| {
