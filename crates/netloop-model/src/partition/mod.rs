@@ -1490,13 +1490,9 @@ pub fn run_partition(
         // a frame as being serialised that its receiver already took).
         sim.queue.advance_to(t);
     }
-    // The moment the run stopped, if off the grid (as a single run's last
-    // sample). Every partition stands at the same moment here.
+    // Every partition stands at the same moment here.
     if let Some(smp) = sampling.as_mut() {
-        let now = sim.queue.now();
-        if series.last.is_none_or(|t| t < now) {
-            series.take(smp, &sim, cut, me, x, now, &mut stop);
-        }
+        series.take_last(smp, &sim, cut, me, x, &mut stop);
     }
     stats.events = sim.queue.events_processed() - start_events;
     PartitionEnd {
@@ -1562,6 +1558,23 @@ struct SeriesState {
 }
 
 impl SeriesState {
+    /// Takes the sample of the moment the run stopped, if off the grid (as
+    /// a single run's last sample): a collective call, as [`Self::take`].
+    fn take_last(
+        &mut self,
+        smp: &mut Sampling<'_>,
+        sim: &Simulation,
+        cut: &Cut,
+        me: u32,
+        x: &mut impl Exchange,
+        stop: &mut bool,
+    ) {
+        let now = sim.queue.now();
+        if self.last.is_none_or(|t| t < now) {
+            self.take(smp, sim, cut, me, x, now, stop);
+        }
+    }
+
     /// Takes the sample at `at` (a collective call: every partition makes
     /// it at the same moment) and moves the grid on past `at`.
     #[allow(clippy::too_many_arguments)]

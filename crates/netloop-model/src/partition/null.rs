@@ -604,13 +604,8 @@ pub(super) fn run_partition(
     if !broke && sim.queue.now() < at {
         sim.queue.advance_to(at);
     }
-    // The moment the run stopped, if off the grid (as a single run's last
-    // sample).
     if let (Some(smp), false) = (sampling.as_mut(), broke) {
-        let now = sim.queue.now();
-        if series.last.is_none_or(|t| t < now) {
-            series.take(smp, &sim, cut, me, &mut x, now, &mut stop_local);
-        }
+        series.take_last(smp, &sim, cut, me, &mut x, &mut stop_local);
     }
     stats.events = sim.queue.events_processed() - start_events;
     stats.frames_out = p.frames_out;
