@@ -298,6 +298,28 @@ def check_bench_speed(cmd: str, tmp: Path) -> None:
     assert json.loads(out.read_text())
 
 
+def check_bench_speed_baseline(cmd: str, tmp: Path) -> None:
+    """The command with 1 flow for 1 s, once, and this build standing in for
+    the baseline's (bench/baseline/build.sh takes minutes): the table has
+    the baseline's columns and the JSON its runs."""
+    out = tmp / "speed.json"
+    reduced = re.sub(r"--flows \S+", "--flows 1", cmd)
+    reduced = re.sub(r"--baseline \S+", f"--baseline {NETLOOP}", reduced)
+    reduced += f" --duration 1 --repeats 1 --json {out}"
+    text = ok(sh(reduced, ROOT, 600), reduced)
+    assert "vs baseline (target ≥ 5×)" in text
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["baseline"]["samples"] and row["vs_baseline"] > 0
+
+
+def check_baseline_build(cmd: str, tmp: Path) -> None:
+    """The script parses, and refuses a commit this clone lacks, naming it
+    (building the default one takes minutes)."""
+    ok(sh(f"bash -n {cmd}", ROOT, 60), f"bash -n {cmd}")
+    p = sh(f"{cmd} no-such-commit", ROOT, 60)
+    assert p.returncode == 2 and "no commit 'no-such-commit'" in p.stderr, (p.returncode, p.stderr)
+
+
 def check_fuzz_options(cmd: str, tmp: Path) -> None:
     """fuzz/run takes the command's options: given them with a target that
     does not exist, it gets as far as refusing the target (exit 2), which it
@@ -461,6 +483,14 @@ HOW: dict[str, How] = {
         check_bench_speed,
         "measures 1, 100 and 10 000 flows three times each against ns-3 (minutes); run here for 1 s "
         "with 1 and 100 flows, netloop only",
+    ),
+    "bench/baseline/build.sh": How(
+        check_baseline_build,
+        "builds netloop as of 2026-11-22 (minutes); here: it parses and refuses a commit that is not there",
+    ),
+    "netloop bench speed --flows 1,10,100,1000,10000 --no-ns3 --baseline bench/baseline/build/netloop": How(
+        check_bench_speed_baseline,
+        "runs 5 flow counts three times with both builds (minutes); here 1 flow for 1 s, this build as its own baseline",
     ),
     "sudo bench/run": How(
         lambda c, t: ok(sh("python3 bench/reference.py --help", ROOT, 120), "bench/reference.py --help"),

@@ -33,53 +33,8 @@ use crate::scenarios::{dumbbell, wan};
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Simulation speed on a dumbbell (or a WAN of many sites), netloop
-    /// against ns-3 3.37.
-    Speed {
-        /// The network: `dumbbell` (two routers, a 10 ms bottleneck) or
-        /// `wan` (`--sites` routers in a ring with chords, 4 hosts each; a
-        /// network to cut into partitions).
-        #[arg(long, value_enum, default_value_t = Scenario::Dumbbell)]
-        scenario: Scenario,
-        /// Sites of the wan scenario.
-        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(4..=4096))]
-        sites: u32,
-        /// Flow counts to measure.
-        #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
-        flows: Vec<u32>,
-        /// Seconds of traffic (the run lasts one more second to drain).
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// Total offered load in Mbit/s.
-        #[arg(long, default_value_t = 500)]
-        load: u64,
-        /// Runs per system and flow count (medians are reported).
-        #[arg(long, default_value_t = 3)]
-        repeats: u32,
-        /// Where to write the JSON.
-        #[arg(long, default_value = "bench/out/speed.json")]
-        json: PathBuf,
-        /// The ns-3 peer binary of the dumbbell (built by bench/ns3/build.sh
-        /// if missing); the wan scenario's is `wan` in the same directory.
-        #[arg(long, default_value = "bench/ns3/build/dumbbell")]
-        ns3: PathBuf,
-        /// Measure netloop only.
-        #[arg(long)]
-        no_ns3: bool,
-        /// Also run netloop cut into these numbers of partitions (threads;
-        /// automatic cut, across the bottleneck for 2), e.g. `2` or `2,4`;
-        /// each run's results are checked equal to one partition's.
-        #[arg(long, value_delimiter = ',')]
-        partitions: Vec<u32>,
-        /// Also run netloop on these numbers of MPI ranks (`mpirun
-        /// --oversubscribe -np N`, this binary, built with `--features
-        /// mpi`), checked the same way.
-        #[arg(long, value_delimiter = ',')]
-        mpi_ranks: Vec<u32>,
-        /// How the partitions on threads keep in step, e.g. `windowed` or
-        /// `windowed,null` to measure both side by side (MPI ranks: rounds).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "windowed")]
-        sync: Vec<SyncArg>,
-    },
+    /// against ns-3 3.37 (and an earlier netloop build, `--baseline`).
+    Speed(SpeedArgs),
     /// How long this machine takes to wake a sleeping thread, on another
     /// CPU and on the same one: the floor under a real-time run's latency
     /// (a ping through netloop waits for two such wake-ups that the
@@ -123,6 +78,64 @@ pub enum BenchCommand {
         #[arg(long)]
         json: PathBuf,
     },
+}
+
+/// `netloop bench speed`'s options.
+#[derive(clap::Args, Debug)]
+pub struct SpeedArgs {
+    /// The network: `dumbbell` (two routers, a 10 ms bottleneck) or
+    /// `wan` (`--sites` routers in a ring with chords, 4 hosts each; a
+    /// network to cut into partitions).
+    #[arg(long, value_enum, default_value_t = Scenario::Dumbbell)]
+    pub scenario: Scenario,
+    /// Sites of the wan scenario.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(4..=4096))]
+    pub sites: u32,
+    /// Flow counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
+    pub flows: Vec<u32>,
+    /// Seconds of traffic (the run lasts one more second to drain).
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Total offered load in Mbit/s.
+    #[arg(long, default_value_t = 500)]
+    pub load: u64,
+    /// Runs per system and flow count (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
+    /// Where to write the JSON.
+    #[arg(long, default_value = "bench/out/speed.json")]
+    pub json: PathBuf,
+    /// The ns-3 peer binary of the dumbbell (built by bench/ns3/build.sh
+    /// if missing); the wan scenario's is `wan` in the same directory.
+    #[arg(long, default_value = "bench/ns3/build/dumbbell")]
+    pub ns3: PathBuf,
+    /// Measure netloop only.
+    #[arg(long)]
+    pub no_ns3: bool,
+    /// Also run netloop cut into these numbers of partitions (threads;
+    /// automatic cut, across the bottleneck for 2), e.g. `2` or `2,4`;
+    /// each run's results are checked equal to one partition's.
+    #[arg(long, value_delimiter = ',')]
+    pub partitions: Vec<u32>,
+    /// Also run netloop on these numbers of MPI ranks (`mpirun
+    /// --oversubscribe -np N`, this binary, built with `--features
+    /// mpi`), checked the same way.
+    #[arg(long, value_delimiter = ',')]
+    pub mpi_ranks: Vec<u32>,
+    /// How the partitions on threads keep in step, e.g. `windowed` or
+    /// `windowed,null` to measure both side by side (MPI ranks: rounds).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "windowed")]
+    pub sync: Vec<SyncArg>,
+    /// An earlier build of netloop to measure beside this one in the same
+    /// run, interleaved: each repeat runs it once as `BIN bench speed
+    /// --flows N --duration D --load L --repeats 1 --no-ns3 --json FILE`
+    /// (options every build since the first benchmark takes; the wan
+    /// scenario adds `--scenario wan --sites S`). `bench/baseline/build.sh`
+    /// builds the engine that measured the committed baseline,
+    /// `bench/results/speed.json`.
+    #[arg(long, value_name = "BIN")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// The networks `bench speed` runs.
@@ -184,6 +197,12 @@ struct Row {
     ns3: Option<Summary>,
     /// ns-3 median wall time / netloop median wall time.
     speedup: Option<f64>,
+    /// The earlier build of `--baseline`, and its median wall time /
+    /// netloop's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_baseline: Option<f64>,
     /// netloop cut into partitions, one entry per count asked for.
     partitioned: Vec<PartRow>,
 }
@@ -473,9 +492,98 @@ fn run_ns3(
     })
 }
 
+/// One run of an earlier netloop build (`--baseline BIN`) on the same
+/// network: its own `bench speed` with one repeat and no ns-3, read back
+/// from the JSON it writes.
+fn run_baseline(
+    bin: &Path,
+    scenario: Scenario,
+    sites: u32,
+    flows: u32,
+    duration: u64,
+    load: u64,
+) -> anyhow::Result<Sample> {
+    let json = std::env::temp_dir().join(format!(
+        "netloop-bench-baseline-{}.json",
+        std::process::id()
+    ));
+    let mut cmd = Command::new(bin);
+    cmd.args(["bench", "speed"]);
+    if scenario == Scenario::Wan {
+        cmd.args(["--scenario", "wan", "--sites", &sites.to_string()]);
+    }
+    let out = cmd
+        .args([
+            "--flows",
+            &flows.to_string(),
+            "--duration",
+            &duration.to_string(),
+        ])
+        .args(["--load", &load.to_string(), "--repeats", "1", "--no-ns3"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .with_context(|| format!("--baseline {}: running it", bin.display()))?;
+    let read = std::fs::read(&json);
+    let _ = std::fs::remove_file(&json);
+    if !out.status.success() {
+        return Err(anyhow!(
+            "--baseline {}: its bench speed failed ({}): {}",
+            bin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(
+        &read.with_context(|| format!("--baseline {}: reading its JSON", bin.display()))?,
+    )
+    .with_context(|| format!("--baseline {}: parsing its JSON", bin.display()))?;
+    let s = &v["rows"][0]["netloop"]["samples"][0];
+    let num = |k: &str| {
+        s[k].as_f64().ok_or_else(|| {
+            anyhow!(
+                "--baseline {}: its JSON has no rows[0].netloop.samples[0].{k}",
+                bin.display()
+            )
+        })
+    };
+    Ok(Sample {
+        wall_s: num("wall_s")?,
+        setup_s: num("setup_s")?,
+        events: num("events")? as u64,
+        packets_sent: num("packets_sent")? as u64,
+        packets_received: num("packets_received")? as u64,
+        max_rss_kb: s["max_rss_kb"].as_u64(),
+        huge_pages_kb: s["huge_pages_kb"].as_u64(),
+    })
+}
+
 /// Runs a benchmark.
 pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    let (
+    match cmd {
+        BenchCommand::Speed(a) => speed(a),
+        BenchCommand::Wakeup { samples, gap, json } => wakeup(
+            samples as usize,
+            std::time::Duration::from_nanos(gap.as_nanos()),
+            &json,
+        ),
+        BenchCommand::RtiFederate(a) => crate::rti::rti_federate(&a),
+        BenchCommand::Sync(a) => crate::bench_sync::sync(a),
+        BenchCommand::SyncRank(a) => crate::bench_sync::sync_rank(a),
+        BenchCommand::SpeedRank {
+            scenario,
+            sites,
+            flows,
+            duration,
+            load,
+            json,
+        } => speed_rank(scenario, sites, flows, duration, load, &json),
+    }
+}
+
+/// `netloop bench speed`.
+fn speed(a: SpeedArgs) -> anyhow::Result<ExitCode> {
+    let SpeedArgs {
         scenario,
         sites,
         flows,
@@ -487,44 +595,17 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         no_ns3,
         partitions,
         mpi_ranks,
-        syncs,
-    ) = match cmd {
-        BenchCommand::Wakeup { samples, gap, json } => {
-            return wakeup(
-                samples as usize,
-                std::time::Duration::from_nanos(gap.as_nanos()),
-                &json,
-            )
+        sync: syncs,
+        baseline,
+    } = a;
+    if let Some(b) = &baseline {
+        if !b.is_file() {
+            return Err(anyhow!(
+                "--baseline {}: no such file (bench/baseline/build.sh builds the baseline's engine)",
+                b.display()
+            ));
         }
-        BenchCommand::RtiFederate(a) => return crate::rti::rti_federate(&a),
-        BenchCommand::Sync(a) => return crate::bench_sync::sync(a),
-        BenchCommand::SyncRank(a) => return crate::bench_sync::sync_rank(a),
-        BenchCommand::SpeedRank {
-            scenario,
-            sites,
-            flows,
-            duration,
-            load,
-            json,
-        } => return speed_rank(scenario, sites, flows, duration, load, &json),
-        BenchCommand::Speed {
-            scenario,
-            sites,
-            flows,
-            duration,
-            load,
-            repeats,
-            json,
-            ns3,
-            no_ns3,
-            partitions,
-            mpi_ranks,
-            sync,
-        } => (
-            scenario, sites, flows, duration, load, repeats, json, ns3, no_ns3, partitions,
-            mpi_ranks, sync,
-        ),
-    };
+    }
     // Each way of running netloop besides one partition: (partitions,
     // transport, how they keep in step).
     let ways: Vec<(u32, &'static str, SyncMethod)> = partitions
@@ -556,6 +637,7 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     for &n in &flows {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
+        let mut before = Vec::new();
         // Interleaved, so that both systems see the same machine noise.
         let spec = scenario.spec(sites, n, duration, load);
         let mut parted: Vec<Vec<(Sample, serde_json::Value)>> = vec![Vec::new(); ways.len()];
@@ -597,6 +679,16 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 );
                 theirs.push(s);
             }
+            if let Some(bin) = &baseline {
+                let s = run_baseline(bin, scenario, sites, n, duration, load)?;
+                eprintln!(
+                    "flows={n} run {}/{}: baseline {:.3} s",
+                    r + 1,
+                    repeats,
+                    s.wall_s
+                );
+                before.push(s);
+            }
         }
         let netloop = summarise(ours);
         let mut partitioned = Vec::new();
@@ -635,71 +727,42 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         let speedup = ns3
             .as_ref()
             .map(|t| t.median_wall_s / netloop.median_wall_s);
+        let baseline = (!before.is_empty()).then(|| summarise(before));
+        if let Some(b) = &baseline {
+            // The ratio compares like with like only if both delivered the
+            // same packets (a model change may shift a few).
+            let (ours, theirs) = (
+                netloop.samples[0].packets_received as f64,
+                b.samples[0].packets_received as f64,
+            );
+            if (ours - theirs).abs() > 0.01 * ours.max(theirs) {
+                eprintln!(
+                    "warning: flows={n}: the baseline delivered {theirs} packets and this build {ours}: the ratio compares different work"
+                );
+            }
+        }
+        let vs_baseline = baseline
+            .as_ref()
+            .map(|b| b.median_wall_s / netloop.median_wall_s);
         rows.push(Row {
             flows: n,
             netloop,
             ns3,
             speedup,
+            baseline,
+            vs_baseline,
             partitioned,
         });
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec![
-        "flows",
-        "netloop wall (min–max)",
-        "netloop pkts/s",
-        "netloop events/s",
-        "ns-3 wall (min–max)",
-        "ns-3 pkts/s",
-        "packets (netloop / ns-3)",
-        "speed-up",
-        "target ≥ 2×",
-    ]);
-    let r = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
-    for row in &rows {
-        let a = &row.netloop;
-        let (b_wall, b_pps, b_pkts) = match &row.ns3 {
-            Some(b) => (
-                format!(
-                    "{:.3} s ({:.3}–{:.3})",
-                    b.median_wall_s, b.min_wall_s, b.max_wall_s
-                ),
-                format!("{:.0}", b.packets_per_s),
-                format::count(b.samples[0].packets_received),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        t.add_row(vec![
-            r(format::count(row.flows as u64)),
-            r(format!(
-                "{:.3} s ({:.3}–{:.3})",
-                a.median_wall_s, a.min_wall_s, a.max_wall_s
-            )),
-            r(format!("{:.0}", a.packets_per_s)),
-            r(format!("{:.0}", a.events_per_s)),
-            r(b_wall),
-            r(b_pps),
-            r(format!(
-                "{} / {}",
-                format::count(a.samples[0].packets_received),
-                b_pkts
-            )),
-            r(row.speedup.map_or("-".into(), |s| format!("{s:.2}×"))),
-            Cell::new(
-                row.speedup
-                    .map_or("n/a", |s| if s >= 2.0 { "met" } else { "NOT met" }),
-            ),
-        ]);
     }
     let what = match scenario {
         Scenario::Dumbbell => "dumbbell".to_string(),
         Scenario::Wan => format!("wan of {sites} sites"),
     };
     outln!("Simulation speed: {what}, {duration} s of traffic + 1 s drain, {load} Mbit/s offered, medians of {repeats}");
-    outln!("{t}");
+    outln!("{}", speed_table(&rows, baseline.is_some()));
     let mut failed = false;
     if !ways.is_empty() {
+        let r = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header(vec![
@@ -785,6 +848,81 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Issue 17's targets for one core: 5× the engine of the committed
+/// baseline, which is 100× ns-3 3.37 (the baseline ran at about 20× it).
+const TARGET_VS_BASELINE: f64 = 5.0;
+const TARGET_VS_NS3: f64 = 100.0;
+
+/// The main table: netloop, ns-3 and the `--baseline` build, per flow
+/// count, and the ratios against the targets.
+fn speed_table(rows: &[Row], with_baseline: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec![
+        "flows",
+        "netloop wall (min–max)",
+        "netloop pkts/s",
+        "netloop events/s",
+        "ns-3 wall (min–max)",
+        "ns-3 pkts/s",
+        "packets (netloop / ns-3)",
+        "vs ns-3 (target ≥ 100×)",
+    ];
+    if with_baseline {
+        header.extend([
+            "baseline wall (min–max)",
+            "baseline pkts/s",
+            "vs baseline (target ≥ 5×)",
+        ]);
+    }
+    t.set_header(header);
+    let r = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+    let wall = |s: &Summary| {
+        format!(
+            "{:.3} s ({:.3}–{:.3})",
+            s.median_wall_s, s.min_wall_s, s.max_wall_s
+        )
+    };
+    let ratio = |x: Option<f64>, target: f64| {
+        x.map_or("-".into(), |x| {
+            format!("{x:.2}× ({})", if x >= target { "met" } else { "not met" })
+        })
+    };
+    for row in rows {
+        let a = &row.netloop;
+        let (b_wall, b_pps, b_pkts) = match &row.ns3 {
+            Some(b) => (
+                wall(b),
+                format!("{:.0}", b.packets_per_s),
+                format::count(b.samples[0].packets_received),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let mut cells = vec![
+            r(format::count(row.flows as u64)),
+            r(wall(a)),
+            r(format!("{:.0}", a.packets_per_s)),
+            r(format!("{:.0}", a.events_per_s)),
+            r(b_wall),
+            r(b_pps),
+            r(format!(
+                "{} / {}",
+                format::count(a.samples[0].packets_received),
+                b_pkts
+            )),
+            r(ratio(row.speedup, TARGET_VS_NS3)),
+        ];
+        if with_baseline {
+            let (w, pps) = row.baseline.as_ref().map_or(("-".into(), "-".into()), |b| {
+                (wall(b), format!("{:.0}", b.packets_per_s))
+            });
+            cells.extend([r(w), r(pps), r(ratio(row.vs_baseline, TARGET_VS_BASELINE))]);
+        }
+        t.add_row(cells);
+    }
+    t
 }
 
 /// What the benchmark ran on.

@@ -166,7 +166,7 @@ pub fn wants_huge_pages(args: impl IntoIterator<Item = OsString>) -> bool {
         cli.command,
         Command::Run(_)
             | Command::Bench {
-                which: bench::BenchCommand::Speed { .. } | bench::BenchCommand::SpeedRank { .. },
+                which: bench::BenchCommand::Speed(_) | bench::BenchCommand::SpeedRank { .. },
             }
     )
 }

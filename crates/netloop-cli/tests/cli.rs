@@ -917,3 +917,64 @@ fn a_benchmark_runs_with_its_heap_in_huge_pages_unless_told_not_to() {
     assert!(on >= 2048, "{on} KiB in huge pages with them asked for");
     assert_eq!(huge_kb(true), 0, "NETLOOP_HUGE_PAGES=0");
 }
+
+/// `bench speed --baseline BIN` runs an earlier build beside this one,
+/// interleaved, and reports its runs and the ratio; a missing or failing
+/// baseline is an error naming it. (This build stands in for the earlier
+/// one: they take the same options.)
+#[test]
+fn a_benchmark_measures_an_earlier_build_beside_this_one() {
+    let dir = tmpdir("baseline");
+    let json = dir.join("speed.json");
+    let me = env!("CARGO_BIN_EXE_netloop");
+    let out = Command::new(me)
+        .args(["bench", "speed", "--flows", "1", "--duration", "1"])
+        .args(["--repeats", "2", "--no-ns3", "--baseline", me, "--json"])
+        .arg(&json)
+        .output()
+        .expect("netloop runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("vs baseline (target ≥ 5×)"), "{stdout}");
+    assert_eq!(stderr.matches("run 2/2: baseline").count(), 1, "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let row = &v["rows"][0];
+    let base = row["baseline"]["samples"]
+        .as_array()
+        .expect("baseline runs");
+    assert_eq!(base.len(), 2, "{}", row["baseline"]);
+    for s in base {
+        assert_eq!(
+            s["packets_received"], row["netloop"]["samples"][0]["packets_received"],
+            "the same network, the same packets"
+        );
+        assert!(s["wall_s"].as_f64().unwrap() > 0.0);
+    }
+    let ratio = row["baseline"]["median_wall_s"].as_f64().unwrap()
+        / row["netloop"]["median_wall_s"].as_f64().unwrap();
+    let reported = row["vs_baseline"].as_f64().expect("vs_baseline");
+    assert!((reported - ratio).abs() < 1e-9, "{reported} vs {ratio}");
+
+    for (bin, says) in [
+        (
+            "/nonexistent/netloop",
+            "--baseline /nonexistent/netloop: no such file",
+        ),
+        (
+            "/bin/false",
+            "--baseline /bin/false: its bench speed failed",
+        ),
+    ] {
+        let out = Command::new(me)
+            .args(["bench", "speed", "--flows", "1", "--duration", "1"])
+            .args(["--repeats", "1", "--no-ns3", "--baseline", bin, "--json"])
+            .arg(dir.join("no.json"))
+            .output()
+            .expect("netloop runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bin}: {stderr}");
+        assert!(stderr.contains(says), "{bin}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
