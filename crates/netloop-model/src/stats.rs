@@ -246,6 +246,13 @@ pub struct Ledger {
     pub delivered: BTreeMap<Sink, u64>,
     /// Frames dropped, by reason.
     pub dropped: DropCounts,
+    /// The drops recorded since [`Ledger::start_log`], while `logging`:
+    /// how a router learns which drops an event of its own made without a
+    /// copy of every count before each event (most drop nothing).
+    #[serde(skip)]
+    log: Vec<(DropReason, u64)>,
+    #[serde(skip)]
+    logging: bool,
 }
 
 impl Ledger {
@@ -280,12 +287,30 @@ impl Ledger {
     /// Records a drop.
     #[inline]
     pub fn drop_frame(&mut self, r: DropReason) {
-        self.dropped.add(r);
+        self.drop_n(r, 1);
     }
     /// Records `n` drops at once (the segments of a super-frame).
     #[inline]
     pub fn drop_n(&mut self, r: DropReason, n: u64) {
         self.dropped.add_n(r, n);
+        if self.logging {
+            self.log.push((r, n));
+        }
+    }
+    /// Starts noting each drop, until [`Ledger::take_log`].
+    #[inline]
+    pub(crate) fn start_log(&mut self) {
+        self.logging = true;
+        self.log.clear();
+    }
+    /// Stops noting drops, and hands each one noted since
+    /// [`Ledger::start_log`] to `f`.
+    #[inline]
+    pub(crate) fn take_log(&mut self, mut f: impl FnMut(DropReason, u64)) {
+        self.logging = false;
+        for (r, n) in self.log.drain(..) {
+            f(r, n);
+        }
     }
     /// Records `n` frames reaching their end at once.
     #[inline]
