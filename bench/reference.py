@@ -23,7 +23,9 @@ Experiments (each can be run alone with --only):
            its own 2 Mbit/s, 50 ms link, carry 1.8 Mbit/s of UDP; the live
            flow's rate against N (the curve and the knee at 95 %).
   speed    simulation speed without real hosts: `netloop bench speed`
-           (dumbbell, 1 to 10 000 flows) against ns-3 on the same scenario.
+           (dumbbell, 1 to 10 000 flows) against ns-3 on the same scenario and
+           against the engine of the committed baseline (bench/baseline/build.sh
+           builds it from this repository's history).
   rti      HLA RTI benchmarks (seed 003): HELICS sender and returnee federates
            alone, with a relay, and through netloop (ideal, LAN, WAN; simulated
            and real time): round trip, rate and one-way throughput against
@@ -764,10 +766,29 @@ def exp_opcua(p, reps):
     return {"rows": rows, "concurrency": 8, "value_bytes": 1000, "overhead": ETH_OVERHEAD}
 
 
+def baseline_build():
+    """The engine of the committed speed baseline (bench/baseline/build.sh,
+    minutes the first time): (its path, None), or (None, why not)."""
+    try:
+        r = subprocess.run(["bash", os.path.join(ROOT, "bench", "baseline", "build.sh")],
+                           capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return None, "bench/baseline/build.sh did not finish within an hour"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"bench/baseline/build.sh failed: {last}"
+    return r.stdout.strip().splitlines()[-1], None
+
+
 def exp_speed(p, reps, outdir):
+    """The dumbbell against ns-3, and against the baseline's engine built
+    from this repository's history (issue 17's 5x), in the same run."""
     js = os.path.join(outdir, "speed.json")
     args = [NETLOOP, "bench", "speed", "--flows", p["speed_flows"], "--duration", str(p["speed_duration"]),
             "--repeats", str(reps), "--json", js, "--ns3", NS3_DUMBBELL]
+    base, why = baseline_build()
+    if base:
+        args += ["--baseline", base]
     errf = tempfile.TemporaryFile("w+")
     run = spawn(args, stderr=errf, text=True, cwd=ROOT)
     if not finish(run, 3600, wait=10):
@@ -775,7 +796,10 @@ def exp_speed(p, reps, outdir):
     if run.returncode != 0:
         return {"error": tail(errf, 1000)}
     with open(js) as f:
-        return json.load(f)
+        res = json.load(f)
+    if why:
+        res["baseline_note"] = why
+    return res
 
 
 def netloop_has_mpi():

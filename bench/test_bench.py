@@ -164,6 +164,45 @@ class Partitions(unittest.TestCase):
         self.assertEqual(t, {})
 
 
+def speed_row(flows, wall, ns3=None, base=None):
+    """A `bench speed` row: netloop's median wall time, ns-3's and the
+    baseline's (seconds, None when not run); 1000 packets each."""
+    run = lambda w: {"median_wall_s": w, "packets_per_s": 1000 / w, "events_per_s": 4000 / w}  # noqa: E731
+    return {"flows": flows, "netloop": run(wall), "ns3": run(ns3) if ns3 else None,
+            "speedup": ns3 / wall if ns3 else None, "baseline": run(base) if base else None,
+            "vs_baseline": base / wall if base else None}
+
+
+class Speed(unittest.TestCase):
+    def speed(self, rows, **extra):
+        return section("speed", {"load_mbps": 500, "duration_s": 10, "repeats": 3, "rows": rows, **extra})
+
+    def test_issue_17s_targets_take_the_worst_flow_count(self):
+        t, text = self.speed([speed_row(1, 1.0, ns3=30.0, base=5.5), speed_row(10000, 2.0, ns3=250.0, base=9.0)])
+        self.assertEqual(t["Simulation speed: ≥ 2× ns-3 on the dumbbell, every flow count"],
+                         ("1 flows 30.0×, 10,000 flows 125.0×", "**met**"))
+        self.assertEqual(t["Simulation speed: ≥ 100× ns-3 on the dumbbell, every flow count (issue 17)"],
+                         ("1 flows 30.0×, 10,000 flows 125.0×", "**not met**"))
+        self.assertEqual(t["Simulation speed: ≥ 5× the baseline's engine, same run, every flow count (issue 17)"],
+                         ("1 flows 5.5×, 10,000 flows 4.5×", "**not met**"))
+        self.assertEqual(table_row(text, "| 10,000 |")[6:], ["125.00×", "111", "4.50×"])
+
+    def test_without_a_baseline_the_report_says_why_and_claims_nothing(self):
+        why = "bench/baseline/build.sh failed: no commit 'efdea06' in /x (a shallow clone? git fetch --unshallow)"
+        t, text = self.speed([speed_row(1, 1.0, ns3=300.0)], baseline_note=why)
+        self.assertEqual(t["Simulation speed: ≥ 5× the baseline's engine, same run, every flow count (issue 17)"],
+                         (why, "n/a"))
+        self.assertEqual(t["Simulation speed: ≥ 100× ns-3 on the dumbbell, every flow count (issue 17)"][1],
+                         "**met**")
+        self.assertIn(f"No baseline: {why}.", text)
+        self.assertEqual(table_row(text, "| 1 |")[7:], ["n/a", "n/a"])
+
+    def test_a_baseline_missing_at_one_flow_count_claims_nothing(self):
+        t, _ = self.speed([speed_row(1, 1.0, base=6.0), speed_row(100, 1.0)])
+        self.assertEqual(t["Simulation speed: ≥ 5× the baseline's engine, same run, every flow count (issue 17)"],
+                         ("1 flows 6.0×; no ratio for [100]", "n/a"))
+
+
 class Rti(unittest.TestCase):
     @staticmethod
     def rtt(system, ms, hz=None, **extra):
@@ -543,10 +582,10 @@ class KeepingUpColumns(unittest.TestCase):
         with open(os.path.join(ROOT, "bench", "results", "results.json")) as f:
             res = json.load(f)
         for name, e in res["experiments"].items():
-            if name == "speed":  # draws its plot inline; needs matplotlib
-                continue
             _, text = section(name, e)
-            if name != "delay" or "netloop" in e["runs"]:
+            if name == "speed":
+                self.assertIn("| 1 | ", text)
+            elif name != "delay" or "netloop" in e["runs"]:
                 self.assertIn("netloop kept up", text, name)
 
 
