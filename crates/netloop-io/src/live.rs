@@ -39,19 +39,19 @@ use crate::rtpart::PartitionRt;
 use crate::session::Session;
 use crate::tap::TapDevice;
 
-/// What the simulated applications' delay and round-trip histograms are
-/// made to cover before a real-time run's clock starts (see
-/// `Samples::presize`): samples up to 10 s never grow one during the run.
-/// About 76 KiB per histogram (3 significant digits from 100 ns; computed
-/// from HdrHistogram's layout: 19 half-buckets of 1 024 u32 counts).
+/// The largest sample the simulated applications' delay and round-trip
+/// histograms are presized for before a real-time run's clock starts (see
+/// `Samples::presize`). Their counts cover only the band of buckets their
+/// samples fill, so presizing makes room for a band (2 KiB each) and the
+/// value no longer changes what is made.
 pub(crate) const SAMPLES_PRESIZE_NS: u64 = 10_000_000_000;
 
 /// Heap to make resident before a real-time run's clock starts (see
 /// [`crate::memory`]): 64 MiB for the network and its frames, and 160 KiB
 /// per flow (measured: a flow of 1 000-byte datagrams at 1.8 Mbit/s over a
 /// 50 ms link grew the process by about 140 KiB in its first second, most of
-/// it frame buffers in flight and its delay histogram, which is now made
-/// before the reserve), at most a quarter of the machine's memory.
+/// it frame buffers in flight and its delay histogram, which was dense then
+/// and is a band of 2 KiB now), at most a quarter of the machine's memory.
 fn heap_reserve(flows: usize) -> usize {
     let quarter = crate::sys::physical_memory()
         .and_then(|b| usize::try_from(b / 4).ok())

@@ -22,24 +22,30 @@ use std::net::IpAddr;
 pub const PROBE_HEADER: usize = 20;
 
 /// A distribution of nanosecond samples: exact count, min, max, mean and
-/// standard deviation (Welford's algorithm), and percentiles from an
-/// HdrHistogram with 3 significant digits and a 100 ns floor (percentiles
-/// are within max(100 ns, 0.1 %)). A full-precision histogram of 20 ms
-/// delays would cost megabytes per flow; this costs a few tens of kilobytes
-/// (thousands of flows are the norm) and keeps the extremes and moments
-/// exact.
+/// standard deviation (Welford's algorithm), and percentiles from the
+/// buckets of an HdrHistogram with 3 significant digits and a 100 ns floor
+/// (percentiles are within max(100 ns, 0.1 %)). The extremes and moments
+/// are exact.
 ///
-/// Samples that fall in the histogram bucket of the one before are counted
-/// apart and added to the histogram in one go when one falls elsewhere
-/// (`Pending`): a flow's delays mostly repeat a bucket, and writing each
-/// into its flow's histogram, a cache miss apiece when thousands of flows
-/// take turns, was a tenth of a 10 000-flow run. What the histogram
-/// answers is the same, since it only ever tells samples apart by bucket.
+/// **Counts from the first bucket with a sample to the last.** A dense
+/// HdrHistogram holds a count for every bucket from 0 to its largest sample
+/// (about 76 KiB at 10 s), allocated, zeroed and copied as it grows, while a
+/// flow's delays fill a narrow band of buckets: 50–55 ms is 160 of them,
+/// 1.3 KiB. With thousands of flows the dense ones were most of a run's
+/// memory (128 MB of a 10 000-flow dumbbell). The buckets are HdrHistogram's
+/// own ([`index`] and [`value_at`] give them, checked against the library),
+/// and the percentiles are those a dense histogram of the same samples gives
+/// ([`Samples::histogram`] builds one).
+///
+/// Samples that fall in the bucket of the one before are counted apart and
+/// added in one go when one falls elsewhere (`Pending`): a flow's delays
+/// mostly repeat a bucket.
 #[derive(Clone, Debug)]
 pub struct Samples {
-    /// Percentile histogram (u32 counts: 4 G samples per bucket is plenty),
-    /// without the pending samples.
-    hist: Histogram<u32>,
+    /// Counts of the buckets `first..first + counts.len()`, without the
+    /// pending samples.
+    counts: Vec<u64>,
+    first: usize,
     pending: Pending,
     /// Number of samples.
     pub count: u64,
@@ -51,11 +57,53 @@ pub struct Samples {
     m2: f64,
 }
 
-/// Samples recorded but not yet in the histogram: `n` of them, all in its
-/// bucket `lo..=hi`, the first of them `value`.
+/// The histogram whose buckets [`Samples`] count in: HdrHistogram's with 3
+/// significant digits and a 100 ns floor. It records nothing; it tells a
+/// value's bucket (which does not depend on the largest value a histogram
+/// covers, so a dense one of any size agrees).
+static BUCKETS: std::sync::LazyLock<Histogram<u32>> = std::sync::LazyLock::new(|| {
+    let mut h = Histogram::new_with_bounds(100, 200, 3).expect("valid bounds");
+    h.auto(true);
+    h
+});
+
+/// [`BUCKETS`]'s layout, as HdrHistogram derives it: the unit is 2^6 ns
+/// (the power of two at or below the 100 ns floor), and a bucket of 2^11
+/// sub-buckets (the power of two at or above 2 × 10^3, for 3 significant
+/// digits) whose lower half repeats the bucket below.
+const UNIT_MAGNITUDE: u32 = 6;
+const SUB_BUCKET_MAGNITUDE: u32 = 11;
+const SUB_BUCKET_HALF_MAGNITUDE: u32 = SUB_BUCKET_MAGNITUDE - 1;
+const SUB_BUCKET_HALF: u64 = 1 << SUB_BUCKET_HALF_MAGNITUDE;
+const SUB_BUCKET_MASK: u64 = ((1 << SUB_BUCKET_MAGNITUDE) - 1) << UNIT_MAGNITUDE;
+
+/// The index of `v`'s bucket in a dense [`BUCKETS`] histogram (its
+/// `index_for`, which the library keeps to itself): buckets in order of
+/// value, one index each.
+fn index(v: u64) -> usize {
+    let bucket = 64 - UNIT_MAGNITUDE - SUB_BUCKET_MAGNITUDE - (v | SUB_BUCKET_MASK).leading_zeros();
+    let sub = v >> (bucket + UNIT_MAGNITUDE);
+    (((u64::from(bucket) + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub - SUB_BUCKET_HALF) as usize
+}
+
+/// The lowest value of the bucket at `index` (the library's `value_for`).
+fn value_at(index: usize) -> u64 {
+    let i = index as u64;
+    let (bucket, sub) = match (i >> SUB_BUCKET_HALF_MAGNITUDE).checked_sub(1) {
+        Some(b) => (b, (i & (SUB_BUCKET_HALF - 1)) + SUB_BUCKET_HALF),
+        None => (0, i & (SUB_BUCKET_HALF - 1)),
+    };
+    sub << (bucket + u64::from(UNIT_MAGNITUDE))
+}
+
+/// Buckets a presized sample set holds without growing (see
+/// [`Samples::presize`]).
+const PRESIZED_BUCKETS: usize = 256;
+
+/// Samples recorded but not yet in the counts: `n` of them, all in the
+/// bucket `lo..=hi`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Pending {
-    value: u64,
     lo: u64,
     hi: u64,
     n: u64,
@@ -64,11 +112,8 @@ struct Pending {
 impl Default for Samples {
     fn default() -> Self {
         Samples {
-            hist: {
-                let mut h = Histogram::new_with_bounds(100, 200, 3).expect("valid bounds");
-                h.auto(true);
-                h
-            },
+            counts: Vec::new(),
+            first: 0,
             pending: Pending::default(),
             count: 0,
             min: u64::MAX,
@@ -84,14 +129,13 @@ impl Samples {
     #[inline]
     pub fn record(&mut self, v: u64) {
         let p = &mut self.pending;
-        if p.n > 0 && p.lo <= v && v <= p.hi && p.n < u64::from(u32::MAX) {
+        if p.n > 0 && p.lo <= v && v <= p.hi {
             p.n += 1;
         } else {
             self.flush();
             self.pending = Pending {
-                value: v,
-                lo: self.hist.lowest_equivalent(v),
-                hi: self.hist.highest_equivalent(v),
+                lo: BUCKETS.lowest_equivalent(v),
+                hi: BUCKETS.highest_equivalent(v),
                 n: 1,
             };
         }
@@ -103,24 +147,75 @@ impl Samples {
         self.m2 += d * (v as f64 - self.mean);
     }
 
-    /// Puts the pending samples into the histogram.
+    /// Puts the pending samples into their bucket's count, widening the
+    /// counts to reach it.
     fn flush(&mut self) {
         let p = std::mem::take(&mut self.pending);
         if p.n == 0 {
             return;
         }
-        let n = u32::try_from(p.n).unwrap_or(u32::MAX);
-        // `record_n` grows the auto-resizing histogram; it fails only past
-        // its absolute limit, where saturating at the top is right.
-        if self.hist.record_n(p.value, n).is_err() {
-            self.hist.saturating_record_n(p.value, n);
+        let i = index(p.lo);
+        if self.counts.is_empty() {
+            self.first = i;
+        } else if i < self.first {
+            // Delays falling bucket by bucket (a queue draining) would move
+            // the counts once per sample: widen by as much again as there
+            // is, so that a band grown downwards moves O(1) times per bucket.
+            let first = i.saturating_sub(self.counts.len());
+            self.counts
+                .splice(0..0, std::iter::repeat_n(0, self.first - first));
+            self.first = first;
         }
+        let at = i - self.first;
+        if at >= self.counts.len() {
+            self.counts.resize(at + 1, 0);
+        }
+        self.counts[at] += p.n;
     }
 
-    /// The histogram of every sample so far.
-    pub fn histogram(&mut self) -> &Histogram<u32> {
-        self.flush();
-        &self.hist
+    /// The buckets with samples, pending ones included: (the bucket's
+    /// highest value, count), by value.
+    fn filled(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let p = self.pending;
+        let mut pending = (p.n > 0).then(|| (index(p.lo), p.n));
+        let mut counted = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(i, &c)| (self.first + i, c))
+            .peekable();
+        std::iter::from_fn(move || {
+            let next = match (counted.peek().copied(), pending) {
+                (Some((i, c)), Some((pi, pn))) if i == pi => {
+                    counted.next();
+                    pending = None;
+                    Some((i, c + pn))
+                }
+                (Some((i, _)), Some((pi, _))) if i > pi => pending.take(),
+                (None, Some(_)) => pending.take(),
+                _ => counted.next(),
+            };
+            next.map(|(i, c)| (BUCKETS.highest_equivalent(value_at(i)), c))
+        })
+    }
+
+    /// A dense HdrHistogram of every sample so far (3 significant digits,
+    /// 100 ns floor, counts saturating at `u32::MAX`), for a caller that
+    /// wants HdrHistogram's own answers.
+    pub fn histogram(&self) -> Histogram<u32> {
+        let mut h = Histogram::new_with_bounds(100, 200, 3).expect("valid bounds");
+        h.auto(true);
+        for (hi, n) in self.filled() {
+            // Any value of the bucket lands in it; the auto-resizing
+            // histogram fails only past its absolute limit, where
+            // saturating at the top is right.
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            if h.record_n(hi, n).is_err() {
+                h.saturating_record_n(hi, n);
+            }
+        }
+        h
     }
 
     /// The values at `quantiles` (ascending, each in 0..=1), exactly as
@@ -128,32 +223,11 @@ impl Samples {
     /// in one pass; 0 for each if there are no samples.
     pub fn quantiles<const N: usize>(&self, quantiles: [f64; N]) -> [u64; N] {
         let mut out = [0u64; N];
-        let p = self.pending;
-        if p.n == 0 {
-            for (o, v) in out.iter_mut().zip(self.hist.value_at_quantiles(quantiles)) {
-                *o = v;
-            }
+        if self.count == 0 {
             return out;
         }
-        // The histogram's buckets that hold samples, as (highest value of
-        // the bucket, count), with the pending bucket merged in.
-        let mut pending = Some((p.hi, p.n));
-        let mut recorded = self
-            .hist
-            .iter_recorded()
-            .map(|v| (v.value_iterated_to(), u64::from(v.count_at_value())))
-            .peekable();
-        let mut buckets = std::iter::from_fn(move || match (recorded.peek(), pending) {
-            (Some(&(hi, c)), Some((phi, pn))) if hi == phi => {
-                recorded.next();
-                pending = None;
-                Some((hi, c + pn))
-            }
-            (Some(&(hi, _)), Some(b)) if hi > b.0 => pending.take(),
-            (None, Some(_)) => pending.take(),
-            _ => recorded.next(),
-        });
-        let total = self.hist.len() + p.n;
+        let mut buckets = self.filled();
+        let total = self.count;
         let (mut seen, mut at) = (0u64, 0u64);
         for (o, &q) in out.iter_mut().zip(quantiles.iter()) {
             let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
@@ -165,30 +239,26 @@ impl Samples {
                 at = hi;
             }
             *o = if q == 0.0 {
-                self.hist.lowest_equivalent(at)
+                BUCKETS.lowest_equivalent(at)
             } else {
-                self.hist.highest_equivalent(at)
+                BUCKETS.highest_equivalent(at)
             };
         }
         out
     }
 
-    /// Makes the histogram cover samples up to `highest` ns now, so that a
-    /// later sample below it never grows it: growing zeroes and copies tens
-    /// of kilobytes, and in a real-time run whose flows all start together
-    /// their first samples come together too (300 flows within 1.3 ms made
-    /// events a millisecond late). Samples above `highest` still grow it.
-    pub fn presize(&mut self, highest: u64) {
-        self.flush();
-        if highest <= self.hist.high() {
-            return;
-        }
-        let mut h = Histogram::new_with_bounds(100, highest, 3).expect("valid bounds");
-        h.auto(true);
-        // Cannot fail: `h` covers everything `self.hist` holds.
-        let _ = h.add(&self.hist);
-        self.hist = h;
+    /// Makes room now for the band of buckets a flow's samples are likely
+    /// to fill ([`PRESIZED_BUCKETS`], 2 KiB), so that a real-time run whose
+    /// flows all start together does not grow them in its first
+    /// milliseconds. (A dense histogram had to cover every value up to
+    /// `highest` ns, tens of kilobytes zeroed and copied per flow; the band
+    /// needs only its own width, and `highest` no longer matters.) A wider
+    /// band still grows it.
+    pub fn presize(&mut self, _highest: u64) {
+        self.counts
+            .reserve(PRESIZED_BUCKETS.saturating_sub(self.counts.len()));
     }
+
     /// Exact mean.
     pub fn mean(&self) -> f64 {
         self.mean
@@ -744,39 +814,112 @@ pub enum SendRefused {
 mod tests {
     use super::*;
 
-    /// A presized sample set takes samples up to its size without growing
-    /// (growing is what a real-time run must not do in the run), keeps what
-    /// it held, and still grows past it.
+    /// The buckets' indexes and lowest values are HdrHistogram's: every
+    /// value to 2^20 ns, and around every power of two and random values
+    /// up to the largest, land in the bucket the library gives them, in
+    /// order, each bucket one index after the one below.
     #[test]
-    fn presized_samples_do_not_grow_below_their_size() {
-        let mut grown = Samples::default();
-        let before = grown.histogram().distinct_values();
-        grown.record(54_000_000);
-        assert!(
-            grown.histogram().distinct_values() > before,
-            "the default grows"
-        );
+    fn bucket_indexes_are_the_librarys() {
+        let check = |v: u64| {
+            let lo = BUCKETS.lowest_equivalent(v);
+            assert_eq!(value_at(index(v)), lo, "value {v}");
+            assert_eq!(index(lo), index(v), "value {v}");
+            if lo > 0 {
+                assert_eq!(index(lo - 1) + 1, index(lo), "below {v}");
+            }
+        };
+        (0..1 << 20).for_each(check);
+        for shift in 20..63 {
+            let p = 1u64 << shift;
+            for v in [p - 1, p, p + 1, p + p / 3] {
+                check(v);
+            }
+        }
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            check(x >> (x % 40));
+        }
+    }
 
+    /// A presized sample set takes a band of buckets without growing
+    /// (growing is what a real-time run must not do in its first
+    /// milliseconds), keeps what it held, and still grows past the band.
+    #[test]
+    fn presized_samples_take_a_band_of_buckets_without_growing() {
         let mut s = Samples::default();
-        s.record(150);
+        s.record(50_000_000);
         s.presize(10_000_000_000);
-        let sized = s.histogram().distinct_values();
-        for v in [54_000_000, 9_000_000_000, 100] {
+        let room = s.counts.capacity();
+        assert!(room >= PRESIZED_BUCKETS, "{room}");
+        // 50 to 58 ms: buckets of 32 µs, 250 of them.
+        for i in 1..250u64 {
+            s.record(50_000_000 + 32_768 * i);
+        }
+        s.flush();
+        assert_eq!(s.counts.len(), 250);
+        assert_eq!(s.counts.capacity(), room, "no growth");
+        assert_eq!(s.count, 250);
+        // The median, the 125th sample, to 3 significant digits.
+        let [p50] = s.quantiles([0.5]);
+        assert!(p50.abs_diff(50_000_000 + 32_768 * 124) <= 50_000, "{p50}");
+        s.record(9_000_000_000);
+        s.flush();
+        assert!(s.counts.capacity() > room, "past the band it grows");
+        assert_eq!(s.histogram().len(), 251, "and keeps every sample");
+    }
+
+    /// Delays that fall bucket by bucket (a queue draining) widen the band
+    /// downwards in steps that double, not once per sample.
+    #[test]
+    fn a_falling_band_widens_in_doubling_steps() {
+        let mut s = Samples::default();
+        let (mut moves, mut first) = (0, usize::MAX);
+        for k in 0..2_000u64 {
+            s.record(120_000_000 - 33_000 * k);
+            s.flush();
+            if s.first != first {
+                moves += 1;
+                first = s.first;
+            }
+        }
+        assert!(moves < 15, "{moves} widenings for 2 000 falling buckets");
+        let [lo, hi] = s.quantiles([0.0, 1.0]);
+        assert_eq!(lo, BUCKETS.lowest_equivalent(120_000_000 - 33_000 * 1_999));
+        assert_eq!(hi, BUCKETS.highest_equivalent(120_000_000));
+    }
+
+    /// A sample set holds counts from its lowest bucket with a sample to its
+    /// highest, not from zero: a band of delays costs its own width.
+    #[test]
+    fn a_sample_set_counts_only_its_band() {
+        let mut s = Samples::default();
+        for v in [20_000_000, 20_000_001, 21_000_000, 20_000_000] {
             s.record(v);
         }
-        assert_eq!(s.histogram().distinct_values(), sized);
-        assert_eq!(s.histogram().len(), 4, "the sample from before is kept");
-        assert_eq!((s.count, s.min, s.max), (4, 100, 9_000_000_000));
-        // The median is the sample from before, within the 100 ns floor.
-        assert!(s.histogram().value_at_quantile(0.5).abs_diff(150) < 100);
-        s.presize(1_000);
-        assert_eq!(
-            s.histogram().distinct_values(),
-            sized,
-            "presizing never shrinks"
+        s.flush();
+        // 20 to 21 ms in buckets of 16 µs.
+        assert_eq!(s.counts.len(), 1_000_000 / 16_384 + 1);
+        let dense = s.histogram();
+        assert_eq!(dense.len(), 4);
+        assert!(
+            dense.distinct_values() > 10_000,
+            "{}",
+            dense.distinct_values()
         );
-        s.record(50_000_000_000);
-        assert!(s.histogram().distinct_values() > sized);
+        // A sample below the band widens it downwards, keeping the counts.
+        s.record(10_000_000);
+        s.flush();
+        assert_eq!(s.histogram().len(), 5);
+        assert_eq!(
+            s.quantiles([0.0, 1.0]),
+            [
+                BUCKETS.lowest_equivalent(10_000_000),
+                BUCKETS.highest_equivalent(21_000_000)
+            ]
+        );
     }
 
     /// Samples counted apart while they repeat a bucket answer every
