@@ -197,6 +197,24 @@ class Speed(unittest.TestCase):
         self.assertIn(f"No baseline: {why}.", text)
         self.assertEqual(table_row(text, "| 1 |")[7:], ["n/a", "n/a"])
 
+    def test_a_baseline_that_fails_leaves_the_run_without_it(self):
+        # A stand-in netloop: fails when asked for a baseline, else writes
+        # an empty result where --json says.
+        d = tempfile.mkdtemp()
+        fake = os.path.join(d, "netloop")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\ncase "$*" in *--baseline*) echo "boom: the baseline broke" >&2; exit 1;; esac\n'
+                    'while [ $# -gt 0 ]; do [ "$1" = --json ] && echo \'{"rows": []}\' > "$2"; shift; done\n')
+        os.chmod(fake, 0o755)
+        saved = reference.NETLOOP, reference.baseline_build
+        reference.NETLOOP, reference.baseline_build = fake, lambda: ("/x/netloop-base", None)
+        try:
+            res = reference.exp_speed(reference.PROFILES["quick"], 1, d)
+        finally:
+            reference.NETLOOP, reference.baseline_build = saved
+        self.assertEqual(res["rows"], [])
+        self.assertEqual(res["baseline_note"], "the run with the baseline failed: boom: the baseline broke")
+
     def test_a_baseline_missing_at_one_flow_count_claims_nothing(self):
         t, _ = self.speed([speed_row(1, 1.0, base=6.0), speed_row(100, 1.0)])
         self.assertEqual(t["Simulation speed: ≥ 5× the baseline's engine, same run, every flow count (issue 17)"],

@@ -40,8 +40,10 @@ if [[ ! -x "$out" ]]; then
     echo "build.sh: building netloop $short (a few minutes the first time)" >&2
     CARGO_TARGET_DIR="$here/build/target" cargo build --release --quiet \
         --manifest-path "$tmp/src/Cargo.toml" -p netloop-cli
-    cp "$here/build/target/release/netloop" "$out.tmp"
-    mv "$out.tmp" "$out"
+    # A name of this run's own, so that two builds at once never install
+    # a half-copied binary.
+    cp "$here/build/target/release/netloop" "$out.tmp.$$"
+    mv "$out.tmp.$$" "$out"
 fi
 ln -sfn "netloop-$short" "$here/build/netloop"
 echo "$out"

@@ -507,7 +507,11 @@ fn run_baseline(
         "netloop-bench-baseline-{}.json",
         std::process::id()
     ));
-    let mut cmd = Command::new(bin);
+    // As a path, never a name to look up on PATH: `--baseline netloop`
+    // means the file here (checked to exist), not the netloop installed.
+    let path = std::path::absolute(bin)
+        .with_context(|| format!("--baseline {}: its path", bin.display()))?;
+    let mut cmd = Command::new(path);
     cmd.args(["bench", "speed"]);
     if scenario == Scenario::Wan {
         cmd.args(["--scenario", "wan", "--sites", &sites.to_string()]);

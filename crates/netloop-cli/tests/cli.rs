@@ -956,6 +956,29 @@ fn a_benchmark_measures_an_earlier_build_beside_this_one() {
     let reported = row["vs_baseline"].as_f64().expect("vs_baseline");
     assert!((reported - ratio).abs() < 1e-9, "{reported} vs {ratio}");
 
+    // A bare name is the file in the working directory, not a program on
+    // PATH (which has no `nl-base`).
+    std::os::unix::fs::symlink(me, dir.join("nl-base")).unwrap();
+    let out = Command::new(me)
+        .current_dir(&dir)
+        .args(["bench", "speed", "--flows", "1", "--duration", "1"])
+        .args([
+            "--repeats",
+            "1",
+            "--no-ns3",
+            "--baseline",
+            "nl-base",
+            "--json",
+        ])
+        .arg(dir.join("bare.json"))
+        .output()
+        .expect("netloop runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     for (bin, says) in [
         (
             "/nonexistent/netloop",
