@@ -326,13 +326,8 @@ fn run_mpi(
     let t0 = Instant::now();
     let out = mpirun(ranks)?
         .args(["bench", "speed-rank", "--scenario", scenario.name()])
-        .args(["--sites", &sites.to_string(), "--flows", &flows.to_string()])
-        .args([
-            "--duration",
-            &duration.to_string(),
-            "--load",
-            &load.to_string(),
-        ])
+        .args(["--sites", &sites.to_string()])
+        .args(traffic_args(flows, duration, load))
         .arg("--json")
         .arg(&json)
         .output()
@@ -440,6 +435,19 @@ fn ensure_ns3(bin: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--flows N --duration D --load L`: the traffic options that ns-3's
+/// peers, earlier netloop builds and MPI ranks all take.
+fn traffic_args(flows: u32, duration: u64, load: u64) -> [String; 6] {
+    [
+        "--flows".into(),
+        flows.to_string(),
+        "--duration".into(),
+        duration.to_string(),
+        "--load".into(),
+        load.to_string(),
+    ]
+}
+
 fn run_ns3(
     bin: &Path,
     scenario: Scenario,
@@ -453,14 +461,7 @@ fn run_ns3(
         cmd.args(["--sites", &sites.to_string()]);
     }
     let out = cmd
-        .args([
-            "--flows",
-            &flows.to_string(),
-            "--duration",
-            &duration.to_string(),
-            "--load",
-            &load.to_string(),
-        ])
+        .args(traffic_args(flows, duration, load))
         .output()
         .with_context(|| format!("running {}", bin.display()))?;
     if !out.status.success() {
@@ -517,13 +518,8 @@ fn run_baseline(
         cmd.args(["--scenario", "wan", "--sites", &sites.to_string()]);
     }
     let out = cmd
-        .args([
-            "--flows",
-            &flows.to_string(),
-            "--duration",
-            &duration.to_string(),
-        ])
-        .args(["--load", &load.to_string(), "--repeats", "1", "--no-ns3"])
+        .args(traffic_args(flows, duration, load))
+        .args(["--repeats", "1", "--no-ns3"])
         .arg("--json")
         .arg(&json)
         .output()

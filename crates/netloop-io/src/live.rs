@@ -39,17 +39,6 @@ use crate::rtpart::PartitionRt;
 use crate::session::Session;
 use crate::tap::TapDevice;
 
-/// The largest sample the simulated applications' delay and round-trip
-/// histograms are presized for before a real-time run's clock starts (see
-/// `Samples::presize`). Their counts cover only the band of buckets their
-/// samples fill, so presizing makes room for a band of 256 buckets (2 KiB
-/// each) and the value no longer changes what is made. A flow whose samples
-/// spread wider (50 ± 8 ms is about 250 buckets, 1–2 ms about 1 000) still
-/// grows its band during the run, a few KiB at a time: a weaker promise
-/// than the dense histograms' (nothing up to 10 s grew), at a fortieth of
-/// the memory.
-pub(crate) const SAMPLES_PRESIZE_NS: u64 = 10_000_000_000;
-
 /// Heap to make resident before a real-time run's clock starts (see
 /// [`crate::memory`]): 64 MiB for the network and its frames, and 160 KiB
 /// per flow (measured: a flow of 1 000-byte datagrams at 1.8 Mbit/s over a
@@ -517,7 +506,7 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
     // slow, measured). The scheduler's own reserve then finds it done.
     // (The other partitions do theirs as they start: see `rtpart`.)
     sim.net
-        .presize_samples(SAMPLES_PRESIZE_NS, cut.map(|c| (c.part_of.as_slice(), 0)));
+        .presize_samples(cut.map(|c| (c.part_of.as_slice(), 0)));
     let reserve = heap_reserve(sim.flows.len()) / cut.map_or(1, |c| c.parts as usize);
     crate::memory::reserve(reserve);
     let mut session = if real.is_empty() {

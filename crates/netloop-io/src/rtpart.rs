@@ -484,10 +484,8 @@ pub fn run_helper(
     // First: whatever fails from here lets the others go.
     let guard = x.abandon_on_drop();
     make_partition(&mut sim, cut, me as u32);
-    sim.net.presize_samples(
-        crate::live::SAMPLES_PRESIZE_NS,
-        Some((cut.part_of.as_slice(), me as u32)),
-    );
+    sim.net
+        .presize_samples(Some((cut.part_of.as_slice(), me as u32)));
     let old_policy = crate::sys::current_policy();
     let fifo = opts
         .priority

@@ -32,7 +32,7 @@ pub const PROBE_HEADER: usize = 20;
 /// (about 76 KiB at 10 s), allocated, zeroed and copied as it grows, while a
 /// flow's delays fill a narrow band of buckets: 50–55 ms is 160 of them,
 /// 1.3 KiB. With thousands of flows the dense ones were most of a run's
-/// memory (128 MB of a 10 000-flow dumbbell). The buckets are HdrHistogram's
+/// memory (about 88 of the 128 MB of a 10 000-flow dumbbell). The buckets are HdrHistogram's
 /// own ([`index`] and [`value_at`] give them, checked against the library),
 /// and the percentiles are those a dense histogram of the same samples gives
 /// ([`Samples::histogram`] builds one).
@@ -250,11 +250,11 @@ impl Samples {
     /// Makes room now for the band of buckets a flow's samples are likely
     /// to fill ([`PRESIZED_BUCKETS`], 2 KiB), so that a real-time run whose
     /// flows all start together does not grow them in its first
-    /// milliseconds. (A dense histogram had to cover every value up to
-    /// `highest` ns, tens of kilobytes zeroed and copied per flow; the band
-    /// needs only its own width, and `highest` no longer matters.) A wider
-    /// band still grows it.
-    pub fn presize(&mut self, _highest: u64) {
+    /// milliseconds (a dense histogram had to cover every value up to 10 s
+    /// then: 76 KiB zeroed and copied per flow). A band wider than that
+    /// (50 ± 8 ms is about 250 buckets, 1–2 ms about 1 000) still grows
+    /// during the run, a few KiB at a time.
+    pub fn presize(&mut self) {
         self.counts
             .reserve(PRESIZED_BUCKETS.saturating_sub(self.counts.len()));
     }
@@ -851,7 +851,7 @@ mod tests {
     fn presized_samples_take_a_band_of_buckets_without_growing() {
         let mut s = Samples::default();
         s.record(50_000_000);
-        s.presize(10_000_000_000);
+        s.presize();
         let room = s.counts.capacity();
         assert!(room >= PRESIZED_BUCKETS, "{room}");
         // 50 to 58 ms: buckets of 32 µs, 250 of them.

@@ -869,10 +869,10 @@ impl Host {
 
     /// Presizes the sample sets of this host's applications (see
     /// [`crate::network::Network::presize_samples`]).
-    pub fn presize_samples(&mut self, highest: u64) {
+    pub fn presize_samples(&mut self) {
         for app in &mut self.apps {
             for s in app.samples_mut() {
-                s.presize(highest);
+                s.presize();
             }
         }
     }

@@ -431,16 +431,16 @@ impl Network {
         self.taps[link].push(tap);
     }
 
-    /// Makes every sample set of the simulated hosts' applications cover
-    /// values up to `highest` ns now (see [`crate::apps::Samples::presize`]):
-    /// a real-time run does it before its clock starts. With `only` =
+    /// Makes room in every sample set of the simulated hosts' applications
+    /// now (see [`crate::apps::Samples::presize`]): a real-time run does it
+    /// before its clock starts. With `only` =
     /// (`part_of`, `me`), only the hosts of partition `me` of that cut (the
     /// others' are never used in this copy of the network).
-    pub fn presize_samples(&mut self, highest: u64, only: Option<(&[u32], u32)>) {
+    pub fn presize_samples(&mut self, only: Option<(&[u32], u32)>) {
         for (i, node) in self.nodes.iter_mut().enumerate() {
             if let Node::Host(h) = node {
                 if only.is_none_or(|(part_of, me)| part_of[i] == me) {
-                    h.presize_samples(highest);
+                    h.presize_samples();
                 }
             }
         }

@@ -99,7 +99,7 @@ fn dumbbell() -> NetworkSpec {
 #[test]
 fn a_warm_run_allocates_nothing_per_packet() {
     let mut sim = Simulation::build(&dumbbell()).expect("builds");
-    sim.net.presize_samples(10_000_000_000, None);
+    sim.net.presize_samples(None);
     let warm = SimTime::ZERO + SimDuration::from_secs(1);
     sim.run_until(warm, 1 << 20, |_, _| true);
     let frames_before = sim.net.ledger().created_total();
