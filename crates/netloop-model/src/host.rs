@@ -1201,6 +1201,49 @@ impl Host {
         }
     }
 
+    /// A hint that timer `token` is the next event to run (see
+    /// [`netloop_core::Model::prefetch`]): starts loading the application
+    /// it wakes. A host's applications are a vector of their own, and with
+    /// thousands of flows the one a timer wakes is found in memory, not in
+    /// the caches (three quarters of `timer`'s time at 10 000 flows, by
+    /// `perf`).
+    pub fn prefetch_timer(&self, token: u64) {
+        if token & (POLL_TIMER | REASSEMBLY_TIMER) == 0 {
+            if let Some(app) = self.apps.get((token & APP_MASK) as usize) {
+                netloop_core::sched::prefetch(app, 8);
+            }
+        }
+    }
+
+    /// A hint that `frame` arrives next (see [`Host::prefetch_timer`]):
+    /// if it is an IPv4 datagram for one of the host's UDP applications,
+    /// finds the application (which reads its port map) and starts loading
+    /// it. Reading the frame's headers and the map here, an event early,
+    /// takes their misses while the current event still runs.
+    pub fn prefetch_frame(&self, frame: &[u8]) {
+        // Ethernet, IPv4, UDP: the destination port is 2 bytes into the
+        // UDP header, after the IP header's own length.
+        let (Some(&[0x08, 0x00]), Some(&vihl), Some(&proto)) =
+            (frame.get(12..14), frame.get(14), frame.get(23))
+        else {
+            return;
+        };
+        if vihl >> 4 != 4 || proto != 17 {
+            return;
+        }
+        let at = 14 + 4 * usize::from(vihl & 0xf) + 2;
+        let Some(&[hi, lo]) = frame.get(at..at + 2) else {
+            return;
+        };
+        if let Some(app) = self
+            .udp_apps
+            .get(&u16::from_be_bytes([hi, lo]))
+            .and_then(|&i| self.apps.get(i))
+        {
+            netloop_core::sched::prefetch(app, 8);
+        }
+    }
+
     fn app_timer(&mut self, idx: usize, generation: u16, ctx: &mut NodeCtx) {
         let now = ctx.now;
         match &mut self.apps[idx] {

@@ -670,11 +670,19 @@ impl Network {
     /// Shows `frame` to the taps of `link` (a super-frame as the segments
     /// the wire carries, each at `now`: a direction that keeps super-frames
     /// whole sends them at no rate).
+    #[inline]
     fn tap(&mut self, now: SimTime, link: LinkId, side: usize, rx: bool, frame: &Frame) {
-        let taps = &mut self.taps[link];
-        if taps.is_empty() {
-            return;
+        // Most runs have no tap at all: twice per hop, the one flag spares
+        // a call and a look at the link's list.
+        if self.tapped && !self.taps[link].is_empty() {
+            self.tap_now(now, link, side, rx, frame);
         }
+    }
+
+    /// [`Network::tap`] for a link that has taps.
+    #[inline(never)]
+    fn tap_now(&mut self, now: SimTime, link: LinkId, side: usize, rx: bool, frame: &Frame) {
+        let taps = &mut self.taps[link];
         // A frame handed in between events (real time) keeps the highest
         // key for the rest of its instant, so the order still only grows.
         self.instant.0 = self.instant.0.max(now);
@@ -1178,9 +1186,24 @@ impl Model for Network {
                 };
                 let dir = usize::from(dir) & 1;
                 prefetch(&l.dirs[dir], 8);
+                if let Some(Node::Host(h)) = self.nodes.get(rx[dir] as usize) {
+                    prefetch(&**h, 8);
+                    if let Some(f) = l.dirs[dir].wire.head() {
+                        h.prefetch_frame(f);
+                    }
+                    return;
+                }
                 rx[dir]
             }
-            Event::Timer { node, .. } | Event::Enter { node } => node,
+            Event::Timer { node, token } => {
+                if let Some(Node::Host(h)) = self.nodes.get(node as usize) {
+                    prefetch(&**h, 8);
+                    h.prefetch_timer(token);
+                    return;
+                }
+                node
+            }
+            Event::Enter { node } => node,
             Event::LinkEvent { .. } => return,
         };
         match self.nodes.get(node as usize) {

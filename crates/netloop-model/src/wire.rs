@@ -99,6 +99,11 @@ impl Wire {
         self.frames.front().map(|f| f.at)
     }
 
+    /// The first frame to reach the far end, if any.
+    pub fn head(&self) -> Option<&Frame> {
+        self.frames.front().map(|f| &f.frame)
+    }
+
     /// The frames on the wire, in the order they arrive.
     pub fn frames(&self) -> impl Iterator<Item = &InAir> {
         self.frames.iter()
