@@ -39,7 +39,7 @@ use crate::error::{BuildError, ItemRef};
 use crate::host::Host;
 use crate::ipv6;
 use crate::link::{Link, LinkDir};
-use crate::network::{Event, External, Network, Node, Sources};
+use crate::network::{Event, Network, Node, Sources};
 use crate::node::{mac_for, PortInfo};
 use crate::router::Router;
 use crate::routing::{Route, Route6, RoutingTable, RoutingTable6};
@@ -1337,7 +1337,7 @@ impl<'a> Builder<'a> {
                 NodeKind::Router(r) => {
                     Node::Router(Box::new(Router::new(&n.name, ports, r, table, table6)))
                 }
-                NodeKind::Switch(s) => Node::Switch(Switch::new(ports, s.clone())),
+                NodeKind::Switch(s) => Node::Switch(Box::new(Switch::new(ports, s.clone()))),
                 NodeKind::Namespace(_) | NodeKind::Attached(_) => {
                     real.push(RealNode {
                         node: i,
@@ -1355,7 +1355,7 @@ impl<'a> Builder<'a> {
                             .filter(|r| r.via.is_some())
                             .collect(),
                     });
-                    Node::External(External::default())
+                    Node::External(Box::default())
                 }
             });
         }

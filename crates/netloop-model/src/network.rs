@@ -79,11 +79,11 @@ pub enum Node {
     /// A router.
     Router(Box<Router>),
     /// A learning bridge.
-    Switch(Switch),
+    Switch(Box<Switch>),
     /// A port to the world outside the model: frames that reach it wait in
     /// `outbox` for the I/O layer; frames from outside enter with
     /// [`Network::inject`] or [`Network::inject_at`].
-    External(External),
+    External(Box<External>),
 }
 
 /// A node whose one port leads out of the model.
@@ -1187,7 +1187,7 @@ impl Model for Network {
                 let dir = usize::from(dir) & 1;
                 prefetch(&l.dirs[dir], 8);
                 if let Some(Node::Host(h)) = self.nodes.get(rx[dir] as usize) {
-                    prefetch(&**h, 8);
+                    prefetch(&**h, crate::host::HINT_LINES);
                     if let Some(f) = l.dirs[dir].wire.head() {
                         h.prefetch_frame(f);
                     }
@@ -1197,7 +1197,7 @@ impl Model for Network {
             }
             Event::Timer { node, token } => {
                 if let Some(Node::Host(h)) = self.nodes.get(node as usize) {
-                    prefetch(&**h, 8);
+                    prefetch(&**h, crate::host::HINT_LINES);
                     h.prefetch_timer(token);
                     return;
                 }
@@ -1207,7 +1207,7 @@ impl Model for Network {
             Event::LinkEvent { .. } => return,
         };
         match self.nodes.get(node as usize) {
-            Some(Node::Host(h)) => prefetch(&**h, 8),
+            Some(Node::Host(h)) => prefetch(&**h, crate::host::HINT_LINES),
             Some(Node::Router(r)) => prefetch(&**r, 16),
             _ => {}
         }
