@@ -241,8 +241,8 @@ pub struct Network {
     pub(crate) nodes: Vec<Node>,
     pub(crate) names: Vec<String>,
     pub(crate) ports: Vec<Vec<PortInfo>>,
-    /// For each node and port: the link and which side of it (0 = a, 1 = b).
-    pub(crate) port_links: Vec<Vec<(LinkId, usize)>>,
+    /// For each node and port: the link and which side of it.
+    port_links: PortLinks,
     pub(crate) links: Vec<Link>,
     /// Per link, the node at the receiving end of each direction (the
     /// links' own `to`, in a small array that stays in the caches: see
@@ -266,6 +266,46 @@ pub struct Network {
     remote: Option<Remote>,
     /// Scheduled link changes (`[[event]]`) carried out so far.
     link_events: u64,
+}
+
+/// For each node and port, the link and which side of it (0 = a, 1 = b):
+/// every frame sent looks its way out up here. One array of every port,
+/// and where each node's begin, rather than a vector per node: two loads
+/// from small arrays that stay in the caches, where a vector per node was a
+/// vector's header and its own allocation, two misses a frame with
+/// thousands of nodes.
+struct PortLinks {
+    /// Index in `links` of each node's first port.
+    first: Vec<u32>,
+    /// (link, side) of every port, node by node.
+    links: Vec<(u32, u32)>,
+}
+
+impl PortLinks {
+    fn new(per_node: &[Vec<(LinkId, usize)>]) -> PortLinks {
+        let mut first = Vec::with_capacity(per_node.len());
+        let mut links = Vec::new();
+        for ports in per_node {
+            first.push(links.len() as u32);
+            links.extend(ports.iter().map(|&(l, s)| (l as u32, s as u32)));
+        }
+        PortLinks { first, links }
+    }
+
+    /// The link on `port` of `node`, and which side of it.
+    #[inline]
+    fn get(&self, node: NodeId, port: PortId) -> (LinkId, usize) {
+        let i = self.first[node] as usize + port;
+        debug_assert!(
+            i < self
+                .first
+                .get(node + 1)
+                .map_or(self.links.len(), |&f| f as usize),
+            "node {node} has no port {port}"
+        );
+        let (l, s) = self.links[i];
+        (l as LinkId, s as usize)
+    }
 }
 
 /// Where and when a frame that left a link direction arrives.
@@ -363,6 +403,7 @@ impl Network {
         src: Sources,
     ) -> Self {
         let taps = (0..links.len()).map(|_| Vec::new()).collect();
+        let port_links = PortLinks::new(&port_links);
         let link_rx = links
             .iter()
             .map(|l| [l.dirs[0].to.0 as u32, l.dirs[1].to.0 as u32])
@@ -591,7 +632,7 @@ impl Network {
         frame: Frame,
         q: &mut EventQueue<Event>,
     ) {
-        let (link, side) = self.port_links[node][port];
+        let (link, side) = self.port_links.get(node, port);
         let d = &mut self.links[link].dirs[side];
         if frame.is_super() && d.channel.cuts_super_frames() {
             // Its segments would leave (or arrive) at times of their own.
@@ -1173,7 +1214,7 @@ impl Model for Network {
         let node = match *event {
             Event::TxDone { link, dir, .. } => {
                 if let Some(l) = self.links.get(link as usize) {
-                    prefetch(&l.dirs[usize::from(dir) & 1], 16);
+                    prefetch(&l.dirs[usize::from(dir) & 1], crate::link::HINT_LINES);
                 }
                 return;
             }
@@ -1185,7 +1226,7 @@ impl Model for Network {
                     return;
                 };
                 let dir = usize::from(dir) & 1;
-                prefetch(&l.dirs[dir], 8);
+                prefetch(&l.dirs[dir], crate::link::HINT_LINES);
                 if let Some(Node::Host(h)) = self.nodes.get(rx[dir] as usize) {
                     prefetch(&**h, crate::host::HINT_LINES);
                     if let Some(f) = l.dirs[dir].wire.head() {

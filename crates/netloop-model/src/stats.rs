@@ -330,7 +330,12 @@ impl Ledger {
 }
 
 /// Statistics of one direction of a link.
+///
+/// In declaration order (`repr(C)`): the counters every frame adds to come
+/// first, in the lines of a [`crate::link::LinkDir`] the scheduler's hint
+/// loads.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[repr(C)]
 pub struct DirStats {
     /// Frames offered to the link by the sending node.
     pub offered_packets: u64,
