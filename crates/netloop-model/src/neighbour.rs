@@ -109,6 +109,13 @@ pub struct Neighbours<P: Protocol> {
     config: NeighbourConfig,
     origin: Origin,
     entries: HashMap<P::Addr, Entry>,
+    /// The neighbour a frame went to last, its MAC, and until when its
+    /// entry is fresh: most frames go where the one before went, and the
+    /// map's lookup is a cache miss per frame with thousands of nodes (a
+    /// host's one neighbour, a router's next router). Forgotten whenever
+    /// the map changes, so it only ever repeats what the map says; a fresh
+    /// entry's use changes nothing (`use_entry`).
+    last: Option<(P::Addr, EthernetAddress, SimTime)>,
     pending_frames: u64,
     /// Entries waiting for resolution.
     pending_entries: usize,
@@ -137,6 +144,7 @@ impl<P: Protocol> Neighbours<P> {
             config,
             origin,
             entries: HashMap::default(),
+            last: None,
             pending_frames: 0,
             pending_entries: 0,
             armed: None,
@@ -184,10 +192,14 @@ impl<P: Protocol> Neighbours<P> {
             return None;
         };
         let mac = *mac;
-        if *expires <= now && probe.is_none() {
-            *probe = Some((1, now + retry));
-            self.request(port, info, ip, ctx);
-            self.arm(now + retry, ctx);
+        if *expires <= now {
+            if probe.is_none() {
+                *probe = Some((1, now + retry));
+                self.request(port, info, ip, ctx);
+                self.arm(now + retry, ctx);
+            }
+        } else {
+            self.last = Some((ip, mac, *expires));
         }
         Some(mac)
     }
@@ -202,6 +214,13 @@ impl<P: Protocol> Neighbours<P> {
         mut frame: Frame,
         ctx: &mut NodeCtx,
     ) {
+        if let Some((last, mac, fresh_until)) = self.last {
+            if last == ip && ctx.now < fresh_until {
+                frame[0..6].copy_from_slice(mac.as_bytes());
+                ctx.send(port, frame);
+                return;
+            }
+        }
         if let Some(mac) = self.use_entry(port, info, ip, ctx) {
             frame[0..6].copy_from_slice(mac.as_bytes());
             ctx.send(port, frame);
@@ -232,6 +251,7 @@ impl<P: Protocol> Neighbours<P> {
                 return;
             }
             self.pending_entries += 1;
+            self.last = None;
             self.entries.insert(
                 ip,
                 Entry {
@@ -275,6 +295,7 @@ impl<P: Protocol> Neighbours<P> {
             return false;
         }
         let before = self.entries.len();
+        self.last = None;
         let mut earliest = now + self.config.lifetime;
         self.entries.retain(|_, e| match e.state {
             State::Resolved {
@@ -371,6 +392,7 @@ impl<P: Protocol> Neighbours<P> {
         {
             return;
         }
+        self.last = None;
         let old = self.entries.insert(
             ip,
             Entry {
@@ -407,6 +429,7 @@ impl<P: Protocol> Neighbours<P> {
             return; // superseded by an earlier tick
         }
         self.armed = None;
+        self.last = None;
         let mut retry = Vec::new();
         let mut give_up = Vec::new();
         let mut next: Option<SimTime> = None;

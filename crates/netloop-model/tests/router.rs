@@ -774,6 +774,30 @@ fn the_first_packet_to_an_unknown_next_hop_waits_for_arp() {
     b.assert_conserved();
 }
 
+/// A neighbour that announces a new MAC while packets flow to it gets
+/// the next packet at the new one: the router remembers the neighbour it
+/// sent to last, and forgets it when its cache learns something.
+#[test]
+fn a_neighbour_that_moves_gets_the_next_packet_at_its_new_mac() {
+    let mut b = Bench::new(RouterSpec::default());
+    let h2_new = EthernetAddress([0x02, 0xaa, 0, 0, 0, 0x22]);
+    b.inject(0, Ip::default().frame());
+    b.take();
+    b.inject(1, arp(ArpOperation::Reply, H2_MAC, H2, port_mac(1), P1));
+    assert_eq!(macs(&b.take()[0].1), (H2_MAC, port_mac(1)));
+    b.inject(0, Ip::default().frame());
+    assert_eq!(macs(&b.take()[0].1), (H2_MAC, port_mac(1)));
+    // An answer to nobody's question, from the same address (RFC 826's
+    // merge: the entry exists, so it is updated).
+    b.inject(1, arp(ArpOperation::Reply, h2_new, H2, port_mac(1), P1));
+    b.take();
+    b.inject(0, Ip::default().frame());
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(macs(&out[0].1), (h2_new, port_mac(1)));
+    b.assert_conserved();
+}
+
 #[test]
 fn a_packet_waiting_for_an_unanswered_arp_is_dropped() {
     let mut b = Bench::new(RouterSpec::default());
