@@ -798,6 +798,48 @@ fn a_neighbour_that_moves_gets_the_next_packet_at_its_new_mac() {
     b.assert_conserved();
 }
 
+/// The router remembers the route of the last destination it forwarded
+/// to; a packet to it still meets every check of its own, in RFC 1812's
+/// order: from a martian source, with a TTL that would reach zero, sent to
+/// the link's broadcast MAC.
+#[test]
+fn a_packet_to_the_last_destination_is_still_checked_in_full() {
+    let mut b = Bench::new(RouterSpec::default());
+    b.inject(0, Ip::default().frame());
+    b.inject(1, arp(ArpOperation::Reply, H2_MAC, H2, port_mac(1), P1));
+    assert_eq!(b.take().len(), 2, "a request and the packet");
+    b.inject(
+        0,
+        Ip {
+            src: Ipv4Addr::new(127, 0, 0, 1),
+            ..Ip::default()
+        }
+        .frame(),
+    );
+    assert_eq!(b.dropped(DropReason::Martian), 1);
+    b.inject(
+        0,
+        Ip {
+            ttl: 1,
+            ..Ip::default()
+        }
+        .frame(),
+    );
+    assert_eq!(b.dropped(DropReason::TtlExpired), 1);
+    let mut to_all = Ip::default().frame();
+    to_all[0..6].copy_from_slice(EthernetAddress::BROADCAST.as_bytes());
+    b.inject(0, to_all);
+    assert_eq!(b.dropped(DropReason::NotForUs), 1);
+    let out = b.take();
+    assert_eq!(out.len(), 1, "only the time-exceeded error leaves");
+    assert_eq!(out[0].0, 0);
+    b.inject(0, Ip::default().frame());
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(macs(&out[0].1), (H2_MAC, port_mac(1)));
+    b.assert_conserved();
+}
+
 #[test]
 fn a_packet_waiting_for_an_unanswered_arp_is_dropped() {
     let mut b = Bench::new(RouterSpec::default());

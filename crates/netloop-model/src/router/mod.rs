@@ -80,7 +80,7 @@ use crate::link::ETH_HEADER;
 use crate::node::{NodeCtx, PortInfo};
 use crate::node6::Node6;
 use crate::reassembly::{Outcome, Reassembler};
-use crate::routing::{RoutingTable, RoutingTable6};
+use crate::routing::{Route, RoutingTable, RoutingTable6};
 use crate::spec::RouterSpec;
 use crate::stats::{DropCounts, DropReason, Origin, Sink};
 use crate::{Frame, PortId};
@@ -192,6 +192,13 @@ pub struct Router {
     own: FxHashSet<u32>,
     directed: FxHashSet<u32>,
     table: RoutingTable,
+    /// The last destination forwarded and its route: a unicast address,
+    /// not the router's, not martian, that has a route. The table and the
+    /// addresses never change after the router is built, so the answer
+    /// stays right, and most packets go where the one before went: it
+    /// spares the two address sets and the table (about 130 instructions
+    /// a hop).
+    last_route: Option<(Ipv4Addr, Route)>,
     arp: Arp,
     /// Its IPv6 side: addresses, table, neighbours (without IPv6 in the
     /// network, IPv6 is dropped as `unsupported`).
@@ -237,6 +244,7 @@ impl Router {
             name: name.to_string(),
             ports,
             own,
+            last_route: None,
             directed,
             table,
             arp: Arp::new(ArpConfig::default(), Origin::Router),
@@ -449,7 +457,11 @@ impl Router {
         let ip = &job.frame[ETH_HEADER..];
         let src = src_addr(ip);
         let dst = dst_addr(ip);
-        if self.is_own(dst) || self.is_broadcast(dst) {
+        let known = match self.last_route {
+            Some((last, route)) if last == dst => Some(route),
+            _ => None,
+        };
+        if known.is_none() && (self.is_own(dst) || self.is_broadcast(dst)) {
             self.local(job, ctx);
             return;
         }
@@ -459,13 +471,13 @@ impl Router {
             ctx.drop_frame(DropReason::NotForUs);
             return;
         }
-        if dst.is_multicast() {
+        if known.is_none() && dst.is_multicast() {
             ctx.drop_frame(DropReason::Unsupported);
             return;
         }
         // RFC 1812 §5.3.7: never forward martian destinations, nor sources
         // that cannot be a single host (martian, multicast, broadcast).
-        if is_martian(dst) || !is_unicast_host(src) {
+        if (known.is_none() && is_martian(dst)) || !is_unicast_host(src) {
             ctx.drop_frame(DropReason::Martian);
             return;
         }
@@ -476,10 +488,17 @@ impl Router {
             self.icmp_error(&job, IcmpError::TimeExceeded, ctx);
             return;
         }
-        let Some(route) = self.table.lookup(dst).copied() else {
-            ctx.drop_frame(DropReason::NoRoute);
-            self.icmp_error(&job, IcmpError::NetUnreachable, ctx);
-            return;
+        let route = match known {
+            Some(route) => route,
+            None => {
+                let Some(route) = self.table.lookup(dst).copied() else {
+                    ctx.drop_frame(DropReason::NoRoute);
+                    self.icmp_error(&job, IcmpError::NetUnreachable, ctx);
+                    return;
+                };
+                self.last_route = Some((dst, route));
+                route
+            }
         };
         let mtu = self.ports[route.port].mtu;
         // A super-frame's segments fit (`forwards_whole`).
