@@ -337,6 +337,7 @@ impl fmt::Display for PacketRate {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// The 64-bit path gives the 128-bit quotient, rounded up, at sizes
     /// around where the product stops fitting and at odd rates.
@@ -367,7 +368,6 @@ mod tests {
             }
         }
     }
-    use super::*;
 
     #[test]
     fn durations_parse_exactly() {

@@ -1223,7 +1223,7 @@ impl Host {
     /// the caches (three quarters of `timer`'s time at 10 000 flows, by
     /// `perf`).
     pub fn prefetch_timer(&self, token: u64) {
-        if token & (POLL_TIMER | REASSEMBLY_TIMER) == 0 {
+        if token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 {
             if let Some(app) = self.apps.get((token & APP_MASK) as usize) {
                 netloop_core::sched::prefetch(app, 8);
             }

@@ -333,7 +333,8 @@ impl Ledger {
 ///
 /// In declaration order (`repr(C)`): the counters every frame adds to come
 /// first, in the lines of a [`crate::link::LinkDir`] the scheduler's hint
-/// loads.
+/// loads for an arrival (a frame that waits in the queue also writes the
+/// queue's counters, after the drops: a transmitter's wake-up loads more).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[repr(C)]
 pub struct DirStats {
