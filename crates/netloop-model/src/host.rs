@@ -1237,23 +1237,24 @@ impl Host {
     /// takes their misses while the current event still runs.
     pub fn prefetch_frame(&self, frame: &[u8]) {
         // Ethernet, IPv4, UDP: the destination port is 2 bytes into the
-        // UDP header, after the IP header's own length.
-        let (Some(&[0x08, 0x00]), Some(&vihl), Some(&proto)) =
-            (frame.get(12..14), frame.get(14), frame.get(23))
-        else {
-            return;
-        };
-        if vihl >> 4 != 4 || proto != 17 {
+        // UDP header, after the IP header's own length. Looked up as the
+        // datagram's arrival will (`udp_app`, whose one-entry memo then
+        // spares that second lookup).
+        let ip = frame.get(ETH_HEADER..).unwrap_or_default();
+        if frame.get(12..14) != Some(&u16::from(EthernetProtocol::Ipv4).to_be_bytes())
+            || ip.len() < IP_HEADER
+            || ip[0] >> 4 != 4
+            || ip[9] != ipv4::PROTO_UDP
+        {
             return;
         }
-        let at = 14 + 4 * usize::from(vihl & 0xf) + 2;
-        let Some(&[hi, lo]) = frame.get(at..at + 2) else {
+        let at = 4 * usize::from(ip[0] & 0xf) + 2;
+        let Some(&[hi, lo]) = ip.get(at..at + 2) else {
             return;
         };
         if let Some(app) = self
-            .udp_apps
-            .get(&u16::from_be_bytes([hi, lo]))
-            .and_then(|&i| self.apps.get(i))
+            .udp_app(u16::from_be_bytes([hi, lo]))
+            .and_then(|i| self.apps.get(i))
         {
             netloop_core::sched::prefetch(app, 8);
         }
