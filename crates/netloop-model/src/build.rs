@@ -1294,6 +1294,8 @@ impl<'a> Builder<'a> {
         self,
         mut tables: Vec<(RoutingTable, RoutingTable6)>,
     ) -> Result<Simulation, BuildError> {
+        RoutingTable::share_indexes(tables.iter_mut().map(|(t, _)| t));
+        RoutingTable6::share_indexes(tables.iter_mut().map(|(_, t)| t));
         let spec = self.spec;
         let src = Sources::new(spec.nodes.len(), spec.links.len()).ok_or_else(|| {
             self.err(
