@@ -158,8 +158,11 @@ fn two_ports(
     (ports, a, b)
 }
 
-/// Held by the tests that flood a port: a flood takes a core, and the
-/// flood test's timing bound assumes it is the only one.
+/// Held by the tests that flood a port (a flood takes a core, and the
+/// flood test's timing bound assumes it is the only one) and by the test
+/// that tells holds from work (`late_events_while_the_cpu_was_taken_...`):
+/// a flood beside it holds its event thread off too, and the 5 ms of work it
+/// must see as work then counts as a hold.
 static FLOODS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// [`FLOODS`], whatever a test that held it did.
@@ -673,6 +676,7 @@ fn simulated_time_starts_once_the_scheduler_is_ready() {
 /// real-time class (root or CAP_SYS_NICE).
 #[test]
 fn late_events_while_the_cpu_was_taken_are_told_from_late_events_of_work() {
+    let _flood = one_flood_at_a_time();
     // Asked in a thread of its own, which ends with the answer.
     let fifo = std::thread::spawn(|| netloop_io::sys::set_fifo_priority(10))
         .join()

@@ -1287,6 +1287,9 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // Tables of the same prefixes share one index (`routing::IndexSharer`).
+        RoutingTable::share_indexes(tables.iter_mut().map(|(t, _)| t));
+        RoutingTable6::share_indexes(tables.iter_mut().map(|(_, t)| t));
         Ok(tables)
     }
 
@@ -1294,8 +1297,6 @@ impl<'a> Builder<'a> {
         self,
         mut tables: Vec<(RoutingTable, RoutingTable6)>,
     ) -> Result<Simulation, BuildError> {
-        RoutingTable::share_indexes(tables.iter_mut().map(|(t, _)| t));
-        RoutingTable6::share_indexes(tables.iter_mut().map(|(_, t)| t));
         let spec = self.spec;
         let src = Sources::new(spec.nodes.len(), spec.links.len()).ok_or_else(|| {
             self.err(

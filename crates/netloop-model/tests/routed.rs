@@ -471,6 +471,46 @@ fn static_route_overrides_the_shortest_path() {
     assert_eq!(detour[1].address, Some(via.into()));
 }
 
+fn router_of<'a>(sim: &'a Simulation, node: &str) -> &'a netloop_model::router::Router {
+    let id = sim.net.node_id(node).unwrap();
+    let netloop_model::network::Node::Router(r) = sim.net.node(id) else {
+        panic!("{node} is a router")
+    };
+    r
+}
+
+/// Routers that know the same networks share one routing index (the
+/// builder's `IndexSharer`); a router given a route of its own has an index
+/// of its own, and its lookups find that route.
+#[test]
+fn routers_that_know_the_same_networks_share_one_routing_index() {
+    let mut s = chain(vec![]);
+    let sim = Simulation::build(&s).unwrap();
+    let [r1, r2, r3] = ["r1", "r2", "r3"].map(|n| router_of(&sim, n).table());
+    assert!(r1.shares_index_with(r2) && r2.shares_index_with(r3));
+    let prefixes = |t: &netloop_model::routing::RoutingTable| {
+        t.routes().iter().map(|r| r.prefix).collect::<Vec<_>>()
+    };
+    assert_eq!(prefixes(r1), prefixes(r3));
+    assert_ne!(r1.routes(), r3.routes(), "the same prefixes, other ports");
+
+    let via = addr_of(&sim, "r3", 0);
+    s.routes.push(RouteSpec {
+        node: "r2".into(),
+        prefix: IpPrefix::V4(Ipv4Cidr::parse("198.19.200.0/24").unwrap()),
+        via: via.into(),
+    });
+    let sim = Simulation::build(&s).unwrap();
+    let [r1, r2, r3] = ["r1", "r2", "r3"].map(|n| router_of(&sim, n).table());
+    assert!(r1.shares_index_with(r3));
+    assert!(!r1.shares_index_with(r2));
+    let given = r2
+        .lookup(Ipv4Addr::new(198, 19, 200, 7))
+        .expect("the given route");
+    assert_eq!(given.via, Some(via));
+    assert!(r1.lookup(Ipv4Addr::new(198, 19, 200, 7)).is_none());
+}
+
 #[test]
 fn explicit_addresses_and_conflicts() {
     let mut s = chain(vec![]);
