@@ -441,9 +441,10 @@ const MAX_TRACKED_SEQ: u64 = 1 << 27;
 /// in `older`. A flow's packets arrive near its highest sequence number, so
 /// they find their bit in `window`, beside the sink's other counters: with
 /// one vector for all of them each packet read a line of its own, and with
-/// thousands of flows that line was a cache miss per packet (2.3 % of
-/// the 10 000-flow dumbbell's run, by `perf`, the one load). The window moves a word at a
-/// time, so `older` is written once per 64 sequence numbers.
+/// thousands of flows that line was a cache miss per packet (that one
+/// load was 2.3 % of the 10 000-flow dumbbell's run, by `perf`). The
+/// window moves a word at a time, so `older` is written once per 64
+/// sequence numbers.
 #[derive(Clone, Debug, Default)]
 struct Seen {
     /// The sequence number of `window[0]`'s bit 0 (a multiple of 64);

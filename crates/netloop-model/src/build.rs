@@ -1287,7 +1287,7 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        // Tables of the same prefixes share one index (`routing::IndexSharer`).
+        // Tables of the same prefixes share one index.
         RoutingTable::share_indexes(tables.iter_mut().map(|(t, _)| t));
         RoutingTable6::share_indexes(tables.iter_mut().map(|(_, t)| t));
         Ok(tables)

@@ -11,9 +11,9 @@
 //!
 //! The maps give a prefix's place, and the table's routes are an array in
 //! that order (the index). Tables that hold the same prefixes share one
-//! index ([`IndexSharer`], which the builder uses on all its tables): with routes computed
-//! to every network, every router of a topology knows the same prefixes
-//! and differs only in where each goes. On a network of a thousand routers
+//! index ([`RoutingTable::share_indexes`], which the builder calls): with
+//! routes computed to every network, every router of a topology knows the
+//! same prefixes and differs only in where each goes. On a network of a thousand routers
 //! each had kept its own maps of 5 996 routes, and a packet's probes of the
 //! lengths it did not match went to memory at every hop (a fifth of that
 //! run); the shared maps stay in cache, and a lookup reads one route of the
@@ -89,7 +89,7 @@ pub type RoutingTable6 = RoutingTable<Ipv6Cidr>;
 
 /// Where each prefix of a table is: per prefix length present, longest
 /// first, the place of its route by masked prefix.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 struct Index<K: Eq + Hash> {
     by_len: Vec<(u8, FxHashMap<K, u32>)>,
 }
@@ -176,79 +176,58 @@ impl<P: Prefix> RoutingTable<P> {
         self.routes.is_empty()
     }
 
-    /// Whether `self` and `other` share one index ([`IndexSharer`]).
+    /// Whether `self` and `other` share one index
+    /// ([`RoutingTable::share_indexes`]).
     pub fn shares_index_with(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.index, &other.index)
     }
 
     /// Makes the tables that hold the same set of prefixes share one index
-    /// (see [`IndexSharer`]).
+    /// (see the module docs): each table's routes are put in the order of
+    /// its prefixes sorted, and the index of that order is made once per
+    /// distinct set. Lookups give what they gave before; sharing a table
+    /// twice changes nothing.
+    ///
+    /// The builder shares all its tables at its end. Sharing each as soon
+    /// as it was complete took the 1 000-router wan's peak memory from 313
+    /// to 277 MB but its building from about 2 to 3.5 s (two runs each),
+    /// which is not understood yet.
     pub fn share_indexes<'a>(tables: impl IntoIterator<Item = &'a mut Self>)
     where
         P: 'a,
     {
-        let mut sharer = IndexSharer::default();
+        /// A set of prefixes, as (length, key), sorted.
+        type Prefixes<K> = Vec<(u8, K)>;
+        let mut made: HashMap<Prefixes<P::Key>, Arc<Index<P::Key>>> = HashMap::new();
         for t in tables {
-            sharer.share(t);
-        }
-    }
-}
-
-/// A set of prefixes, as (length, key), sorted.
-type Prefixes<K> = Vec<(u8, K)>;
-
-/// Makes routing tables that hold the same set of prefixes share one index
-/// (see the module docs), one table at a time. (Sharing each table as soon
-/// as the builder completed it took the 1 000-router wan's peak memory from
-/// 313 to 277 MB but its building from about 2 to 3.5 s, not understood
-/// yet: the builder shares them all at its end.)
-pub struct IndexSharer<P: Prefix> {
-    /// The index made for each set of prefixes seen so far.
-    made: HashMap<Prefixes<P::Key>, Arc<Index<P::Key>>>,
-}
-
-impl<P: Prefix> Default for IndexSharer<P> {
-    fn default() -> Self {
-        IndexSharer {
-            made: HashMap::new(),
-        }
-    }
-}
-
-impl<P: Prefix> IndexSharer<P> {
-    /// Puts `t`'s routes in the order of its prefixes sorted and gives it
-    /// the index of that order, made once per distinct set. Lookups give
-    /// what they gave before; sharing a table twice changes nothing.
-    pub fn share(&mut self, t: &mut RoutingTable<P>) {
-        let mut routes = std::mem::take(&mut t.routes);
-        routes.sort_by_key(|r| (r.prefix.prefix_len(), r.prefix.key()));
-        let prefixes: Prefixes<P::Key> = routes
-            .iter()
-            .map(|r| (r.prefix.prefix_len(), r.prefix.key()))
-            .collect();
-        debug_assert!(
-            prefixes.windows(2).all(|w| w[0] != w[1]),
-            "a table holds one route per prefix"
-        );
-        let index = self
-            .made
-            .entry(prefixes)
-            .or_insert_with_key(|prefixes| {
-                let mut by_len: Vec<(u8, FxHashMap<P::Key, u32>)> = Vec::new();
-                // Shortest first, as sorted; reversed below.
-                for (at, &(len, key)) in prefixes.iter().enumerate() {
-                    if by_len.last().is_none_or(|(l, _)| *l != len) {
-                        by_len.push((len, FxHashMap::default()));
+            t.routes
+                .sort_by_key(|r| (r.prefix.prefix_len(), r.prefix.key()));
+            let prefixes: Prefixes<P::Key> = t
+                .routes
+                .iter()
+                .map(|r| (r.prefix.prefix_len(), r.prefix.key()))
+                .collect();
+            debug_assert!(
+                prefixes.windows(2).all(|w| w[0] != w[1]),
+                "a table holds one route per prefix"
+            );
+            t.index = made
+                .entry(prefixes)
+                .or_insert_with_key(|prefixes| {
+                    let mut by_len: Vec<(u8, FxHashMap<P::Key, u32>)> = Vec::new();
+                    // Shortest first, as sorted; reversed below.
+                    for (at, &(len, key)) in prefixes.iter().enumerate() {
+                        if by_len.last().is_none_or(|(l, _)| *l != len) {
+                            by_len.push((len, FxHashMap::default()));
+                        }
+                        let last = by_len.len() - 1;
+                        by_len[last].1.insert(key, at as u32);
                     }
-                    let last = by_len.len() - 1;
-                    by_len[last].1.insert(key, at as u32);
-                }
-                by_len.reverse();
-                Arc::new(Index { by_len })
-            })
-            .clone();
-        t.index = index;
-        t.routes = routes;
+                    by_len.reverse();
+                    Arc::new(Index { by_len })
+                })
+                .clone();
+        }
     }
 }
 

@@ -480,7 +480,7 @@ fn router_of<'a>(sim: &'a Simulation, node: &str) -> &'a netloop_model::router::
 }
 
 /// Routers that know the same networks share one routing index (the
-/// builder's `IndexSharer`); a router given a route of its own has an index
+/// builder's `RoutingTable::share_indexes`); a router given a route of its own has an index
 /// of its own, and its lookups find that route.
 #[test]
 fn routers_that_know_the_same_networks_share_one_routing_index() {
