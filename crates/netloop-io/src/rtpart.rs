@@ -491,6 +491,7 @@ pub fn run_helper(
         .priority
         .filter(|&p| crate::sys::set_fifo_priority(p).is_ok());
     crate::memory::reserve(opts.heap_reserve);
+    let sleep_cost_ns = crate::rt::sleep_cost_ns();
     x.ready.fetch_add(1, Ordering::AcqRel);
     let mut lateness = histogram();
     let mut late_events = 0u64;
@@ -562,7 +563,7 @@ pub fn run_helper(
         x.fill(me, &mut p);
         p
     };
-    let mut wake = Wakeups::new(opts.spin_ns);
+    let mut wake = Wakeups::new(opts.spin_ns, sleep_cost_ns);
     let end = loop {
         if duty.check() {
             held.close_window(&duty);
@@ -619,15 +620,15 @@ pub fn run_helper(
         let deadline = queue.peek_time().unwrap_or(SimTime::MAX);
         let mono = clock::mono_ns();
         let remaining = clock.mono_of(deadline).saturating_sub(mono);
-        let spin_ns = wake.spin_ns();
-        if remaining > spin_ns {
+        if let Some(sleep) = wake.sleep_for(remaining) {
             x.bell[me].prepare_sleep();
             if !x.mail[me].load(Ordering::Acquire)
                 && !x.asked[me].load(Ordering::Acquire)
                 && x.end().is_none()
             {
                 let mut f = fds;
-                let sleep = (remaining - spin_ns).min(100_000_000);
+                let sleep = sleep.min(100_000_000);
+                let spin_ns = wake.spin_ns();
                 let target = mono + sleep;
                 let asleep = clock::mono_ns();
                 let polled = crate::sys::ppoll_raw(&mut f, Duration::from_nanos(sleep));

@@ -46,7 +46,10 @@ fn main() {
     assert_line(&none, "mark None");
     assert_line(&none, "args [\"--child\", \"an argument\"]");
     assert_line(&none, "same pid true");
-    assert!(kb(&none) >= 2048, "{none}");
+    // Asked for: the kernel may have no huge page free at the moment
+    // (memory too fragmented: a run beside it failed this once when it
+    // checked the pages themselves), so what is checked is the asking.
+    assert_line(&none, "advised true");
     let theirs = child(Some("glibc.malloc.arena_max=8"), false);
     assert_line(&theirs, "result Asked");
     assert_line(&theirs, "tunables Some(\"glibc.malloc.arena_max=8\")");
@@ -55,6 +58,7 @@ fn main() {
     let off = child(None, true);
     assert_line(&off, "result NotAsked");
     assert_eq!(kb(&off), 0, "{off}");
+    assert_line(&off, "advised false");
     // The user's own setting is theirs: no restart.
     let given = child(Some("glibc.malloc.hugetlb=0"), false);
     assert_line(&given, "result AsGiven");
@@ -82,6 +86,14 @@ fn child() {
     // 64 MiB written in small blocks, as a model's state is.
     let blocks: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 64 << 10]).collect();
     println!("huge kb {}", huge_pages_kb().unwrap_or(0));
+    // Whether a mapping asked for huge pages (MADV_HUGEPAGE: `hg` among
+    // its VmFlags), as glibc's tunable makes the heap do.
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let advised = smaps
+        .lines()
+        .filter_map(|l| l.strip_prefix("VmFlags:"))
+        .any(|f| f.split_whitespace().any(|x| x == "hg"));
+    println!("advised {advised}");
     drop(std::hint::black_box(blocks));
 }
 
