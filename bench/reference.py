@@ -525,7 +525,8 @@ def slim(rep):
                                         "cpu_share", "event_cpu_share", "io_cpu_share", "event_lateness",
                                         "input_latency", "output_latency", "demotions", "io_demotions",
                                         "model_dropped", "event_page_faults", "steal_ns", "late_held_off",
-                                        "held_off_ns", "held_off_queued_ns", "held_off_max_ns", "partitions")}
+                                        "held_off_ns", "held_off_queued_ns", "held_off_max_ns", "partitions",
+                                        "sleeps", "sleep_cost_ns")}
     return rep
 
 

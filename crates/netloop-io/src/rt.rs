@@ -10,9 +10,9 @@
 //!    ([`crate::rtio`]) over a lock-free queue, with the moment it was due;
 //! 3. wait for the next event: sleep in `ppoll` on the I/O thread's doorbell
 //!    until `spin` before the deadline (no fixed timeouts, timer slack
-//!    lowered to 1 ns), then spin on the clock and the queue; never a sleep
-//!    shorter than a sleep costs, and when busy, sleeps long enough to pay
-//!    for themselves, past the deadline ([`Wakeups::sleep_for`]);
+//!    lowered to 1 ns), then spin on the clock and the queue; no sleep
+//!    shorter than a sleep costs, and when saturated, sleeps long enough
+//!    to pay for themselves, past the deadline ([`Wakeups::sleep_for`]);
 //! 4. take the frames the I/O thread read, each with its arrival time — the
 //!    kernel's timestamp where the interface gives one (AF_PACKET), else the
 //!    moment it was read — and inject each at that time after running the
@@ -516,14 +516,15 @@ impl Mode {
 /// the recent 99th percentile of that (at least [`MIN_SPIN_NS`]) makes the
 /// event run on time without spinning longer than needed.
 ///
-/// And a floor under sleeping: the thread never sleeps for less than what a
-/// timed sleep costs it in CPU time ([`sleep_cost_ns`]), whatever its
-/// budget. Such a sleep frees no CPU for anyone (the thread spends more on
-/// the sleep than on spinning through the gap) and makes the event late by
-/// a wake-up. On this project's VM a sleep of 1 µs took 21 µs of CPU
-/// (2026-11-28): with the budget cutting the spin window to nothing under
-/// load, 1 000 simulated pairs in real time slept 17 500 times a second,
-/// and the sleeps took about half of the event thread's CPU.
+/// And what a timed sleep costs the thread in CPU time ([`sleep_cost_ns`]):
+/// a sleep shorter than that frees no CPU for anyone and makes the event
+/// late by a wake-up, so the thread spins through such a gap instead, or,
+/// when saturated, sleeps long enough for the sleep to pay for itself
+/// ([`Wakeups::sleep_for`]). On this project's VM a sleep of 1 µs took
+/// 15–21 µs of CPU (2026-11-28): with the budget cutting the spin window to
+/// nothing under load, 1 000 simulated pairs in real time slept 17 500
+/// times a second, and the sleeps took about half of the event thread's
+/// CPU.
 pub(crate) struct Wakeups {
     max_ns: u64,
     recent: [u64; 128],
@@ -534,7 +535,18 @@ pub(crate) struct Wakeups {
     cap_ns: u64,
     /// The CPU time one timed sleep costs the thread ([`sleep_cost_ns`]).
     sleep_cost_ns: u64,
+    /// Saturated: sleeps come in batches (see [`Wakeups::sleep_for`]).
+    batch: bool,
 }
+
+/// Above this share of the CPU over the last 200 ms (`rtio::Duty`'s
+/// horizon) the thread sleeps in batches, below [`BATCH_BELOW`] no longer:
+/// short of the 90 % at which it would leave the real-time class, and
+/// well below what batches bring it down to, so that it does not go back
+/// and forth.
+pub const BATCH_ABOVE: f64 = 0.8;
+/// See [`BATCH_ABOVE`].
+pub const BATCH_BELOW: f64 = 0.5;
 
 /// Above this share of a 10 ms window on the CPU, the spin window halves;
 /// below [`SPIN_RELAX_SHARE`] it doubles back. Well below the 90 % at which
@@ -561,6 +573,7 @@ impl Wakeups {
             spin_ns: max_ns,
             cap_ns: max_ns,
             sleep_cost_ns,
+            batch: false,
         }
     }
 
@@ -571,36 +584,50 @@ impl Wakeups {
     /// How long to sleep when the next deadline is `remaining_ns` away
     /// (`None`: spin, or run what is due).
     ///
-    /// Up to the spin window before the deadline, and not at all (spin
-    /// through the gap) when that sleep would be shorter than what it
-    /// costs. A busy thread, whose budget cut its window below what a
-    /// sleep costs ([`Wakeups::budget`]), sleeps at least twice a sleep's
-    /// cost even past the deadline, and runs the events due meanwhile
-    /// together: each sleep then frees more CPU than it takes, and events
-    /// run at most that much late (plus the wake-up's latency). With `run.spin`
-    /// at zero the thread never spins, as documented, and sleeps up to
-    /// each deadline whatever it costs.
+    /// Up to the spin window before the deadline, and, while the window is
+    /// at least what a sleep costs, not at all (spin through the gap) when
+    /// that sleep would be shorter than its cost. A saturated thread
+    /// (over [`BATCH_ABOVE`] of the CPU over 200 ms) sleeps at least twice
+    /// a sleep's cost even past the deadline, and runs the events due
+    /// meanwhile together: each sleep then frees more CPU than it takes,
+    /// events run at most that much late (and a wake-up), and the thread
+    /// stays in the real-time class. With `run.spin` at zero the thread
+    /// never spins, as documented, and sleeps up to each deadline whatever
+    /// it costs.
     pub(crate) fn sleep_for(&self, remaining_ns: u64) -> Option<u64> {
         let spin = self.spin_ns();
         if self.max_ns == 0 {
             return (remaining_ns > 0).then_some(remaining_ns);
         }
-        if self.cap_ns >= self.sleep_cost_ns {
-            let sleep = remaining_ns.checked_sub(spin)?;
-            return (sleep > self.sleep_cost_ns).then_some(sleep);
+        if self.batch {
+            return (remaining_ns > 0).then(|| {
+                remaining_ns
+                    .saturating_sub(spin)
+                    .max(2 * self.sleep_cost_ns)
+            });
         }
-        (remaining_ns > 0).then(|| {
-            remaining_ns
-                .saturating_sub(spin)
-                .max(2 * self.sleep_cost_ns)
-        })
+        let sleep = remaining_ns.checked_sub(spin)?;
+        let floor = if self.cap_ns >= self.sleep_cost_ns {
+            self.sleep_cost_ns
+        } else {
+            0
+        };
+        (sleep > floor).then_some(sleep)
     }
 
     /// Adapts the cap on spinning to the CPU share of the window that just
     /// ended: spinning is CPU the real programs need (on 2 cores, all of
     /// it under load), so a thread that is mostly busy spins less and
     /// sleeps more, down to not spinning at all.
-    pub(crate) fn budget(&mut self, share: f64) {
+    ///
+    /// And whether it is saturated: `long_share`, its share over the
+    /// last 200 ms, above [`BATCH_ABOVE`] (see [`Wakeups::sleep_for`]).
+    pub(crate) fn budget(&mut self, share: f64, long_share: f64) {
+        if long_share > BATCH_ABOVE {
+            self.batch = true;
+        } else if long_share < BATCH_BELOW {
+            self.batch = false;
+        }
         if share > SPIN_BUDGET_SHARE {
             self.cap_ns /= 2;
         } else if share < SPIN_RELAX_SHARE {
@@ -1199,7 +1226,7 @@ fn event_loop(
     let end = loop {
         if duty.check() {
             side.tally.held.close_window(&duty);
-            wake.budget(duty.share);
+            wake.budget(duty.share, duty.long_share);
             if let Some(split) = mode.window(duty.share, std::mem::take(&mut side.window_frames)) {
                 shared.split.store(split, Ordering::Release);
                 shared.to_io.ring();
@@ -1526,7 +1553,7 @@ mod tests {
     }
 
     #[test]
-    fn no_sleep_is_shorter_than_what_a_sleep_costs_and_a_busy_thread_sleeps_in_batches() {
+    fn no_sleep_is_shorter_than_what_a_sleep_costs_and_a_saturated_thread_sleeps_in_batches() {
         let mut w = Wakeups::new(200_000, 20_000);
         for _ in 0..32 {
             w.record(5_000);
@@ -1538,23 +1565,31 @@ mod tests {
         assert_eq!(w.sleep_for(30_000), None, "a sleep of exactly its cost");
         assert_eq!(w.sleep_for(30_001), Some(20_001));
         assert_eq!(w.sleep_for(5_000), None, "within the spin window");
-        // Busy: the budget cuts the window below a sleep's cost, and each
-        // sleep lasts at least two sleeps' cost, past the deadline.
-        for _ in 0..4 {
-            w.budget(0.95);
-        }
-        assert_eq!(w.spin_ns(), MIN_SPIN_NS, "12.5 µs of cap, 10 of window");
-        assert_eq!(w.sleep_for(2_000), Some(40_000), "a short gap: a batch");
-        assert_eq!(w.sleep_for(100_000), Some(90_000), "a long one as before");
-        assert_eq!(w.sleep_for(0), None, "due now: run it");
+        // Busy, not saturated: the budget cuts the window below a sleep's
+        // cost, and the thread sleeps up to each deadline, as before.
         for _ in 0..20 {
-            w.budget(0.95);
+            w.budget(0.95, 0.75);
         }
         assert_eq!(w.spin_ns(), 0);
-        assert_eq!(w.sleep_for(2_000), Some(40_000));
-        // No longer busy: the floor again.
+        assert_eq!(w.sleep_for(2_000), Some(2_000));
+        // Saturated: each sleep lasts at least two sleeps' cost, past the
+        // deadline, until the thread is well below the mark again.
+        w.budget(0.95, 0.85);
+        assert_eq!(w.sleep_for(2_000), Some(40_000), "a short gap: a batch");
+        assert_eq!(w.sleep_for(100_000), Some(100_000), "a long one as before");
+        assert_eq!(w.sleep_for(0), None, "due now: run it");
+        w.budget(0.6, 0.6);
+        assert_eq!(w.sleep_for(2_000), Some(40_000), "between the marks");
+        w.budget(0.3, 0.45);
+        assert_eq!(w.spin_ns(), MIN_SPIN_NS, "the window grows back");
+        assert_eq!(
+            w.sleep_for(12_000),
+            Some(2_000),
+            "below: no more batches, and up to the window before the deadline"
+        );
+        // Idle again: the window back, and with it the floor.
         for _ in 0..10 {
-            w.budget(0.2);
+            w.budget(0.2, 0.2);
         }
         assert_eq!(w.sleep_for(25_000), None);
         // run.spin = 0 never spins: it sleeps up to every deadline.
@@ -1579,18 +1614,18 @@ mod tests {
             w.record(60_000);
         }
         assert_eq!(w.spin_ns(), 120_000);
-        w.budget(0.6);
+        w.budget(0.6, 0.6);
         assert_eq!(w.spin_ns(), 120_000, "between the marks: unchanged");
-        w.budget(0.95);
+        w.budget(0.95, 0.6);
         assert_eq!(w.spin_ns(), 100_000, "busy: half of run.spin");
         for _ in 0..20 {
-            w.budget(0.8);
+            w.budget(0.8, 0.6);
         }
         assert_eq!(w.spin_ns(), 0, "busy for long: no spin at all");
-        w.budget(0.2);
+        w.budget(0.2, 0.6);
         assert_eq!(w.spin_ns(), MIN_SPIN_NS);
         for _ in 0..10 {
-            w.budget(0.2);
+            w.budget(0.2, 0.6);
         }
         assert_eq!(w.spin_ns(), 120_000, "idle again: as the wake-ups need");
     }

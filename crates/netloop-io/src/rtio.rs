@@ -181,6 +181,9 @@ pub struct Duty {
     n: usize,
     /// The CPU share of the last window.
     pub share: f64,
+    /// The CPU share of the last [`DUTY_HORIZON`] windows (those so far
+    /// until there are as many).
+    pub long_share: f64,
     /// CPU time used in the last window, and its length (ns).
     pub last: (u64, u64),
     /// Time waited on a run queue in the last window (ns; 0 where the
@@ -214,6 +217,7 @@ impl Duty {
             recent: [(0, 0); DUTY_HORIZON],
             n: 0,
             share: 0.0,
+            long_share: 0.0,
             last: (0, 0),
             last_queued: 0,
             queued0: sched.as_ref().and_then(|s| s.run_delay_ns()).unwrap_or(0),
@@ -280,13 +284,14 @@ impl Duty {
         self.last = (used, span);
         self.recent[self.n % DUTY_HORIZON] = (used, span);
         self.n += 1;
-        self.priority?;
         // Until the horizon is full, the windows so far (a thread busy from
         // its start is demoted once it has shown it for a quarter of it).
         let (long_used, long_span) = self
             .recent
             .iter()
             .fold((0, 0), |(u, s), &(a, b)| (u + a, s + b));
+        self.long_share = long_used as f64 / long_span.max(1) as f64;
+        self.priority?;
         if !self.demoted {
             if self.n >= DUTY_HORIZON / 4 && long_used * 10 > long_span * 9 {
                 self.demoted = true;

@@ -567,7 +567,7 @@ pub fn run_helper(
     let end = loop {
         if duty.check() {
             held.close_window(&duty);
-            wake.budget(duty.share);
+            wake.budget(duty.share, duty.long_share);
         }
         if let Some(end) = x.end() {
             break end;
