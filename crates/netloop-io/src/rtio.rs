@@ -290,7 +290,13 @@ impl Duty {
             .recent
             .iter()
             .fold((0, 0), |(u, s), &(a, b)| (u + a, s + b));
-        self.long_share = long_used as f64 / long_span.max(1) as f64;
+        // As for demotion, nothing said before a quarter of the horizon:
+        // one busy window at the start is not saturation.
+        self.long_share = if self.n >= DUTY_HORIZON / 4 {
+            long_used as f64 / long_span.max(1) as f64
+        } else {
+            0.0
+        };
         self.priority?;
         if !self.demoted {
             if self.n >= DUTY_HORIZON / 4 && long_used * 10 > long_span * 9 {
