@@ -523,7 +523,7 @@ impl Mode {
 /// late by a wake-up, so the thread spins through such a gap instead, or,
 /// when saturated, sleeps long enough for the sleep to pay for itself
 /// ([`Wakeups::sleep_for`]). On this project's VM a sleep of 1 µs took
-/// 14–31 µs of CPU (2026-11-28 and 29): with the budget cutting the spin window to
+/// 13–31 µs of CPU (2026-11-28 and 29): with the budget cutting the spin window to
 /// nothing under load, 1 000 simulated pairs in real time slept 17 500
 /// times a second, and the sleeps took about half of the event thread's
 /// CPU.

@@ -182,7 +182,8 @@ pub struct Duty {
     /// The CPU share of the last window.
     pub share: f64,
     /// The CPU share of the last [`DUTY_HORIZON`] windows (those so far
-    /// until there are as many).
+    /// until there are as many; 0 until a quarter of them, as demotion
+    /// waits that long too).
     pub long_share: f64,
     /// CPU time used in the last window, and its length (ns).
     pub last: (u64, u64),
