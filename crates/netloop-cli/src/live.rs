@@ -540,7 +540,8 @@ pub fn print_report(r: &LiveReport) {
             };
             eprintln!(
                 "{} of the {} late events came while their thread was held off its CPU, neither \
-                 running nor asleep, rather than busy: {whose} was held off {} in all (the most in one \
+                 running nor asleep (a sleep that ended far past its time counts), rather than \
+                 busy: {whose} was held off {} in all (the most in one \
                  window {}), of it {} waiting behind other threads of this machine and the rest with \
                  its vCPU stopped by the hypervisor.\n",
                 format::count(rt.late_held_off),
