@@ -160,6 +160,13 @@ impl<E> Radix<E> {
             let i = self.filled.trailing_zeros() as usize;
             self.filled &= !(1 << i);
             self.len -= 1;
+            if self.buckets[i].len() == 1 {
+                // Alone in its bucket, as most events are with few in
+                // flight: nothing to move down.
+                let first = self.buckets[i].pop().expect("a filled bucket");
+                self.base = first.time.as_nanos();
+                return Some(first);
+            }
             let mut moving = std::mem::take(&mut self.buckets[i]);
             let first = moving.swap_remove(self.earliest[i]);
             self.base = first.time.as_nanos();

@@ -22,6 +22,13 @@ pub trait Model {
     /// (see [`prefetch`]) while the current one runs. Must not change
     /// anything; the default does nothing.
     fn prefetch(&self, _event: &Self::Event) {}
+
+    /// Whether [`Model::prefetch`] is worth calling at all: a model whose
+    /// state stays in the caches says no, and the loops then neither look
+    /// at the next event nor call it. The default says yes.
+    fn wants_hints(&self) -> bool {
+        true
+    }
 }
 
 /// Asks the CPU to start loading the cache lines of `*r` (up to
@@ -72,14 +79,17 @@ pub fn run_afap<M: Model>(
     let start_events = queue.events_processed();
     let every = progress_every.max(1);
     let mut next_report = every;
+    let hints = model.wants_hints();
     loop {
         match queue.peek_time() {
             Some(t) if t <= until => {}
             _ => break,
         }
         let (now, event) = queue.pop().expect("peeked");
-        if let Some(next) = queue.peek_event() {
-            model.prefetch(next);
+        if hints {
+            if let Some(next) = queue.peek_event() {
+                model.prefetch(next);
+            }
         }
         model.handle(now, event, queue);
         let done = queue.events_processed() - start_events;

@@ -897,6 +897,7 @@ impl EventSide<'_, '_> {
         limit: SimTime,
     ) -> bool {
         let mut ran = 0u32;
+        let hints = net.wants_hints();
         while let Some(t) = queue.peek_time() {
             if t > limit {
                 break;
@@ -910,8 +911,10 @@ impl EventSide<'_, '_> {
                 return false;
             }
             let (t, n, ev) = queue.pop_numbered().expect("peeked");
-            if let Some(next) = queue.peek_event() {
-                net.prefetch(next);
+            if hints {
+                if let Some(next) = queue.peek_event() {
+                    net.prefetch(next);
+                }
             }
             let late = self.lateness(t, n);
             self.tally

@@ -520,6 +520,7 @@ pub fn run_helper(
                   late_events: &mut u64,
                   held: &mut HeldOff| {
         let mut ran = 0u32;
+        let hints = net.wants_hints();
         while let Some(t) = queue.peek_time() {
             if t > limit {
                 break;
@@ -530,8 +531,10 @@ pub fn run_helper(
                 return false;
             }
             let (t, ev) = queue.pop().expect("peeked");
-            if let Some(next) = queue.peek_event() {
-                net.prefetch(next);
+            if hints {
+                if let Some(next) = queue.peek_event() {
+                    net.prefetch(next);
+                }
             }
             let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
             lateness.saturating_record(late.max(1));

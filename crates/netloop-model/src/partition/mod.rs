@@ -1534,13 +1534,16 @@ fn enter_partition(sim: &mut Simulation, cut: &Cut, me: u32) -> PartitionStats {
 
 /// Runs `sim`'s events due at or before `limit`.
 fn run_events_to(sim: &mut Simulation, limit: SimTime) {
+    let hints = netloop_core::Model::wants_hints(&sim.net);
     while let Some(t) = sim.queue.peek_time() {
         if t > limit {
             break;
         }
         let (now, ev) = sim.queue.pop().expect("peeked");
-        if let Some(next) = sim.queue.peek_event() {
-            netloop_core::Model::prefetch(&sim.net, next);
+        if hints {
+            if let Some(next) = sim.queue.peek_event() {
+                netloop_core::Model::prefetch(&sim.net, next);
+            }
         }
         netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
     }
