@@ -551,6 +551,9 @@ pub fn print_report(r: &LiveReport) {
                 format::ns(rt.held_off_queued_ns as f64)
             );
         }
+        if let Some(note) = halt_poll_note(rt.late_held_off, rt.guest_halt_poll_ns) {
+            eprintln!("{note}\n");
+        }
         if let Some(steal) = rt.steal_ns.filter(|&s| s > 0) {
             eprintln!(
                 "During the run the hypervisor took {} of CPU time from this machine's CPUs \
@@ -692,4 +695,31 @@ pub fn clean() -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What to say of a guest that halts its idle vCPUs at once, when late
+/// events came while netloop was held off its CPU: a sleep's wake-up then
+/// waits for the host (docs/realtime.md, "Halt polling").
+fn halt_poll_note(late_held_off: u64, guest_halt_poll_ns: Option<u64>) -> Option<&'static str> {
+    (late_held_off > 0 && guest_halt_poll_ns == Some(0)).then_some(
+        "This machine is a virtual machine whose idle vCPUs halt at once (cpuidle driver \
+         haltpoll, guest_halt_poll_ns 0): a thread asleep on one wakes only when the host runs \
+         the vCPU again, on this project's VMs now and then milliseconds late. Letting the guest \
+         poll before it halts (/sys/module/haltpoll/parameters/guest_halt_poll_ns, as root, for \
+         the whole machine) made late wake-ups rarer there; see 'Halt polling' in \
+         docs/realtime.md.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::halt_poll_note;
+
+    #[test]
+    fn the_halt_poll_note_comes_only_for_held_off_events_on_a_guest_that_halts_at_once() {
+        assert!(halt_poll_note(3, Some(0)).is_some_and(|n| n.contains("guest_halt_poll_ns")));
+        assert_eq!(halt_poll_note(0, Some(0)), None);
+        assert_eq!(halt_poll_note(3, Some(200_000)), None);
+        assert_eq!(halt_poll_note(3, None), None);
+    }
 }

@@ -72,6 +72,27 @@ pub fn steal_ns() -> Option<u64> {
     Some(ticks.saturating_mul(1_000_000_000) / hz)
 }
 
+/// How long this virtual machine's idle vCPUs poll before they halt (ns),
+/// where its idle driver is KVM's `haltpoll` (`guest_halt_poll_ns`, which
+/// grows and shrinks as wake-ups come); `None` on other machines. At 0 a
+/// vCPU halts as soon as it is idle, and a thread asleep on it waits for
+/// the host to run the vCPU again when its timer fires: on this project's
+/// VMs a sleep of 31 µs sometimes took milliseconds (docs/realtime.md).
+pub fn guest_halt_poll_ns() -> Option<u64> {
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").ok()?;
+    let value =
+        std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns").ok()?;
+    halt_poll_of(&driver, &value)
+}
+
+/// [`guest_halt_poll_ns`] from the two files' contents.
+fn halt_poll_of(driver: &str, value: &str) -> Option<u64> {
+    if driver.trim() != "haltpoll" {
+        return None;
+    }
+    value.trim().parse().ok()
+}
+
 /// The calling thread's scheduler statistics (`/proc/thread-self/schedstat`,
 /// opened by the thread itself), read again and again without reopening.
 pub struct SchedStat(std::fs::File);
@@ -156,6 +177,14 @@ impl RtClock {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn halt_polling_is_read_only_where_the_idle_driver_is_haltpoll() {
+        assert_eq!(halt_poll_of("haltpoll\n", "0\n"), Some(0));
+        assert_eq!(halt_poll_of("haltpoll\n", "200000\n"), Some(200_000));
+        assert_eq!(halt_poll_of("intel_idle\n", "0\n"), None);
+        assert_eq!(halt_poll_of("haltpoll\n", "soon\n"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -429,6 +429,11 @@ pub struct RtReport {
     /// (all CPUs together; `None` where the kernel does not say): a vCPU
     /// descheduled by its host stops whatever the thread's priority.
     pub steal_ns: Option<u64>,
+    /// How long this virtual machine's idle vCPUs poll before they halt,
+    /// where its idle driver is KVM's `haltpoll` (ns; `None` elsewhere): at
+    /// 0 a sleeping thread's vCPU halts at once and waits for its host to
+    /// wake it (see [`clock::guest_halt_poll_ns`]).
+    pub guest_halt_poll_ns: Option<u64>,
     /// Time the event thread was held off its CPU (neither running nor
     /// asleep: waiting behind other threads, or its vCPU stopped by the
     /// hypervisor), measured per window of about 10 ms from its own CPU
@@ -796,6 +801,7 @@ impl Tally {
                 .steal0
                 .zip(clock::steal_ns())
                 .map(|(a, b)| b.saturating_sub(a)),
+            guest_halt_poll_ns: clock::guest_halt_poll_ns(),
             held_off_ns: self.held.total_ns,
             held_off_queued_ns: self.held.queued_ns,
             held_off_max_ns: self.held.max_ns,
