@@ -521,6 +521,16 @@ class KeptUpCapacity(unittest.TestCase):
         rows[1] = mixed_point(500, 1.7e6, [True])
         _, text = mixed(rows)
         self.assertIn("none while busy with the model): 0 pairs.", text)
+        # Nor frames that crossed between partitions late, which no hold
+        # explains.
+        rows[1] = mixed_point(500, 1.9e6, [False], late=[(3, 3)])
+        rows[1]["runs"][0]["report"]["partitions"] = {"per_partition": [{"late_frames_in": 0},
+                                                                          {"late_frames_in": 2}]}
+        _, text = mixed(rows)
+        self.assertIn("none while busy with the model): 0 pairs.", text)
+        rows[1]["runs"][0]["report"]["partitions"]["per_partition"][1]["late_frames_in"] = 0
+        _, text = mixed(rows)
+        self.assertIn("none while busy with the model): ≥ 1,000 pairs.", text)
 
     def test_mixed_with_partitions_has_its_own_capacity_and_the_target_takes_the_best(self):
         rows = [mixed_point(0, 1.9e6, [True]), mixed_point(1000, 1.9e6, [False])]

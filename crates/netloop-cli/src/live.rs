@@ -543,7 +543,7 @@ pub fn print_report(r: &LiveReport) {
                  running nor asleep (a sleep that ended far past its time counts), rather than \
                  busy: {whose} was held off {} in all (the most in one \
                  window {}), of it {} waiting behind other threads of this machine and the rest with \
-                 its vCPU stopped by the hypervisor.\n",
+                 its vCPU stopped by the hypervisor or asleep past its time.\n",
                 format::count(rt.late_held_off),
                 format::count(rt.late_events),
                 format::ns(rt.held_off_ns as f64),

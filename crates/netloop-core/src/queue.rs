@@ -163,6 +163,7 @@ impl<E> Radix<E> {
             if self.buckets[i].len() == 1 {
                 // Alone in its bucket, as most events are with few in
                 // flight: nothing to move down.
+                debug_assert_eq!(self.earliest[i], 0);
                 let first = self.buckets[i].pop().expect("a filled bucket");
                 self.base = first.time.as_nanos();
                 return Some(first);

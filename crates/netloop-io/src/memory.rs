@@ -54,9 +54,11 @@ pub enum HugePages {
     Asked,
     /// The user's `GLIBC_TUNABLES` already sets `glibc.malloc.hugetlb`.
     AsGiven,
-    /// Not asked: turned off ([`HUGE_PAGES_ENV`]), not glibc, the kernel
-    /// gives them to every mapping already (`always`) or to none (`never`),
-    /// set-user-ID, under valgrind, or the restart failed (said on stderr).
+    /// Not asked: turned off ([`HUGE_PAGES_ENV`]), not glibc or glibc
+    /// before 2.35, the kernel gives them to every mapping already
+    /// (`always`) or to none (`never`), set-user-ID, under valgrind; or the
+    /// restart failed, or glibc did not apply the tunable (both said on
+    /// stderr).
     NotAsked,
 }
 
@@ -89,9 +91,11 @@ pub enum HugePages {
 /// tunable took no effect in 51 of 100 starts here (2026-11-29: the heap
 /// not advised, found by the `huge_pages` test failing; later glibc ends
 /// the string). So the restarted process looks at its heap, which the
-/// runtime has grown before `main`, and starts again while no part of it
-/// asks for huge pages, up to [`MAX_STARTS`] times: a start costs about
-/// 2 ms, and at one in two one run in 16 million goes on without.
+/// runtime has grown before `main`, and on those versions, with the
+/// address space random, starts again while no part of it asks for huge
+/// pages, up to [`MAX_STARTS`] times: a start costs about 2 ms, and at one
+/// in two one run in 16 million goes on without. Elsewhere a start that
+/// missed would miss again: it goes on without and says so.
 pub fn restart_with_huge_pages() -> HugePages {
     if let Some(mark) = std::env::var_os(RESTART_MARK) {
         std::env::remove_var(RESTART_MARK);
@@ -115,14 +119,23 @@ pub fn restart_with_huge_pages() -> HugePages {
             if heap_advised() != Some(false) {
                 return HugePages::Asked;
             }
-            // glibc missed the tunable (see above): again, while allowed.
-            if starts < MAX_STARTS {
+            // glibc missed the tunable. By chance only with its bug (see
+            // above) and a random address space: then again, while allowed;
+            // otherwise another start would miss it the same way.
+            let by_chance = matches!(crate::sys::glibc_version(), Some((2, 35 | 36)))
+                && crate::sys::address_space_random();
+            if by_chance && starts < MAX_STARTS {
                 if let Err(e) = restart(user.as_deref(), starts + 1) {
                     eprintln!(
                         "netloop: running without huge pages: could not start again with them: {e}"
                     );
                 }
+                return HugePages::NotAsked;
             }
+            eprintln!(
+                "netloop: running without huge pages: glibc did not apply \
+                 {HUGE_TUNABLE} (after {starts} start(s) with it)"
+            );
             return HugePages::NotAsked;
         }
     }
@@ -149,7 +162,14 @@ pub fn restart_with_huge_pages() -> HugePages {
         || nix::unistd::getgid() != nix::unistd::getegid();
     // Under valgrind the restarted program would run outside it.
     let valgrind = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("vgpreload"));
-    if off || !cfg!(all(target_os = "linux", target_env = "gnu")) || !madvise || secure || valgrind
+    // glibc before 2.35 has no such tunable.
+    let old = crate::sys::glibc_version().is_none_or(|v| v < (2, 35));
+    if off
+        || !cfg!(all(target_os = "linux", target_env = "gnu"))
+        || old
+        || !madvise
+        || secure
+        || valgrind
     {
         return HugePages::NotAsked;
     }

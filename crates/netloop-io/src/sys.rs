@@ -73,6 +73,35 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The version of the GNU C library this process runs on (`2.36`), or
+/// `None` where it is not glibc.
+pub fn glibc_version() -> Option<(u32, u32)> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: gnu_get_libc_version returns a static NUL-terminated
+        // string owned by glibc, valid for the life of the process.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        let mut parts = v.to_str().ok()?.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// Whether this process's address space is laid out at random: not when
+/// its personality says ADDR_NO_RANDOMIZE (`setarch -R`, a debugger) or
+/// the kernel's `randomize_va_space` is 0.
+pub fn address_space_random() -> bool {
+    // SAFETY: personality(0xffffffff) only reads the current persona.
+    let persona = unsafe { libc::personality(0xffff_ffff) };
+    let off = persona != -1 && persona & libc::ADDR_NO_RANDOMIZE != 0;
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space")
+        .map_or(true, |v| v.trim() != "0");
+    !off && kernel
+}
+
 // ---------------------------------------------------------------------------
 // File descriptors and namespaces
 // ---------------------------------------------------------------------------

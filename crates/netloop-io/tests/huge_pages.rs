@@ -12,8 +12,10 @@ use std::process::Command;
 use netloop_io::memory::{huge_pages_kb, restart_with_huge_pages};
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("--child") {
-        return child();
+    match std::env::args().nth(1).as_deref() {
+        Some("--child") => return child(false),
+        Some("--give-up") => return child(true),
+        _ => {}
     }
     let thp =
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
@@ -22,9 +24,9 @@ fn main() {
         return;
     }
     let me = std::env::current_exe().expect("own path");
-    let child = |tunables: Option<&str>, off: bool| {
+    let run = |mode: &str, tunables: Option<&str>, off: bool| {
         let mut c = Command::new(&me);
-        c.args(["--child", "an argument"]);
+        c.args([mode, "an argument"]);
         match tunables {
             Some(t) => c.env("GLIBC_TUNABLES", t),
             None => c.env_remove("GLIBC_TUNABLES"),
@@ -38,6 +40,7 @@ fn main() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
+    let child = |tunables: Option<&str>, off: bool| run("--child", tunables, off);
     // Asked: the heap in huge pages, the user's environment back (none,
     // then theirs), the arguments and the PID kept.
     let none = child(None, false);
@@ -57,11 +60,26 @@ fn main() {
         let again = child(None, false);
         assert_line(&again, "result Asked");
         assert_line(&again, "advised true");
+        assert_line(&again, "tunables None");
+        assert_line(&again, "mark None");
+        assert_line(&again, "same pid true");
     }
-    let theirs = child(Some("glibc.malloc.arena_max=8"), false);
-    assert_line(&theirs, "result Asked");
-    assert_line(&theirs, "tunables Some(\"glibc.malloc.arena_max=8\")");
-    assert_line(&theirs, "mark None");
+    // The user's tunables come back whichever start took, every time.
+    for _ in 0..10 {
+        let theirs = child(Some("glibc.malloc.arena_max=8"), false);
+        assert_line(&theirs, "result Asked");
+        assert_line(&theirs, "advised true");
+        assert_line(&theirs, "tunables Some(\"glibc.malloc.arena_max=8\")");
+        assert_line(&theirs, "mark None");
+        assert_line(&theirs, "same pid true");
+    }
+    // The last start allowed, its heap not advised (this process was not
+    // started with the tunable): it gives up, with the user's tunables back.
+    let gave_up = run("--give-up", None, false);
+    assert_line(&gave_up, "result NotAsked");
+    assert_line(&gave_up, "tunables Some(\"glibc.malloc.arena_max=8\")");
+    assert_line(&gave_up, "mark None");
+    assert_line(&gave_up, "advised false");
     // Turned off: no restart, no huge pages.
     let off = child(None, true);
     assert_line(&off, "result NotAsked");
@@ -74,7 +92,14 @@ fn main() {
     println!("huge_pages: ok");
 }
 
-fn child() {
+/// Runs as the restarted process would; `give_up`: as its last start
+/// allowed would (the mark says so), started without the tunable.
+fn child(give_up: bool) {
+    if give_up {
+        // 24: memory.rs's MAX_STARTS.
+        let mark = format!("{}/24=glibc.malloc.arena_max=8", std::process::id());
+        std::env::set_var("NETLOOP_HUGE_PAGES_RESTARTED", mark);
+    }
     // The PID before and after: exec keeps it. Kept in the environment of
     // the restarted process by the first start.
     let first_pid = std::env::var("HP_TEST_FIRST_PID").ok();
@@ -97,10 +122,19 @@ fn child() {
     // Whether a mapping asked for huge pages (MADV_HUGEPAGE: `hg` among
     // its VmFlags), as glibc's tunable makes the heap do.
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    let advised = smaps
-        .lines()
-        .filter_map(|l| l.strip_prefix("VmFlags:"))
-        .any(|f| f.split_whitespace().any(|x| x == "hg"));
+    let mut in_heap = false;
+    let mut advised = false;
+    for line in smaps.lines() {
+        match line.strip_prefix("VmFlags:") {
+            Some(flags) => advised |= in_heap && flags.split_whitespace().any(|x| x == "hg"),
+            // Keys of a mapping's lines end in ':'; its first line is
+            // its range and flags, its name last.
+            None if !line.split_whitespace().next().unwrap_or(":").ends_with(':') => {
+                in_heap = line.trim_end().ends_with("[heap]");
+            }
+            None => {}
+        }
+    }
     println!("advised {advised}");
     drop(std::hint::black_box(blocks));
 }

@@ -242,7 +242,10 @@ impl Sources {
 /// 1 and 30 flows: 4 and 62 nodes). Where it pays is far above: without
 /// hints the dumbbell's 10 000 flows (20 002 nodes) ran 0.76× as fast,
 /// its 100 to 1 000 flows 0.98–1.25× (noise), so the bound is set low,
-/// where nothing is lost either way.
+/// where nothing is lost either way. Nodes only: a network of few hosts
+/// with thousands of applications each would go without the hint of the
+/// next application too; and a partition counts every node of the
+/// network, not its own.
 pub const HINT_MIN_NODES: usize = 64;
 
 /// The network model.
