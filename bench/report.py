@@ -148,6 +148,11 @@ def on_time_but_held(run):
             and late_in == 0)
 
 
+def on_time_but_held_every(runs):
+    """`on_time_but_held` for every repeat of a point (none: not)."""
+    return bool(runs) and all(map(on_time_but_held, runs))
+
+
 def ladder(points):
     """A capacity from a ladder of loads: `points` is [(load, held)]; the
     result is (the highest load up to which every point held, None if the
@@ -754,7 +759,7 @@ class Report:
                         # but for the machine's holds.
                         whole = (kept or 0) >= 0.95
                         held.append((n, whole and kept_up_every(runs)))
-                        but_held.append((n, whole and bool(runs) and all(map(on_time_but_held, runs))))
+                        but_held.append((n, whole and on_time_but_held_every(runs)))
                 else:
                     lags = [((x.get("report") or {}).get("lag_us") or {}).get("p99") for x in runs]
                     m = med(lags)
@@ -784,7 +789,7 @@ class Report:
                          f"{kept * 100:.0f} %" if kept else ""]
                 self.p("| " + " | ".join(cells + (rt_cells(runs) if runs else [""] * 4)) + " |")
                 helds[s].append((n, (kept or 0) >= 0.95 and kept_up_every(runs)))
-                buts[s].append((n, (kept or 0) >= 0.95 and bool(runs) and all(map(on_time_but_held, runs))))
+                buts[s].append((n, (kept or 0) >= 0.95 and on_time_but_held_every(runs)))
             self.p()
             self.behind_note()
         best = None

@@ -31,6 +31,18 @@ pub trait Model {
     }
 }
 
+/// Hints `model` at the next event of `queue` ([`Model::prefetch`]) when
+/// `hints`: the model's [`Model::wants_hints`], asked once per loop rather
+/// than once per event.
+#[inline]
+pub fn hint_next<M: Model>(model: &M, queue: &EventQueue<M::Event>, hints: bool) {
+    if hints {
+        if let Some(next) = queue.peek_event() {
+            model.prefetch(next);
+        }
+    }
+}
+
 /// Asks the CPU to start loading the cache lines of `*r` (up to
 /// `max_lines` of them): a hint, with no effect on what the program
 /// computes.
@@ -86,11 +98,7 @@ pub fn run_afap<M: Model>(
             _ => break,
         }
         let (now, event) = queue.pop().expect("peeked");
-        if hints {
-            if let Some(next) = queue.peek_event() {
-                model.prefetch(next);
-            }
-        }
+        hint_next(model, queue, hints);
         model.handle(now, event, queue);
         let done = queue.events_processed() - start_events;
         if done >= next_report {

@@ -192,11 +192,14 @@ fn parse_mark<'a>(mark: &'a [u8], pid: &str) -> Option<(u32, Option<&'a [u8]>)> 
     }
 }
 
-/// Whether `s` is an address range as `/proc/self/maps` writes one.
-fn is_range(s: &str) -> bool {
-    s.split_once('-').is_some_and(|(lo, hi)| {
-        u64::from_str_radix(lo, 16).is_ok() && u64::from_str_radix(hi, 16).is_ok()
-    })
+/// The addresses of a range as `/proc/self/maps` and `smaps` write one
+/// (`55d5068d2000-55d506ad2000`).
+fn address_range(s: &str) -> Option<(usize, usize)> {
+    let (lo, hi) = s.split_once('-')?;
+    Some((
+        usize::from_str_radix(lo, 16).ok()?,
+        usize::from_str_radix(hi, 16).ok()?,
+    ))
 }
 
 /// Whether this process's heap (the `[heap]` mappings of
@@ -212,7 +215,7 @@ fn heap_advised() -> Option<bool> {
                 let hg = flags.split_whitespace().any(|f| f == "hg");
                 seen = Some(seen.unwrap_or(false) || hg);
             }
-        } else if is_range(line.split_whitespace().next().unwrap_or_default()) {
+        } else if address_range(line.split_whitespace().next().unwrap_or_default()).is_some() {
             // A mapping's first line: its range, permissions, …, name.
             in_heap = line.trim_end().ends_with("[heap]");
         }
@@ -266,11 +269,7 @@ fn own_program() -> Result<std::path::PathBuf, String> {
         let (Some(range), Some(path)) = (f.next(), f.nth(4)) else {
             continue;
         };
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-        else {
+        let Some((lo, hi)) = address_range(range) else {
             continue;
         };
         if (lo..hi).contains(&here) {
@@ -383,8 +382,13 @@ mod tests {
         assert_eq!(parse_mark(b"42=x", "42"), None);
         assert_eq!(parse_mark(b"42/x", "42"), None);
         assert_eq!(parse_mark(b"42/1x", "42"), None);
-        assert!(is_range("55d5068d2000-55d506ad2000"));
-        assert!(!is_range("Size:") && !is_range("VmFlags:") && !is_range("-"));
+        assert_eq!(
+            address_range("55d5068d2000-55d506ad2000"),
+            Some((0x55d5068d2000, 0x55d506ad2000))
+        );
+        assert!(["Size:", "VmFlags:", "-", "12-x"]
+            .iter()
+            .all(|s| address_range(s).is_none()));
     }
 
     /// Without a reserve, writing 16 MiB of new blocks faults in about

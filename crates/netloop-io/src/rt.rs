@@ -917,11 +917,7 @@ impl EventSide<'_, '_> {
                 return false;
             }
             let (t, n, ev) = queue.pop_numbered().expect("peeked");
-            if hints {
-                if let Some(next) = queue.peek_event() {
-                    net.prefetch(next);
-                }
-            }
+            netloop_core::sched::hint_next(&*net, queue, hints);
             let late = self.lateness(t, n);
             self.tally
                 .record_lateness(t, late, self.opts.late_threshold_ns);

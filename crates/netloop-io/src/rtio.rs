@@ -291,8 +291,8 @@ impl Duty {
             .recent
             .iter()
             .fold((0, 0), |(u, s), &(a, b)| (u + a, s + b));
-        // As for demotion, nothing said before a quarter of the horizon:
-        // one busy window at the start is not saturation.
+        // Nothing said before a quarter of the horizon: one busy window at
+        // the start is not saturation (for demotion nor for batches).
         self.long_share = if self.n >= DUTY_HORIZON / 4 {
             long_used as f64 / long_span.max(1) as f64
         } else {
@@ -300,7 +300,7 @@ impl Duty {
         };
         self.priority?;
         if !self.demoted {
-            if self.n >= DUTY_HORIZON / 4 && long_used * 10 > long_span * 9 {
+            if self.long_share > DEMOTE_ABOVE {
                 self.demoted = true;
                 self.demotions += 1;
                 return Some(false);
@@ -315,6 +315,10 @@ impl Duty {
         }
     }
 }
+
+/// The share of a core over [`DUTY_HORIZON`] windows above which a thread
+/// leaves the real-time class ([`Duty`]).
+const DEMOTE_ABOVE: f64 = 0.9;
 
 /// The least a sleep may overrun its time and still count as asleep (a
 /// wake-up of an idle vCPU here took 55–90 µs at the median, 110–290 µs at

@@ -531,11 +531,7 @@ pub fn run_helper(
                 return false;
             }
             let (t, ev) = queue.pop().expect("peeked");
-            if hints {
-                if let Some(next) = queue.peek_event() {
-                    net.prefetch(next);
-                }
-            }
+            netloop_core::sched::hint_next(&*net, queue, hints);
             let late = clock::mono_ns().saturating_sub(clock.mono_of(t));
             lateness.saturating_record(late.max(1));
             if late > opts.late_threshold_ns {

@@ -1540,11 +1540,7 @@ fn run_events_to(sim: &mut Simulation, limit: SimTime) {
             break;
         }
         let (now, ev) = sim.queue.pop().expect("peeked");
-        if hints {
-            if let Some(next) = sim.queue.peek_event() {
-                netloop_core::Model::prefetch(&sim.net, next);
-            }
-        }
+        netloop_core::sched::hint_next(&sim.net, &sim.queue, hints);
         netloop_core::Model::handle(&mut sim.net, now, ev, &mut sim.queue);
     }
 }
