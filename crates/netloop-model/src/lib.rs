@@ -36,6 +36,7 @@ pub mod host;
 pub mod ipv4;
 pub mod ipv6;
 pub mod link;
+pub mod memo;
 pub mod msgtcp;
 pub mod ndp;
 pub mod neighbour;

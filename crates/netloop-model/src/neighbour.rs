@@ -28,6 +28,7 @@ use rustc_hash::FxHashMap as HashMap;
 use smoltcp::wire::EthernetAddress;
 use std::hash::Hash;
 
+use crate::memo::Memo;
 use crate::node::{NodeCtx, PortInfo};
 use crate::stats::{DropReason, Origin};
 use crate::{Frame, PortId};
@@ -44,6 +45,9 @@ pub trait Protocol {
     /// The solicitation for `target` out of a port `info`; `None` if the
     /// port has no address of the family to send it from.
     fn solicit(info: &PortInfo, target: Self::Addr) -> Option<Frame>;
+    /// 32 bits of `addr` that tell neighbours apart (the slot of its
+    /// [`Memo`]).
+    fn memo_hash(addr: &Self::Addr) -> u32;
 }
 
 /// Bounds and timers of the neighbour cache.
@@ -109,13 +113,14 @@ pub struct Neighbours<P: Protocol> {
     config: NeighbourConfig,
     origin: Origin,
     entries: HashMap<P::Addr, Entry>,
-    /// The neighbour a frame went to last, its MAC, and until when its
-    /// entry is fresh: most frames go where the one before went, and the
-    /// map's lookup is a cache miss per frame with thousands of nodes (a
-    /// host's one neighbour, a router's next router). Forgotten whenever
-    /// the map changes, so it only ever repeats what the map says; a fresh
-    /// entry's use changes nothing (`use_entry`).
-    last: Option<(P::Addr, EthernetAddress, SimTime)>,
+    /// Neighbours frames went to lately, each with its MAC and until when
+    /// its entry is fresh: most frames go where an earlier one went, and
+    /// the map's lookup is a cache miss per frame with thousands of nodes
+    /// (a host's one neighbour, a router's next router and the hosts of
+    /// its subnets). One slot unless [`Neighbours::remembering`] says more.
+    /// Forgotten whenever the map changes, so it only ever repeats what
+    /// the map says; a fresh entry's use changes nothing (`use_entry`).
+    memo: Memo<P::Addr, (EthernetAddress, SimTime)>,
     pending_frames: u64,
     /// Entries waiting for resolution.
     pending_entries: usize,
@@ -144,7 +149,7 @@ impl<P: Protocol> Neighbours<P> {
             config,
             origin,
             entries: HashMap::default(),
-            last: None,
+            memo: Memo::new(1),
             pending_frames: 0,
             pending_entries: 0,
             armed: None,
@@ -153,6 +158,13 @@ impl<P: Protocol> Neighbours<P> {
             replies_sent: 0,
             proto: std::marker::PhantomData,
         }
+    }
+
+    /// The cache, remembering up to `slots` recent neighbours in front of
+    /// its map (one by default: a host's gateway; a router sends to many).
+    pub fn remembering(mut self, slots: usize) -> Self {
+        self.memo = Memo::new(slots);
+        self
     }
 
     /// Frames waiting for resolution.
@@ -199,7 +211,7 @@ impl<P: Protocol> Neighbours<P> {
                 self.arm(now + retry, ctx);
             }
         } else {
-            self.last = Some((ip, mac, *expires));
+            self.memo.put(P::memo_hash(&ip), ip, (mac, *expires));
         }
         Some(mac)
     }
@@ -214,8 +226,8 @@ impl<P: Protocol> Neighbours<P> {
         mut frame: Frame,
         ctx: &mut NodeCtx,
     ) {
-        if let Some((last, mac, fresh_until)) = self.last {
-            if last == ip && ctx.now < fresh_until {
+        if let Some((mac, fresh_until)) = self.memo.get(P::memo_hash(&ip), ip) {
+            if ctx.now < fresh_until {
                 frame[0..6].copy_from_slice(mac.as_bytes());
                 ctx.send(port, frame);
                 return;
@@ -251,7 +263,7 @@ impl<P: Protocol> Neighbours<P> {
                 return;
             }
             self.pending_entries += 1;
-            self.last = None;
+            self.memo.clear();
             self.entries.insert(
                 ip,
                 Entry {
@@ -295,7 +307,7 @@ impl<P: Protocol> Neighbours<P> {
             return false;
         }
         let before = self.entries.len();
-        self.last = None;
+        self.memo.clear();
         let mut earliest = now + self.config.lifetime;
         self.entries.retain(|_, e| match e.state {
             State::Resolved {
@@ -392,7 +404,7 @@ impl<P: Protocol> Neighbours<P> {
         {
             return;
         }
-        self.last = None;
+        self.memo.clear();
         let old = self.entries.insert(
             ip,
             Entry {
@@ -429,7 +441,7 @@ impl<P: Protocol> Neighbours<P> {
             return; // superseded by an earlier tick
         }
         self.armed = None;
-        self.last = None;
+        self.memo.clear();
         let mut retry = Vec::new();
         let mut give_up = Vec::new();
         let mut next: Option<SimTime> = None;

@@ -14,6 +14,7 @@ use std::net::Ipv6Addr;
 
 use crate::ipv6;
 use crate::link::ETH_HEADER;
+use crate::memo::ROUTER_SLOTS;
 use crate::ndp::Ndp;
 use crate::neighbour::NeighbourConfig;
 use crate::node::{NodeCtx, PortInfo};
@@ -61,7 +62,11 @@ impl Node6 {
             router,
             own,
             table,
-            ndp: Ndp::new(NeighbourConfig::default(), origin),
+            ndp: Ndp::new(NeighbourConfig::default(), origin).remembering(if router {
+                ROUTER_SLOTS
+            } else {
+                1
+            }),
             origin,
             ident: 0,
         }

@@ -445,6 +445,71 @@ fn forwarding_rewrites_macs_decrements_ttl_and_fixes_the_checksum() {
     b.assert_conserved();
 }
 
+/// More destinations than the router's memos hold, in turns: each packet
+/// still leaves by its own route to its own neighbour's MAC, and a
+/// neighbour whose MAC changes gets the next packet at the new one.
+#[test]
+fn packets_to_many_destinations_in_turn_each_go_their_own_way() {
+    let mut b = Bench::new(RouterSpec::default());
+    b.teach(1, R2, R2_MAC);
+    // 250 hosts on each of ports 1 and 2, and 250 addresses behind r2.
+    let host_mac = |port: u8, i: u8| EthernetAddress([0x02, 0xbb, 0, 0, port, i]);
+    let mut dests = Vec::new();
+    for i in 3..=252u8 {
+        let on1 = Ipv4Addr::new(10, 0, 2, i);
+        let on2 = Ipv4Addr::new(10, 0, 4, i);
+        b.teach(1, on1, host_mac(1, i));
+        b.teach(2, on2, host_mac(2, i));
+        dests.push((on1, 1, host_mac(1, i)));
+        dests.push((on2, 2, host_mac(2, i)));
+        dests.push((Ipv4Addr::new(10, 0, 3, i), 1, R2_MAC));
+    }
+    let mut sent = 0;
+    for round in 0..3 {
+        if round == 2 {
+            // A neighbour on port 2 answers from a new MAC (RFC 826: the
+            // router learns it from the request).
+            let (ip, _, _) = dests[1];
+            let moved = EthernetAddress([0x02, 0xcc, 0, 0, 0, 1]);
+            b.teach(2, ip, moved);
+            dests[1].2 = moved;
+        }
+        // Forwards, backwards, then odd before even: orders in which
+        // destinations that share a slot take turns.
+        let order: Vec<usize> = match round {
+            0 => (0..dests.len()).collect(),
+            1 => (0..dests.len()).rev().collect(),
+            _ => (0..dests.len())
+                .filter(|i| i % 2 == 1)
+                .chain((0..dests.len()).filter(|i| i % 2 == 0))
+                .collect(),
+        };
+        for i in order {
+            let (dst, port, mac) = dests[i];
+            b.inject(
+                0,
+                Ip {
+                    dst,
+                    ..Ip::default()
+                }
+                .frame(),
+            );
+            sent += 1;
+            let out = b.take();
+            assert_eq!(out.len(), 1, "round {round}: one frame for {dst}");
+            assert_eq!(out[0].0, port, "round {round}: the port to {dst}");
+            assert_eq!(
+                macs(&out[0].1),
+                (mac, port_mac(port)),
+                "round {round}: {dst}"
+            );
+            assert_eq!(ip_of(&out[0].1).dst_addr(), dst);
+        }
+    }
+    assert_eq!(b.router.stats().forwarded, sent);
+    b.assert_conserved();
+}
+
 #[test]
 fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let mut b = Bench::new(RouterSpec::default());

@@ -77,10 +77,11 @@ use crate::ipv4::{
     more_fragments, src_addr, validate, IP_HEADER, MAX_DATAGRAM, PROTO_ICMP, PROTO_UDP,
 };
 use crate::link::ETH_HEADER;
+use crate::memo::{Memo, ROUTER_SLOTS};
 use crate::node::{NodeCtx, PortInfo};
 use crate::node6::Node6;
 use crate::reassembly::{Outcome, Reassembler};
-use crate::routing::{Route, RoutingTable, RoutingTable6};
+use crate::routing::{RoutingTable, RoutingTable6};
 use crate::spec::RouterSpec;
 use crate::stats::{DropCounts, DropReason, Origin, Sink};
 use crate::{Frame, PortId};
@@ -192,13 +193,13 @@ pub struct Router {
     own: FxHashSet<u32>,
     directed: FxHashSet<u32>,
     table: RoutingTable,
-    /// The last destination forwarded and its route: a unicast address,
-    /// not the router's, not martian, that has a route. The table and the
-    /// addresses never change after the router is built, so the answer
-    /// stays right, and most packets go where the one before went: it
-    /// spares the two address sets and the table (about 130 instructions
-    /// a hop).
-    last_route: Option<(Ipv4Addr, Route)>,
+    /// The destinations forwarded lately, each with its way out (port
+    /// and next hop): a unicast address, not the router's, not martian,
+    /// that has a route. The table and the addresses never change after
+    /// the router is built, so an answer stays right, and most packets go
+    /// where an earlier one of their flow went: it spares the two address
+    /// sets and the table (a few hundred instructions a hop).
+    routes: Memo<Ipv4Addr, (u32, Ipv4Addr)>,
     arp: Arp,
     /// Its IPv6 side: addresses, table, neighbours (without IPv6 in the
     /// network, IPv6 is dropped as `unsupported`).
@@ -244,10 +245,10 @@ impl Router {
             name: name.to_string(),
             ports,
             own,
-            last_route: None,
+            routes: Memo::new(ROUTER_SLOTS),
             directed,
             table,
-            arp: Arp::new(ArpConfig::default(), Origin::Router),
+            arp: Arp::new(ArpConfig::default(), Origin::Router).remembering(ROUTER_SLOTS),
             v6,
             service: spec.forwarding_rate.map(|r| r.interval()),
             queue_limit: spec.forwarding_queue as usize,
@@ -457,10 +458,7 @@ impl Router {
         let ip = &job.frame[ETH_HEADER..];
         let src = src_addr(ip);
         let dst = dst_addr(ip);
-        let known = match self.last_route {
-            Some((last, route)) if last == dst => Some(route),
-            _ => None,
-        };
+        let known = self.routes.get(u32::from(dst), dst);
         if known.is_none() && (self.is_own(dst) || self.is_broadcast(dst)) {
             self.local(job, ctx);
             return;
@@ -488,19 +486,20 @@ impl Router {
             self.icmp_error(&job, IcmpError::TimeExceeded, ctx);
             return;
         }
-        let route = match known {
-            Some(route) => route,
+        let (port, next_hop) = match known {
+            Some((port, next_hop)) => (port as PortId, next_hop),
             None => {
-                let Some(route) = self.table.lookup(dst).copied() else {
+                let Some(route) = self.table.lookup(dst) else {
                     ctx.drop_frame(DropReason::NoRoute);
                     self.icmp_error(&job, IcmpError::NetUnreachable, ctx);
                     return;
                 };
-                self.last_route = Some((dst, route));
-                route
+                let way = (route.port, route.via.unwrap_or(dst));
+                self.routes.put(u32::from(dst), dst, (way.0 as u32, way.1));
+                way
             }
         };
-        let mtu = self.ports[route.port].mtu;
+        let mtu = self.ports[port].mtu;
         // A super-frame's segments fit (`forwards_whole`).
         let fits = job.frame.is_super() || ip.len() <= mtu as usize;
         // Checked before the TTL is decremented so that the error quotes the
@@ -520,7 +519,7 @@ impl Router {
         let mut frame = job.frame;
         decrement_ttl(&mut frame[ETH_HEADER..]);
         self.stats.forwarded += frame.segs();
-        self.transmit(route.port, route.via.unwrap_or(dst), frame, ctx);
+        self.transmit(port, next_hop, frame, ctx);
     }
 
     /// Sends an IPv4 packet (in an Ethernet frame whose MACs this fills in)
