@@ -119,6 +119,19 @@ fn spin_window() {
     );
     let e = one_error("[run]\nipv6 = true\naddress_pool = \"198.18.0.0/16\"\nipv4 = false\n");
     assert!(e.contains("an IPv4 pool in an IPv6-only network"), "{e}");
+    // Static neighbour tables: off unless asked, and a boolean.
+    assert!(!ok("[run]\n").spec.run.static_neighbours);
+    assert!(
+        ok("[run]\nstatic_neighbours = true\n")
+            .spec
+            .run
+            .static_neighbours
+    );
+    let e = one_error("[run]\nstatic_neighbours = \"yes\"\n");
+    assert!(
+        e.starts_with("t.toml:2:21: run, field 'static_neighbours':"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1293,6 +1293,50 @@ impl<'a> Builder<'a> {
         Ok(tables)
     }
 
+    /// `[run] static_neighbours`: each simulated host's and router's
+    /// neighbour tables get a static entry for every other simulated host
+    /// and router interface on each of its segments (a link, or links
+    /// joined by switches): its IPv4 address and, with IPv6, its global
+    /// and link-local ones, at its MAC. Real hosts are left out (their
+    /// MACs are theirs to choose; both sides resolve them as usual), and
+    /// a table that fills up (a switched segment of thousands) resolves
+    /// the rest as usual.
+    fn fill_neighbours(&self, nodes: &mut [Node]) {
+        let simulated: Vec<bool> = nodes
+            .iter()
+            .map(|n| matches!(n, Node::Host(_) | Node::Router(_)))
+            .collect();
+        for seg in &self.segments {
+            let ifaces: Vec<(NodeId, PortId)> = seg
+                .ifaces
+                .iter()
+                .map(|&(n, p, _, _)| (n, p))
+                .filter(|&(n, _)| simulated[n])
+                .collect();
+            for &(n, p) in &ifaces {
+                for &(m, q) in &ifaces {
+                    if (m, q) == (n, p) {
+                        continue;
+                    }
+                    let peer = &self.ports[m][q];
+                    let addrs = peer
+                        .addr
+                        .map(|a| IpAddr::V4(a.addr))
+                        .into_iter()
+                        .chain(peer.addr6.map(|a| IpAddr::V6(a.addr)))
+                        .chain(peer.addr6.map(|_| IpAddr::V6(peer.link_local())));
+                    for ip in addrs {
+                        match &mut nodes[n] {
+                            Node::Host(h) => h.add_static_neighbour(p, ip, peer.mac),
+                            Node::Router(r) => r.add_static_neighbour(p, ip, peer.mac),
+                            _ => unreachable!("only simulated nodes are filled"),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
     fn finish(
         self,
         mut tables: Vec<(RoutingTable, RoutingTable6)>,
@@ -1361,6 +1405,9 @@ impl<'a> Builder<'a> {
                     Node::External(Box::default())
                 }
             });
+        }
+        if spec.run.static_neighbours {
+            self.fill_neighbours(&mut nodes);
         }
         let links: Vec<Link> = spec
             .links

@@ -538,6 +538,15 @@ impl Host {
             })
     }
 
+    /// A static neighbour entry: `ip` is at `mac` behind `port`, for the
+    /// whole run (`[run] static_neighbours`). False if the table is full.
+    pub fn add_static_neighbour(&mut self, port: PortId, ip: IpAddr, mac: EthernetAddress) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.arp.add_static(port, a, mac),
+            IpAddr::V6(a) => self.v6.ndp.add_static(port, (port, a), mac),
+        }
+    }
+
     /// Frames held by the host: waiting for ARP, and fragments waiting for
     /// the rest of their datagram.
     pub fn in_flight(&self) -> u64 {

@@ -361,6 +361,50 @@ impl<P: Protocol> Neighbours<P> {
         }
     }
 
+    /// Records that `ip` is at `mac` behind `port` for good: an entry that
+    /// never expires, never needs confirming, and that nothing learned
+    /// later replaces (a static entry, `ip neigh add ... nud permanent`).
+    /// False if the table is full (the neighbour then resolves as usual).
+    pub fn add_static(&mut self, port: PortId, ip: P::Addr, mac: EthernetAddress) -> bool {
+        if !self.entries.contains_key(&ip) && self.entries.len() >= self.config.max_entries {
+            return false;
+        }
+        self.memo.clear();
+        let old = self.entries.insert(
+            ip,
+            Entry {
+                port,
+                state: State::Resolved {
+                    mac,
+                    expires: SimTime::MAX,
+                    probe: None,
+                },
+            },
+        );
+        debug_assert!(
+            !matches!(
+                old,
+                Some(Entry {
+                    state: State::Pending { .. },
+                    ..
+                })
+            ),
+            "static entries are made before the run"
+        );
+        true
+    }
+
+    /// Whether `ip` has a static entry ([`Neighbours::add_static`]).
+    fn is_static(&self, ip: &P::Addr) -> bool {
+        matches!(
+            self.entries.get(ip),
+            Some(Entry {
+                state: State::Resolved { expires, .. },
+                ..
+            }) if *expires == SimTime::MAX
+        )
+    }
+
     /// Records that `ip` is at `mac` behind `port`, confirmed (an answer to
     /// our solicitation), sending the frames that waited for it.
     pub fn learn(&mut self, port: PortId, ip: P::Addr, mac: EthernetAddress, ctx: &mut NodeCtx) {
@@ -393,6 +437,11 @@ impl<P: Protocol> Neighbours<P> {
         fresh: bool,
         ctx: &mut NodeCtx,
     ) {
+        if self.is_static(&ip) {
+            // What a neighbour says does not replace what the topology
+            // fixed (Linux keeps a permanent entry too).
+            return;
+        }
         let expires = if fresh {
             ctx.now + self.config.lifetime
         } else {

@@ -242,6 +242,14 @@ pub struct RunSpec {
     /// address, and traffic and endpoints use IPv6.
     #[serde(default)]
     pub ipv6_only: bool,
+    /// Every simulated host and router starts knowing the MAC of each
+    /// simulated neighbour on its links (ARP, and with IPv6 neighbour
+    /// discovery, entries that never expire), as Mininet's `--arp` fills
+    /// every host's table: no address resolution, and no first packets
+    /// waiting for it. Real hosts, and the simulated nodes' entries for
+    /// them, resolve as usual.
+    #[serde(default)]
+    pub static_neighbours: bool,
 }
 
 /// The default spin window of the real-time scheduler: covers the wake-up
@@ -259,6 +267,7 @@ impl Default for RunSpec {
             spin: DEFAULT_SPIN,
             ipv6: false,
             ipv6_only: false,
+            static_neighbours: false,
         }
     }
 }

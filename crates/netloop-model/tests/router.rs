@@ -510,6 +510,29 @@ fn packets_to_many_destinations_in_turn_each_go_their_own_way() {
     b.assert_conserved();
 }
 
+/// A static neighbour entry is used at once and stays what it is: an ARP
+/// request from the neighbour with another MAC (which teaches a learned
+/// entry its new MAC) does not replace it.
+#[test]
+fn a_static_neighbour_is_not_replaced_by_what_arp_says() {
+    let mut b = Bench::new(RouterSpec::default());
+    assert!(b.router.add_static_neighbour(1, H2.into(), H2_MAC));
+    b.inject(0, Ip::default().frame());
+    let out = b.take();
+    assert_eq!(out.len(), 1, "sent at once, no ARP request first");
+    assert_eq!(macs(&out[0].1), (H2_MAC, port_mac(1)));
+    b.teach(1, H2, EthernetAddress([0x02, 0xcc, 0, 0, 0, 9]));
+    b.inject(0, Ip::default().frame());
+    let out = b.take();
+    assert_eq!(
+        macs(&out[0].1),
+        (H2_MAC, port_mac(1)),
+        "still the static MAC"
+    );
+    assert_eq!(b.router.stats().arp_requests_sent, 0);
+    b.assert_conserved();
+}
+
 #[test]
 fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let mut b = Bench::new(RouterSpec::default());

@@ -207,6 +207,24 @@ def test_results_are_typed_objects_that_are_still_the_json() -> None:
     assert r.realtime is None
 
 
+def test_static_neighbours_from_python_leave_the_first_ping_waiting_for_nothing() -> None:
+    def first_and_fastest(**run: object) -> tuple[int | None, int | None]:
+        net = netloop.Network("static", duration="2s", **run)
+        a, r, b = net.add_host("a"), net.add_router("r"), net.add_host("b")
+        net.add_link(a, r, delay="5ms")
+        net.add_link(r, b, delay="5ms")
+        net.add_traffic("ping", a, b, name="echo", interval="100ms")
+        assert ("static_neighbours = true" in net.to_toml()) == bool(run)
+        d = net.simulate().flow("echo").delay
+        assert d is not None
+        return d.max_ns, d.min_ns
+
+    slowest, fastest = first_and_fastest()
+    assert slowest is not None and fastest is not None and slowest > fastest  # ARP on each link
+    slowest, fastest = first_and_fastest(static_neighbours=True)
+    assert slowest == fastest
+
+
 def test_add_host_makes_simulated_and_real_hosts_and_hosts_lists_them() -> None:
     net = netloop.Network("mixed")
     a = net.add_host("a")

@@ -1,6 +1,7 @@
 //! `[run]`: how long to run, the seed, IPv6 on or off (and IPv4 off: an
 //! IPv6-only network), the pools of
-//! automatic addresses, and the real-time scheduler's spin window.
+//! automatic addresses, the real-time scheduler's spin window, and static
+//! neighbour tables.
 
 use std::ops::Range;
 
@@ -21,6 +22,7 @@ pub(crate) const KEYS: &[&str] = &[
     "ipv6",
     "address_pool6",
     "ipv4",
+    "static_neighbours",
 ];
 
 /// The longest spin window allowed: past a few milliseconds, spinning costs a
@@ -82,6 +84,9 @@ pub(crate) fn read(l: &mut Loader<'_, '_>, table: &DeTable<'_>, span: Range<usiz
         } else {
             l.spec.run.ipv6_only = !on;
         }
+    }
+    if let Some(on) = t.opt(l.d, "static_neighbours", value::boolean) {
+        l.spec.run.static_neighbours = on;
     }
     if let Some(pool) = t.opt(l.d, "address_pool6", value::network::<Ipv6Cidr>) {
         if pool.prefix > 64 {

@@ -68,7 +68,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 use smoltcp::wire::{EthernetAddress, EthernetProtocol};
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::arp::{Arp, ArpConfig, ARP_TIMER};
 use crate::gso;
@@ -280,6 +280,15 @@ impl Router {
     /// Counters.
     pub fn stats(&self) -> &RouterStats {
         &self.stats
+    }
+
+    /// A static neighbour entry: `ip` is at `mac` behind `port`, for the
+    /// whole run (`[run] static_neighbours`). False if the table is full.
+    pub fn add_static_neighbour(&mut self, port: PortId, ip: IpAddr, mac: EthernetAddress) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.arp.add_static(port, a, mac),
+            IpAddr::V6(a) => self.v6.ndp.add_static(port, (port, a), mac),
+        }
     }
 
     /// Frames held inside the router: waiting for or in the forwarding
