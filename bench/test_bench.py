@@ -48,6 +48,15 @@ class Topologies(unittest.TestCase):
         self.assertEqual(t.count('kind = "udp-cbr"'), 7)
         self.assertEqual(check(t).returncode, 0)
 
+    def test_only_background_pairs_know_their_neighbours_from_the_start(self):
+        # Like ns-3's point-to-point pairs, the simulated pairs resolve no
+        # addresses; the other experiments' paths keep ARP.
+        with_pairs = reference.netloop_topology(reference.Path(2, bg_pairs=7), [("true", "0s", True)], [])
+        run = with_pairs.split("[[node]]")[0]
+        self.assertIn("static_neighbours = true", run)
+        without = reference.netloop_topology(reference.Path(2), [("true", "0s", True)], [])
+        self.assertNotIn("static_neighbours", without)
+
     def test_background_pairs_start_at_phases_spread_over_one_interval(self):
         # 150 pairs sending every 4.44 ms: starts 1/150 s apart fell into two
         # phases (bursts of 75 packets at once). Spread, no two pairs share a
