@@ -1267,15 +1267,9 @@ fn event_loop(
             // taken, so it is left out of the held-off time as sleep is
             // (its CPU time is the thread's own, and time it waited on a
             // run queue is held off).
-            let (hook, hook_cpu, hook_queued) =
-                (clock::mono_ns(), thread_cpu_ns(), duty.run_delay());
+            let blocking = rtio::HeldOff::blocking(&duty);
             let step = control(&mut ctl);
-            let wall = clock::mono_ns().saturating_sub(hook);
-            let cpu = thread_cpu_ns().saturating_sub(hook_cpu);
-            let queued = duty.run_delay().saturating_sub(hook_queued);
-            side.tally
-                .held
-                .blocked(wall.saturating_sub(cpu).saturating_sub(queued));
+            blocking.end(&duty, &mut side.tally.held);
             match step {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => break EndReason::Control,

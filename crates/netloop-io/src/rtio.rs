@@ -379,6 +379,29 @@ pub struct HeldOff {
     pub late_events: u64,
 }
 
+/// A call that may block, timed ([`HeldOff::blocking`]): a control hook
+/// starting a program waits for its exec, a partition waits to be resumed
+/// after a snapshot. Time neither running nor on a run queue is the
+/// thread's choice, not the CPU being taken, so it is left out of the
+/// held-off time as a sleep is; its CPU time is the thread's own, and
+/// time it waited on a run queue is held off.
+#[must_use = "a blocking call's time counts only once it ends"]
+pub struct Blocking {
+    wall0: u64,
+    cpu0: u64,
+    queued0: u64,
+}
+
+impl Blocking {
+    /// The call ended: its blocked time goes to `held`.
+    pub fn end(self, duty: &Duty, held: &mut HeldOff) {
+        let wall = clock::mono_ns().saturating_sub(self.wall0);
+        let cpu = crate::rt::thread_cpu_ns().saturating_sub(self.cpu0);
+        let queued = duty.run_delay().saturating_sub(self.queued0);
+        held.blocked(wall.saturating_sub(cpu).saturating_sub(queued));
+    }
+}
+
 impl HeldOff {
     /// An event of the current window ran `late_ns` late (past the
     /// threshold).
@@ -403,6 +426,15 @@ impl HeldOff {
     /// `ns`: not held off either.
     pub fn blocked(&mut self, ns: u64) {
         self.slept_ns += ns;
+    }
+
+    /// Starts timing a call that may block (see [`Blocking`]).
+    pub fn blocking(duty: &Duty) -> Blocking {
+        Blocking {
+            wall0: clock::mono_ns(),
+            cpu0: crate::rt::thread_cpu_ns(),
+            queued0: duty.run_delay(),
+        }
     }
 
     /// The window `duty` just closed ([`Duty::check`] returned true, or
@@ -780,6 +812,39 @@ mod tests {
     }
 
     use super::*;
+
+    /// A partition blocked for 30 ms waiting to be resumed (a snapshot)
+    /// is not held off its CPU for it: timed as blocking, the window's
+    /// held-off time is about nothing; untimed, it would be the whole wait.
+    #[test]
+    fn time_blocked_in_a_call_is_not_held_off() {
+        let duty = Duty::new(None);
+        let wait = || std::thread::sleep(std::time::Duration::from_millis(30));
+        let held_for = |timed: bool| {
+            let mut h = HeldOff::default();
+            let (wall0, cpu0) = (clock::mono_ns(), crate::rt::thread_cpu_ns());
+            if timed {
+                let b = HeldOff::blocking(&duty);
+                wait();
+                b.end(&duty, &mut h);
+            } else {
+                wait();
+            }
+            let span = clock::mono_ns() - wall0;
+            let used = crate::rt::thread_cpu_ns() - cpu0;
+            let slept = std::mem::take(&mut h.slept_ns);
+            h.window(span, used, slept, 0);
+            h.total_ns
+        };
+        assert!(
+            held_for(false) >= 29_000_000,
+            "untimed: {}",
+            held_for(false)
+        );
+        // A loaded machine may hold the thread off for a moment around the
+        // call; not for the wait.
+        assert!(held_for(true) < 10_000_000, "timed: {}", held_for(true));
+    }
 
     const W: u64 = DUTY_WINDOW_NS;
 

@@ -591,7 +591,11 @@ pub fn run_helper(
                     // Partition 0 may have given up waiting: then the
                     // resume channel is gone too.
                     if reply.send((share, p, events)).is_ok() {
+                        // Waiting for partition 0 to take every share is
+                        // not being held off the CPU.
+                        let blocking = HeldOff::blocking(&duty);
                         let _ = resume.recv_timeout(RESUME_WAIT);
+                        blocking.end(&duty, &mut held);
                     }
                 }
                 Ask::ChangeLink(ev) => {
