@@ -670,7 +670,13 @@ impl Network {
             self.ledger.drop_n(r, n);
             return;
         }
-        if now >= d.busy_until && d.queue.is_empty() {
+        // A queue holds frames only while a wake-up is due to take them
+        // (`wake_pending`; set before any enqueue, cleared only when the
+        // queue is emptied), so without one the queue is empty and is not
+        // asked: the discipline lives in an allocation of its own, and
+        // with thousands of links asking it was a cache miss per frame.
+        debug_assert!(d.wake_pending || d.queue.is_empty());
+        if now >= d.busy_until && (!d.wake_pending || d.queue.is_empty()) {
             self.start_tx(now, link, side, frame, false, q);
             return;
         }
