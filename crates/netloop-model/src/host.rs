@@ -1225,6 +1225,16 @@ impl Host {
         }
     }
 
+    /// Starts loading the host's first port: every datagram sent reads
+    /// its MTU and MAC, every frame received its MAC, and the ports are a
+    /// vector of their own (most hosts have one port; for the others the
+    /// first is a guess).
+    fn prefetch_port(&self) {
+        if let Some(p) = self.ports.first() {
+            netloop_core::sched::prefetch(p, 2);
+        }
+    }
+
     /// A hint that timer `token` is the next event to run (see
     /// [`netloop_core::Model::prefetch`]): starts loading the application
     /// it wakes. A host's applications are a vector of their own, and with
@@ -1232,6 +1242,7 @@ impl Host {
     /// the caches (three quarters of `timer`'s time at 10 000 flows, by
     /// `perf`).
     pub fn prefetch_timer(&self, token: u64) {
+        self.prefetch_port();
         if token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 {
             if let Some(app) = self.apps.get((token & APP_MASK) as usize) {
                 netloop_core::sched::prefetch(app, 8);
@@ -1245,6 +1256,7 @@ impl Host {
     /// it. Reading the frame's headers and the map here, an event early,
     /// takes their misses while the current event still runs.
     pub fn prefetch_frame(&self, frame: &[u8]) {
+        self.prefetch_port();
         // Ethernet, IPv4, UDP: the destination port is 2 bytes into the
         // UDP header, after the IP header's own length. Looked up as the
         // datagram's arrival will (`udp_app`, whose one-entry memo then
