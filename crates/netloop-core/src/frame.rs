@@ -396,6 +396,20 @@ fn give_back(mut b: Vec<u8>) {
     let Some(k) = class_of(b.capacity()) else {
         return;
     };
+    if k == 0 {
+        // The next frame made on this thread takes this buffer (the pool
+        // is last in, first out) and, if a simulated host's datagram,
+        // writes it all (its payload zeroed); a frame that reached its
+        // sink had only its headers read, and with thousands of hosts the
+        // rest has long left the caches. Loading it now, while the event
+        // that dropped the frame finishes, spares the next event a wait
+        // per line (2 000 simulated pairs ran 1.13x as fast; writing the
+        // IP header after the zeroing had been a fifth of that run in
+        // `perf`, stalled behind the zeroing's stores).
+        for i in (0..b.len()).step_by(64) {
+            crate::sched::prefetch(&b[i], 1);
+        }
+    }
     b.clear();
     let _ = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
