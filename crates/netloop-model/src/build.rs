@@ -1299,8 +1299,9 @@ impl<'a> Builder<'a> {
     /// joined by switches): its IPv4 address and, with IPv6, its global
     /// and link-local ones, at its MAC. Real hosts are left out (their
     /// MACs are theirs to choose; both sides resolve them as usual), and
-    /// a table that fills up (a switched segment of thousands) resolves
-    /// the rest as usual.
+    /// past a table's bound of static entries (a switched segment of
+    /// thousands) the rest resolve as usual: `add_static_neighbour` then
+    /// says no, which is not an error.
     fn fill_neighbours(&self, nodes: &mut [Node]) {
         let simulated: Vec<bool> = nodes
             .iter()
@@ -1315,7 +1316,9 @@ impl<'a> Builder<'a> {
                 .collect();
             for &(n, p) in &ifaces {
                 for &(m, q) in &ifaces {
-                    if (m, q) == (n, p) {
+                    // Not its own addresses (a node with two ports on one
+                    // segment): they are not neighbours.
+                    if m == n {
                         continue;
                     }
                     let peer = &self.ports[m][q];

@@ -50,14 +50,20 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
         }
     }
 
-    /// The slot of a key whose hash is `hash` (any 32 bits of the key: they
-    /// are mixed here, so that keys that differ only in their high bits —
-    /// hosts of one subnet numbered apart — do not share a slot).
+    /// The slot of a key whose hash is `hash` (any 32 bits of the key:
+    /// they are mixed here, so that keys that differ in a few bits
+    /// anywhere, such as hosts of one subnet or of subnets numbered apart,
+    /// spread over the slots).
     #[inline]
     fn index(&self, hash: u32) -> usize {
-        // Fibonacci hashing: the multiply carries every bit of the key into
-        // the high bits, which select the slot.
-        ((hash.wrapping_mul(0x9E37_79B1) >> 16) & (self.capacity - 1)) as usize
+        // Fibonacci hashing: the multiply carries each bit of the key into
+        // every higher bit, so the product's top bits, which select the
+        // slot, depend on all of the key's. (One slot: a shift by 32,
+        // which `checked_shr` refuses.)
+        let bits = self.capacity.trailing_zeros();
+        hash.wrapping_mul(0x9E37_79B1)
+            .checked_shr(32 - bits)
+            .unwrap_or(0) as usize
     }
 
     /// The answer remembered for `key`, if it is the last one or its slot
@@ -141,6 +147,22 @@ mod tests {
         m.put(b, b, 2);
         assert_eq!(m.get(a, a), None);
         assert_eq!(m.get(b, b), Some(2));
+    }
+
+    /// Keys that differ only in their top byte (10.1.2.3 and 11.1.2.3)
+    /// or only in their low bits spread over the slots.
+    #[test]
+    fn keys_that_differ_in_their_high_or_low_bits_spread() {
+        let m: Memo<u32, u8> = Memo::new(256);
+        for shift in [0, 8, 16, 24] {
+            let slots: std::collections::HashSet<usize> =
+                (0..64u32).map(|k| m.index(k << shift)).collect();
+            assert!(
+                slots.len() >= 48,
+                "keys << {shift}: {} slots of 64 keys",
+                slots.len()
+            );
+        }
     }
 
     #[test]

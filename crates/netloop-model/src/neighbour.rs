@@ -124,6 +124,12 @@ pub struct Neighbours<P: Protocol> {
     pending_frames: u64,
     /// Entries waiting for resolution.
     pending_entries: usize,
+    /// Static entries ([`Neighbours::add_static`]): they never go, so they
+    /// have a bound of their own and do not take the learned entries'
+    /// room (a table full of them would refuse every other neighbour).
+    /// 32 bits: a host's cache stays within the lines the scheduler's
+    /// hint loads of it.
+    statics: u32,
     /// When the one retry tick that counts is due: every entry that needs a
     /// tick asks for one, and without this a flood of new neighbours would
     /// leave a tick in the event queue per neighbour, each scanning the
@@ -152,6 +158,7 @@ impl<P: Protocol> Neighbours<P> {
             memo: Memo::new(1),
             pending_frames: 0,
             pending_entries: 0,
+            statics: 0,
             armed: None,
             no_victim_until: SimTime::ZERO,
             requests_sent: 0,
@@ -255,7 +262,7 @@ impl<P: Protocol> Neighbours<P> {
         );
         if is_new {
             if self.pending_entries >= self.config.max_pending_entries
-                || (self.entries.len() >= self.config.max_entries
+                || (self.learned() >= self.config.max_entries
                     && !self.entries.contains_key(&ip)
                     && !self.evict_one(now))
             {
@@ -364,11 +371,14 @@ impl<P: Protocol> Neighbours<P> {
     /// Records that `ip` is at `mac` behind `port` for good: an entry that
     /// never expires, never needs confirming, and that nothing learned
     /// later replaces (a static entry, `ip neigh add ... nud permanent`).
-    /// False if the table is full (the neighbour then resolves as usual).
+    /// Static entries have a bound of their own, as many as learned ones
+    /// ([`NeighbourConfig::max_entries`]); false past it, or for an address
+    /// that has an entry already (the neighbour then resolves as usual).
     pub fn add_static(&mut self, port: PortId, ip: P::Addr, mac: EthernetAddress) -> bool {
-        if !self.entries.contains_key(&ip) && self.entries.len() >= self.config.max_entries {
+        if self.statics as usize >= self.config.max_entries || self.entries.contains_key(&ip) {
             return false;
         }
+        self.statics += 1;
         self.memo.clear();
         let old = self.entries.insert(
             ip,
@@ -381,17 +391,14 @@ impl<P: Protocol> Neighbours<P> {
                 },
             },
         );
-        debug_assert!(
-            !matches!(
-                old,
-                Some(Entry {
-                    state: State::Pending { .. },
-                    ..
-                })
-            ),
-            "static entries are made before the run"
-        );
+        debug_assert!(old.is_none(), "checked above");
         true
+    }
+
+    /// Entries that are not static: those [`NeighbourConfig::max_entries`]
+    /// bounds.
+    fn learned(&self) -> usize {
+        self.entries.len() - self.statics as usize
     }
 
     /// Whether `ip` has a static entry ([`Neighbours::add_static`]).
@@ -448,7 +455,7 @@ impl<P: Protocol> Neighbours<P> {
             ctx.now
         };
         if !self.entries.contains_key(&ip)
-            && self.entries.len() >= self.config.max_entries
+            && self.learned() >= self.config.max_entries
             && !self.evict_one(ctx.now)
         {
             return;

@@ -533,6 +533,34 @@ fn a_static_neighbour_is_not_replaced_by_what_arp_says() {
     b.assert_conserved();
 }
 
+/// Static entries have a bound of their own: a router given as many as a
+/// table holds (4 096) refuses one more, and still learns other
+/// neighbours as usual (a table full of entries that never go would
+/// otherwise refuse every neighbour it did not know from the start).
+#[test]
+fn static_entries_leave_room_for_learned_ones() {
+    let mut b = Bench::new(RouterSpec::default());
+    let far = |i: u32| Ipv4Addr::from(0x0ac8_0000 + i); // 10.200.x.y
+    for i in 0..4096 {
+        assert!(
+            b.router.add_static_neighbour(2, far(i).into(), H4_MAC),
+            "entry {i}"
+        );
+    }
+    assert!(!b.router.add_static_neighbour(2, far(4096).into(), H4_MAC));
+    // H2 is not known: the router asks for it and forwards once told.
+    b.inject(0, Ip::default().frame());
+    let out = b.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1[12..14], [0x08, 0x06], "an ARP request, not a drop");
+    b.inject(1, arp(ArpOperation::Reply, H2_MAC, H2, port_mac(1), P1));
+    let out = b.take();
+    assert_eq!(out.len(), 1, "the waiting packet leaves");
+    assert_eq!(macs(&out[0].1), (H2_MAC, port_mac(1)));
+    assert_eq!(b.dropped(DropReason::ArpQueueFull), 0);
+    b.assert_conserved();
+}
+
 #[test]
 fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let mut b = Bench::new(RouterSpec::default());
