@@ -379,20 +379,32 @@ impl<P: Protocol> Neighbours<P> {
             return false;
         }
         self.statics += 1;
+        let old = self.put_resolved(port, ip, mac, SimTime::MAX);
+        debug_assert!(old.is_none(), "checked above");
+        true
+    }
+
+    /// Puts `ip` at `mac` behind `port` until `expires` (forgetting the
+    /// memo, as every change to the map does); returns what it replaced.
+    fn put_resolved(
+        &mut self,
+        port: PortId,
+        ip: P::Addr,
+        mac: EthernetAddress,
+        expires: SimTime,
+    ) -> Option<Entry> {
         self.memo.clear();
-        let old = self.entries.insert(
+        self.entries.insert(
             ip,
             Entry {
                 port,
                 state: State::Resolved {
                     mac,
-                    expires: SimTime::MAX,
+                    expires,
                     probe: None,
                 },
             },
-        );
-        debug_assert!(old.is_none(), "checked above");
-        true
+        )
     }
 
     /// Entries that are not static: those [`NeighbourConfig::max_entries`]
@@ -460,18 +472,7 @@ impl<P: Protocol> Neighbours<P> {
         {
             return;
         }
-        self.memo.clear();
-        let old = self.entries.insert(
-            ip,
-            Entry {
-                port,
-                state: State::Resolved {
-                    mac,
-                    expires,
-                    probe: None,
-                },
-            },
-        );
+        let old = self.put_resolved(port, ip, mac, expires);
         if !fresh {
             self.no_victim_until = self.no_victim_until.min(ctx.now);
         }
