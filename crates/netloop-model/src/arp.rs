@@ -28,10 +28,6 @@ impl Protocol for ArpProto {
             target,
         ))
     }
-
-    fn memo_hash(addr: &Ipv4Addr) -> u32 {
-        u32::from(*addr)
-    }
 }
 
 /// An IPv4 neighbour cache.

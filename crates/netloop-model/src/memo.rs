@@ -16,12 +16,39 @@
 //! that never remembers anything (a router's IPv6 side in an IPv4 network)
 //! costs only the empty vector.
 
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::PortId;
+
 /// The slots of a router's memos: of the destinations whose way out it
 /// remembers, and of the neighbours whose MAC (IPv4's and IPv6's). A
 /// dumbbell's router sends to its side's 100 hosts, which 64 slots did not
 /// hold; 256 slots are 4 KiB for routes and 6 KiB for IPv4 neighbours,
 /// allocated on first use.
 pub const ROUTER_SLOTS: usize = 256;
+
+/// A key a [`Memo`] can hold: 32 bits of it that tell keys apart (any
+/// 32: the memo mixes them).
+pub trait MemoKey: Copy + Eq {
+    /// The bits that choose the key's slot.
+    fn memo_hash(&self) -> u32;
+}
+
+impl MemoKey for Ipv4Addr {
+    fn memo_hash(&self) -> u32 {
+        u32::from(*self)
+    }
+}
+
+/// An IPv6 neighbour, by port (`crate::ndp`'s key).
+impl MemoKey for (PortId, Ipv6Addr) {
+    fn memo_hash(&self) -> u32 {
+        // The interface identifier's low half, which tells a subnet's
+        // hosts apart, and the port for link-local neighbours that share it.
+        let o = self.1.octets();
+        u32::from_be_bytes([o[12], o[13], o[14], o[15]]) ^ (self.0 as u32).rotate_left(16)
+    }
+}
 
 /// Up to `slots` remembered answers `V` for keys `K` (see the module docs).
 pub struct Memo<K, V> {
@@ -38,7 +65,7 @@ pub struct Memo<K, V> {
     capacity: u32,
 }
 
-impl<K: Copy + Eq, V: Copy> Memo<K, V> {
+impl<K: MemoKey, V: Copy> Memo<K, V> {
     /// A memo of `capacity` slots (rounded up to a power of two, at least
     /// one).
     pub fn new(capacity: usize) -> Self {
@@ -50,10 +77,10 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
         }
     }
 
-    /// The slot of a key whose hash is `hash` (any 32 bits of the key:
-    /// they are mixed here, so that keys that differ in a few bits
-    /// anywhere, such as hosts of one subnet or of subnets numbered apart,
-    /// spread over the slots).
+    /// The slot of a key whose [`MemoKey::memo_hash`] is `hash` (mixed
+    /// here, so that keys that differ in a few bits anywhere, such as
+    /// hosts of one subnet or of subnets numbered apart, spread over the
+    /// slots).
     #[inline]
     fn index(&self, hash: u32) -> usize {
         // Fibonacci hashing: the multiply carries each bit of the key into
@@ -69,12 +96,12 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
     /// The answer remembered for `key`, if it is the last one or its slot
     /// holds it.
     #[inline]
-    pub fn get(&mut self, hash: u32, key: K) -> Option<V> {
+    pub fn get(&mut self, key: K) -> Option<V> {
         match self.last {
             Some((k, v)) if k == key => return Some(v),
             _ => {}
         }
-        match self.slots.get(self.index(hash)) {
+        match self.slots.get(self.index(key.memo_hash())) {
             Some(&Some((k, v))) if k == key => {
                 self.last = Some((k, v));
                 Some(v)
@@ -85,7 +112,7 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
 
     /// Remembers `value` for `key`, in place of whatever its slot held.
     #[inline]
-    pub fn put(&mut self, hash: u32, key: K, value: V) {
+    pub fn put(&mut self, key: K, value: V) {
         self.last = Some((key, value));
         if self.capacity == 1 {
             return;
@@ -93,7 +120,7 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
         if self.slots.is_empty() {
             self.slots = vec![None; self.capacity as usize].into_boxed_slice();
         }
-        let i = self.index(hash);
+        let i = self.index(key.memo_hash());
         self.slots[i] = Some((key, value));
     }
 
@@ -108,34 +135,40 @@ impl<K: Copy + Eq, V: Copy> Memo<K, V> {
 mod tests {
     use super::*;
 
+    impl MemoKey for u32 {
+        fn memo_hash(&self) -> u32 {
+            *self
+        }
+    }
+
     #[test]
     fn remembers_the_answers_of_keys_in_different_slots() {
         let mut m: Memo<u32, u8> = Memo::new(64);
-        assert_eq!(m.get(7, 7), None);
+        assert_eq!(m.get(7), None);
         // Consecutive keys (hosts of one subnet) land in different slots.
         for k in 0..16u32 {
-            m.put(k, k, k as u8);
+            m.put(k, k as u8);
         }
-        let kept = (0..16u32).filter(|&k| m.get(k, k) == Some(k as u8)).count();
+        let kept = (0..16u32).filter(|&k| m.get(k) == Some(k as u8)).count();
         assert!(kept >= 12, "only {kept} of 16 consecutive keys kept");
         // The last one, and one found in its slot, again.
-        assert_eq!(m.get(15, 15), Some(15));
-        let found = (0..15u32).find(|&k| m.get(k, k).is_some()).expect("kept");
-        assert_eq!(m.get(found, found), Some(found as u8));
+        assert_eq!(m.get(15), Some(15));
+        let found = (0..15u32).find(|&k| m.get(k).is_some()).expect("kept");
+        assert_eq!(m.get(found), Some(found as u8));
         m.clear();
-        assert!((0..16u32).all(|k| m.get(k, k).is_none()));
+        assert!((0..16u32).all(|k| m.get(k).is_none()));
     }
 
     #[test]
     fn a_key_that_shares_a_slot_replaces_the_other_and_never_answers_for_it() {
         let mut m: Memo<u32, u8> = Memo::new(1);
-        m.put(1, 1, 10);
-        assert_eq!(m.get(1, 1), Some(10));
-        m.put(2, 2, 20);
-        assert_eq!(m.get(2, 2), Some(20));
+        m.put(1, 10);
+        assert_eq!(m.get(1), Some(10));
+        m.put(2, 20);
+        assert_eq!(m.get(2), Some(20));
         // Key 1 hashes to the same (only) slot: its answer is gone, and the
         // slot does not give key 2's answer for it.
-        assert_eq!(m.get(1, 1), None);
+        assert_eq!(m.get(1), None);
         let mut m: Memo<u32, u8> = Memo::new(4);
         // Two keys in one slot of four (found by trying): the later put
         // replaces the earlier, which is not the last answer either.
@@ -143,10 +176,10 @@ mod tests {
             .flat_map(|a| (a + 1..64).map(move |b| (a, b)))
             .find(|&(a, b)| m.index(a) == m.index(b))
             .expect("64 keys in 4 slots share one");
-        m.put(a, a, 1);
-        m.put(b, b, 2);
-        assert_eq!(m.get(a, a), None);
-        assert_eq!(m.get(b, b), Some(2));
+        m.put(a, 1);
+        m.put(b, 2);
+        assert_eq!(m.get(a), None);
+        assert_eq!(m.get(b), Some(2));
     }
 
     /// Keys that differ only in their top byte (10.1.2.3 and 11.1.2.3)
@@ -170,7 +203,7 @@ mod tests {
         assert_eq!(Memo::<u32, u8>::new(0).capacity, 1);
         assert_eq!(Memo::<u32, u8>::new(48).capacity, 64);
         let mut m: Memo<u32, u8> = Memo::new(48);
-        m.put(5, 5, 1);
+        m.put(5, 1);
         assert_eq!(m.slots.len(), 64);
     }
 }

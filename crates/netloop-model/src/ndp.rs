@@ -83,13 +83,6 @@ impl Protocol for NdpProto {
         f[6..12].copy_from_slice(info.mac.as_bytes());
         Some(f)
     }
-
-    fn memo_hash((port, addr): &(PortId, Ipv6Addr)) -> u32 {
-        // The interface identifier's low half, which tells a subnet's
-        // hosts apart, and the port for link-local neighbours that share it.
-        let o = addr.octets();
-        u32::from_be_bytes([o[12], o[13], o[14], o[15]]) ^ (*port as u32).rotate_left(16)
-    }
 }
 
 /// An IPv6 neighbour cache.

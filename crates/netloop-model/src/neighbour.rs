@@ -28,7 +28,7 @@ use rustc_hash::FxHashMap as HashMap;
 use smoltcp::wire::EthernetAddress;
 use std::hash::Hash;
 
-use crate::memo::Memo;
+use crate::memo::{Memo, MemoKey};
 use crate::node::{NodeCtx, PortInfo};
 use crate::stats::{DropReason, Origin};
 use crate::{Frame, PortId};
@@ -41,13 +41,10 @@ pub const NEIGHBOUR_TIMER: u64 = 1 << 63;
 /// An address family's resolution protocol.
 pub trait Protocol {
     /// The family's address.
-    type Addr: Copy + Eq + Hash + Ord + std::fmt::Debug;
+    type Addr: Copy + Eq + Hash + Ord + std::fmt::Debug + MemoKey;
     /// The solicitation for `target` out of a port `info`; `None` if the
     /// port has no address of the family to send it from.
     fn solicit(info: &PortInfo, target: Self::Addr) -> Option<Frame>;
-    /// 32 bits of `addr` that tell neighbours apart (the slot of its
-    /// [`Memo`]).
-    fn memo_hash(addr: &Self::Addr) -> u32;
 }
 
 /// Bounds and timers of the neighbour cache.
@@ -218,7 +215,7 @@ impl<P: Protocol> Neighbours<P> {
                 self.arm(now + retry, ctx);
             }
         } else {
-            self.memo.put(P::memo_hash(&ip), ip, (mac, *expires));
+            self.memo.put(ip, (mac, *expires));
         }
         Some(mac)
     }
@@ -233,7 +230,7 @@ impl<P: Protocol> Neighbours<P> {
         mut frame: Frame,
         ctx: &mut NodeCtx,
     ) {
-        if let Some((mac, fresh_until)) = self.memo.get(P::memo_hash(&ip), ip) {
+        if let Some((mac, fresh_until)) = self.memo.get(ip) {
             if ctx.now < fresh_until {
                 frame[0..6].copy_from_slice(mac.as_bytes());
                 ctx.send(port, frame);

@@ -467,7 +467,7 @@ impl Router {
         let ip = &job.frame[ETH_HEADER..];
         let src = src_addr(ip);
         let dst = dst_addr(ip);
-        let known = self.routes.get(u32::from(dst), dst);
+        let known = self.routes.get(dst);
         if known.is_none() && (self.is_own(dst) || self.is_broadcast(dst)) {
             self.local(job, ctx);
             return;
@@ -504,7 +504,7 @@ impl Router {
                     return;
                 };
                 let way = (route.port, route.via.unwrap_or(dst));
-                self.routes.put(u32::from(dst), dst, (way.0 as u32, way.1));
+                self.routes.put(dst, (way.0 as u32, way.1));
                 way
             }
         };
