@@ -843,6 +843,10 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 c.exited = Some((end_time, e.code, e.signal));
             }
         }
+        // A program asked for just before the end that could not start.
+        if let Some(e) = s.take_errors().into_iter().next() {
+            failure.get_or_insert(e);
+        }
     }
     // Interfaces close before the namespaces go (a TAP device vanishes with
     // its descriptor); the session then stops programs and removes the rest.

@@ -103,9 +103,11 @@ pub fn check_privileges() -> Result<()> {
     .hint("run it with sudo, or as root"))
 }
 
-/// What the launcher thread shares with the session.
+/// What the launcher thread shares with the session. The run's record is
+/// not in it ([`Session`]'s `registry`): writing the record syncs a file,
+/// which can take hundreds of milliseconds when the disk is busy, and the
+/// real-time loop reads this (programs' exits, start errors) between events.
 struct Shared {
-    registry: Registry,
     procs: Vec<Proc>,
     /// The inits of the hosts' PID namespaces: (namespace, init).
     inits: Vec<(String, InitEntry)>,
@@ -138,6 +140,8 @@ enum Launch {
 /// ends with the init, which ends with the thread.
 pub struct Session {
     shared: Arc<Mutex<Shared>>,
+    /// The run's record, under a lock of its own (see [`Shared`]).
+    registry: Arc<Mutex<Registry>>,
     run_id: String,
     namespace_of: HashMap<String, String>,
     namespaces: Vec<String>,
@@ -148,7 +152,7 @@ pub struct Session {
     done: bool,
 }
 
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves consistent data (plain pushes),
     // and the tear-down must go on regardless.
     shared.lock().unwrap_or_else(|e| e.into_inner())
@@ -161,14 +165,15 @@ impl Session {
         netns::check_ip()?;
         let registry = Registry::create()?;
         let run_id = registry.run_id().to_string();
+        let registry = Arc::new(Mutex::new(registry));
         let shared = Arc::new(Mutex::new(Shared {
-            registry,
             procs: Vec::new(),
             inits: Vec::new(),
             errors: Vec::new(),
         }));
         let (tx, rx) = channel::<Launch>();
         let sh = Arc::clone(&shared);
+        let reg = Arc::clone(&registry);
         let handle = std::thread::Builder::new()
             .name("netloop-launcher".into())
             .spawn(move || {
@@ -184,7 +189,7 @@ impl Session {
                             continue;
                         }
                         Launch::Init(ns, reply) => {
-                            let _ = reply.send(start_init(&sh, &mut inits, &ns));
+                            let _ = reply.send(start_init(&sh, &reg, &mut inits, &ns));
                             continue;
                         }
                         Launch::Start(..) if closed => continue,
@@ -198,16 +203,17 @@ impl Session {
                     };
                     match proc::spawn(&ns, init, &host, &cmd, &log) {
                         Ok(p) => {
-                            let mut g = lock(&sh);
                             let entry = ProcEntry {
                                 pid: p.pid,
                                 start_time: p.start_time,
                                 host: host.clone(),
                                 cmd: cmd.clone(),
                             };
-                            g.procs.push(p);
-                            if let Err(e) = g.registry.add_process(entry) {
-                                g.errors.push(e);
+                            // Seen by the loop's polls at once; recorded
+                            // (slow) after, under the record's own lock.
+                            lock(&sh).procs.push(p);
+                            if let Err(e) = lock(&reg).add_process(entry) {
+                                lock(&sh).errors.push(e);
                             }
                         }
                         Err(e) => lock(&sh).errors.push(e),
@@ -217,6 +223,7 @@ impl Session {
             .map_err(|e| Error::os("starting the program launcher thread", e))?;
         Ok(Session {
             shared,
+            registry,
             run_id,
             namespace_of: HashMap::new(),
             namespaces: Vec::new(),
@@ -234,7 +241,7 @@ impl Session {
 
     /// The run's record as it stands.
     pub fn record(&self) -> RunRecord {
-        lock(&self.shared).registry.record().clone()
+        lock(&self.registry).record().clone()
     }
 
     /// Steers the receive processing of every namespace interface created
@@ -256,7 +263,7 @@ impl Session {
     /// Records that a device (e.g. a TAP device about to be created by the
     /// caller) belongs to this run.
     pub fn record_device(&mut self, name: &str) -> Result<()> {
-        lock(&self.shared).registry.add_device(name)
+        lock(&self.registry).add_device(name)
     }
 
     fn new_namespace(&mut self, r: &RealNode) -> Result<String> {
@@ -265,7 +272,7 @@ impl Session {
             // Refuse before recording it: it is not ours to delete.
             netns::add(&ns)?;
         }
-        lock(&self.shared).registry.add_namespace(&r.name, &ns)?;
+        lock(&self.registry).add_namespace(&r.name, &ns)?;
         netns::add(&ns)?;
         self.namespaces.push(ns.clone());
         self.namespace_of.insert(r.name.clone(), ns.clone());
@@ -359,7 +366,7 @@ impl Session {
         // The far end lives in the root namespace only until it moves; its
         // name has the same length as `dev` (IFNAMSIZ).
         let peer = format!("nl{}p{}", self.run_id, r.node);
-        lock(&self.shared).registry.add_device(&dev)?;
+        lock(&self.registry).add_device(&dev)?;
         netns::ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
         self.devices.push(dev.clone());
         packet::offloads_for_super_frames(&dev)?;
@@ -443,9 +450,15 @@ impl Session {
             .ok_or_else(|| Error::msg(format!("real host '{host}' has no PID namespace yet")))
     }
 
-    /// Errors from starting programs since the last call.
+    /// Errors from starting programs since the last call. Never waits: if
+    /// the launcher holds the lock this moment, the errors come with the
+    /// next call (the real-time loop calls this between events).
     pub fn take_errors(&mut self) -> Vec<Error> {
-        std::mem::take(&mut lock(&self.shared).errors)
+        match self.shared.try_lock() {
+            Ok(mut g) => std::mem::take(&mut g.errors),
+            Err(std::sync::TryLockError::Poisoned(e)) => std::mem::take(&mut e.into_inner().errors),
+            Err(std::sync::TryLockError::WouldBlock) => Vec::new(),
+        }
     }
 
     /// Programs that have exited since the last call: (host, command, exit
@@ -462,8 +475,8 @@ impl Session {
     pub fn poll_exits(&mut self) -> Vec<ProgramExit> {
         let mut out = Vec::new();
         // The real-time loop calls this: never wait for the launcher (a
-        // normal-class thread that holds the lock while it writes the
-        // record); the next poll, 20 ms later, catches up.
+        // normal-class thread, which may be preempted while it holds the
+        // lock); the next poll, 20 ms later, catches up.
         let mut g = match self.shared.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
@@ -543,7 +556,7 @@ impl Session {
             }
         }
         if rep.failures.is_empty() {
-            if let Err(e) = lock(&self.shared).registry.remove_file() {
+            if let Err(e) = lock(&self.registry).remove_file() {
                 rep.failures.push(e.to_string());
             }
         }
@@ -555,15 +568,15 @@ impl Session {
 /// launcher thread, whose end it must not outlive) and records it.
 fn start_init(
     shared: &Mutex<Shared>,
+    registry: &Mutex<Registry>,
     inits: &mut HashMap<String, HostInit>,
     ns: &str,
 ) -> Result<InitEntry> {
     let init = HostInit::start(ns)?;
     let entry = init.entry();
     inits.insert(ns.to_string(), init);
-    let mut g = lock(shared);
-    g.inits.push((ns.to_string(), entry));
-    g.registry.set_init(ns, entry)?;
+    lock(shared).inits.push((ns.to_string(), entry));
+    lock(registry).set_init(ns, entry)?;
     Ok(entry)
 }
 
@@ -595,5 +608,81 @@ fn ipv6_sysctls(on: bool) -> &'static str {
     } else {
         "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
          echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netloop_model::node::{mac_for, PortInfo};
+    use netloop_model::spec::{HostLink, Ipv4Cidr, NamespaceSpec};
+    use std::net::Ipv4Addr;
+    use std::time::Instant;
+
+    /// While the run's record is being written (its lock held here, as a
+    /// slow sync of the file holds it), a program's start error and its
+    /// exit still reach the loop's polls, and the polls return at once: the
+    /// real-time loop calls them between events. (When the record shared
+    /// the launcher's lock, a ping started in a real-time test waited 330 ms
+    /// behind a sync on a busy disk, and every event with it.)
+    #[test]
+    fn polls_do_not_wait_for_the_record_to_be_written() {
+        if !crate::sys::is_root() {
+            assert!(
+                std::env::var_os("NETLOOP_REQUIRE_REAL").is_none(),
+                "NETLOOP_REQUIRE_REAL is set, but this test needs root"
+            );
+            println!("skipped: needs root (creates a network namespace)");
+            return;
+        }
+        let mut s = Session::new().expect("session");
+        let r = RealNode {
+            node: 3,
+            name: "h1".into(),
+            kind: NodeKind::Namespace(NamespaceSpec {
+                commands: vec![],
+                via: HostLink::Veth,
+            }),
+            port: PortInfo {
+                mac: mac_for(3, 0),
+                addr: Some(Ipv4Cidr {
+                    addr: Ipv4Addr::new(198, 18, 211, 2),
+                    prefix: 24,
+                }),
+                addr6: None,
+                mtu: 1500,
+                link: 0,
+                name: "eth0".into(),
+            },
+            routes: vec![],
+            routes6: vec![],
+        };
+        s.add_namespace_host(&r).expect("namespace host");
+        let held = Arc::clone(&s.registry);
+        let record = lock(&held);
+        s.start_command("h1", "exit 7", Path::new("/dev/null"))
+            .expect("start");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut exits = Vec::new();
+        while exits.is_empty() && Instant::now() < deadline {
+            let t = Instant::now();
+            assert!(s.take_errors().is_empty());
+            exits = s.poll_exits();
+            assert!(
+                t.elapsed() < Duration::from_millis(100),
+                "a poll took {:?} while the record was being written",
+                t.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            exits.len(),
+            1,
+            "the exit was not seen while the record was held"
+        );
+        assert_eq!(exits[0].code, Some(7));
+        drop(record);
+        let rep = s.teardown();
+        assert!(rep.failures.is_empty(), "{rep}");
     }
 }
