@@ -20,6 +20,19 @@
 //!   shared spill that the other thread draws from; the spill is taken with
 //!   `try_lock` only, so no thread ever waits for it (it allocates instead).
 //!
+//! - **What was written.** A frame knows how far into its bytes anything
+//!   may have been written since they were zeroed (`dirty`), and its buffer
+//!   keeps that when it goes back to the pool: a frame of zeros made from
+//!   it ([`Frame::zeroed`]) zeroes only that much. A simulated host's
+//!   datagram writes its headers and a few bytes of payload into zeros
+//!   ([`Frame::head_mut`], [`Frame::write_head`]); routers rewrite headers
+//!   the same way; so the next datagram made from its buffer writes a line
+//!   or two, not every line of the payload. With thousands of hosts those
+//!   lines had left the caches since the buffer's last frame was made, and
+//!   zeroing them was most of what building a datagram cost. Any other
+//!   mutable use of the bytes (through `DerefMut`) counts as writing all
+//!   of them.
+//!
 //! No headroom is kept in front of the data: nothing that writes frames
 //! needs it (the packet socket's TX ring and `writev` put a `virtio_net_hdr`
 //! in front by themselves), and a frame that grows a header (a VLAN tag)
@@ -138,15 +151,35 @@ pub struct Meta {
 /// module's documentation.
 pub struct Frame {
     data: Vec<u8>,
+    /// Every byte of `data` from here to its length is zero (see the
+    /// module's documentation); `u32::MAX`: nothing is known.
+    dirty: u32,
     /// The metadata.
     pub meta: Meta,
 }
 
+/// A buffer in a pool: its bytes, still at the length of its last frame,
+/// and how far into them that frame may have written (`Frame::dirty`).
+struct Buf {
+    data: Vec<u8>,
+    dirty: u32,
+}
+
+/// A frame's `dirty` when anything may have been written.
+const ALL_DIRTY: u32 = u32::MAX;
+
 impl Frame {
     /// An empty frame whose buffer holds at least `cap` bytes.
     pub fn with_capacity(cap: usize) -> Frame {
+        let mut data = take_buffer(cap).data;
+        data.clear();
+        Frame::of(data, 0)
+    }
+
+    fn of(data: Vec<u8>, dirty: u32) -> Frame {
         Frame {
-            data: take_buffer(cap),
+            data,
+            dirty,
             meta: Meta {
                 id: next_id(),
                 ..Meta::default()
@@ -158,14 +191,68 @@ impl Frame {
     pub fn copy_from(bytes: &[u8]) -> Frame {
         let mut f = Frame::with_capacity(bytes.len());
         f.data.extend_from_slice(bytes);
+        f.dirty = ALL_DIRTY;
         f
     }
 
-    /// A frame of `len` zero bytes.
+    /// A frame of `len` zero bytes. Of a buffer used before, only what its
+    /// last frame wrote is zeroed again (see the module's documentation).
     pub fn zeroed(len: usize) -> Frame {
-        let mut f = Frame::with_capacity(len);
-        f.data.resize(len, 0);
-        f
+        let Buf { mut data, dirty } = take_buffer(len);
+        let kept = data.len().min(len);
+        let written = (dirty as usize).min(kept);
+        data[..written].fill(0);
+        debug_assert!(
+            data[written..kept].iter().all(|&b| b == 0),
+            "a frame wrote past what it declared (dirty {dirty})"
+        );
+        if len <= data.len() {
+            data.truncate(len);
+        } else {
+            data.resize(len, 0);
+        }
+        Frame::of(data, 0)
+    }
+
+    /// The first `n` bytes to write (`n` at most the frame's length); only
+    /// they count as written.
+    #[inline]
+    pub fn head_mut(&mut self, n: usize) -> &mut [u8] {
+        self.mark(n);
+        &mut self.data[..n]
+    }
+
+    /// Lets `write` write into the bytes from `at` on (at most the frame's
+    /// length); it returns how many of them, from the first, it may have
+    /// written: it must leave the rest as they were. In debug builds, a
+    /// frame made of zeros that `write` left non-zero past that panics.
+    #[inline]
+    pub fn write_head(&mut self, at: usize, write: impl FnOnce(&mut [u8]) -> usize) -> usize {
+        let was_zero = cfg!(debug_assertions) && self.dirty as usize <= at;
+        let n = write(&mut self.data[at..]);
+        debug_assert!(
+            !was_zero
+                || self.data[at + n.min(self.data.len() - at)..]
+                    .iter()
+                    .all(|&b| b == 0),
+            "wrote past the {n} bytes it declared"
+        );
+        self.mark(at.saturating_add(n).min(self.data.len()));
+        n
+    }
+
+    /// Shortens the frame to `len` bytes (as `Vec::truncate`, which it
+    /// stands in front of), which writes nothing: a frame of zeros cut to
+    /// its datagram's length keeps its zeros known.
+    #[inline]
+    pub fn truncate(&mut self, len: usize) {
+        self.data.truncate(len);
+    }
+
+    #[inline]
+    fn mark(&mut self, n: usize) {
+        let n = u32::try_from(n).unwrap_or(ALL_DIRTY);
+        self.dirty = self.dirty.max(n);
     }
 
     /// The wire frames it stands for: 1, or a super-frame's segments.
@@ -205,8 +292,11 @@ impl Deref for Frame {
 }
 
 impl DerefMut for Frame {
+    /// The bytes to change in any way: all of them count as written (see
+    /// [`Frame::head_mut`] for writing only the first few).
     #[inline]
     fn deref_mut(&mut self) -> &mut Vec<u8> {
+        self.dirty = ALL_DIRTY;
         &mut self.data
     }
 }
@@ -228,19 +318,16 @@ impl From<Vec<u8>> for Frame {
     /// Wraps bytes made elsewhere (the buffer joins the pool when the
     /// frame is dropped).
     fn from(data: Vec<u8>) -> Frame {
-        Frame {
-            data,
-            meta: Meta {
-                id: next_id(),
-                ..Meta::default()
-            },
-        }
+        Frame::of(data, ALL_DIRTY)
     }
 }
 
 impl Drop for Frame {
     fn drop(&mut self) {
-        give_back(std::mem::take(&mut self.data));
+        give_back(Buf {
+            data: std::mem::take(&mut self.data),
+            dirty: self.dirty,
+        });
     }
 }
 
@@ -320,7 +407,7 @@ pub fn pool_stats() -> PoolStats {
 
 #[derive(Default)]
 struct Pool {
-    classes: [Vec<Vec<u8>>; CLASSES.len()],
+    classes: [Vec<Buf>; CLASSES.len()],
     stats: PoolStats,
 }
 
@@ -328,8 +415,7 @@ thread_local! {
     static POOL: RefCell<Pool> = RefCell::new(Pool::default());
     static IDS: Cell<u64> = const { Cell::new(0) };
 }
-static SPILL: Mutex<[Vec<Vec<u8>>; CLASSES.len()]> =
-    Mutex::new([Vec::new(), Vec::new(), Vec::new()]);
+static SPILL: Mutex<[Vec<Buf>; CLASSES.len()]> = Mutex::new([Vec::new(), Vec::new(), Vec::new()]);
 static THREADS: AtomicU64 = AtomicU64::new(1);
 
 fn next_id() -> u64 {
@@ -356,11 +442,16 @@ fn class_of(cap: usize) -> Option<usize> {
         .position(|&(size, _, _)| cap >= size && cap < 2 * size)
 }
 
-/// An empty buffer with room for `cap` bytes: from this thread's pool, else
-/// from the spill (without waiting for it), else newly allocated.
-fn take_buffer(cap: usize) -> Vec<u8> {
+/// A buffer with room for `cap` bytes (holding its last frame's bytes, if
+/// it had one): from this thread's pool, else from the spill (without
+/// waiting for it), else newly allocated.
+fn take_buffer(cap: usize) -> Buf {
+    let new = |cap| Buf {
+        data: Vec::with_capacity(cap),
+        dirty: 0,
+    };
     let Some(k) = class_for(cap) else {
-        return Vec::with_capacity(cap);
+        return new(cap);
     };
     let got = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
@@ -386,31 +477,32 @@ fn take_buffer(cap: usize) -> Vec<u8> {
     });
     match got {
         Ok(Some(b)) => b,
-        _ => Vec::with_capacity(CLASSES[k].0),
+        _ => new(CLASSES[k].0),
     }
 }
 
-/// Keeps `b` for a later frame (emptied), unless no class takes it or the
-/// pools are full.
-fn give_back(mut b: Vec<u8>) {
-    let Some(k) = class_of(b.capacity()) else {
+/// Keeps `b` for a later frame, unless no class takes it or the pools are
+/// full.
+fn give_back(b: Buf) {
+    let Some(k) = class_of(b.data.capacity()) else {
         return;
     };
     if k == 0 {
         // The next frame made on this thread takes this buffer (the pool
         // is last in, first out) and, if a simulated host's datagram,
-        // writes it all (its payload zeroed); a frame that reached its
-        // sink had only its headers read, and with thousands of hosts the
-        // rest has long left the caches. Loading it now, while the event
-        // that dropped the frame finishes, spares the next event a wait
-        // per line (2 000 simulated pairs ran 1.13x as fast; writing the
-        // IP header after the zeroing had been a fifth of that run in
-        // `perf`, stalled behind the zeroing's stores).
-        for i in (0..b.len()).step_by(64) {
-            crate::sched::prefetch(&b[i], 1);
+        // zeroes what its last frame wrote: all of it if that was not a
+        // datagram written only at its head. A frame that reached its sink
+        // had only its headers read, and with thousands of hosts the rest
+        // has long left the caches. Loading it now, while the event that
+        // dropped the frame finishes, spares the next event a wait per
+        // line (2 000 simulated pairs ran 1.13x as fast when all was
+        // zeroed; writing the IP header after the zeroing had been a fifth
+        // of that run in `perf`, stalled behind the zeroing's stores).
+        let written = b.data.len().min(b.dirty as usize);
+        for i in (0..written).step_by(64) {
+            crate::sched::prefetch(&b.data[i], 1);
         }
     }
-    b.clear();
     let _ = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
         let p = &mut *p;
@@ -459,6 +551,61 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Whether `f` (taken from the pool) got the buffer at `ptr`.
+    fn same_buffer(f: &Frame, ptr: *const u8) -> bool {
+        std::ptr::eq(f.as_ptr(), ptr)
+    }
+
+    #[test]
+    fn a_frame_of_zeros_is_all_zeros_whatever_its_buffer_s_last_frame_wrote() {
+        std::thread::spawn(|| {
+            // Written at its head only: the next frame zeroes that much.
+            let mut f = Frame::zeroed(1000);
+            let ptr = f.as_ptr();
+            f.head_mut(40).fill(0xaa);
+            f.truncate(990);
+            let n = f.write_head(40, |b| {
+                b[..20].fill(0xbb);
+                20
+            });
+            assert_eq!(n, 20);
+            drop(f);
+            let g = Frame::zeroed(1200);
+            assert!(same_buffer(&g, ptr), "the pool gave another buffer");
+            assert!(g.iter().all(|&b| b == 0), "{g:?}");
+            drop(g);
+            // Written anywhere (`DerefMut`), shortened and made longer:
+            // all of it counts.
+            let mut f = Frame::zeroed(1000);
+            f[900] = 1;
+            f.truncate(950);
+            f.extend_from_slice(&[2; 50]);
+            drop(f);
+            let g = Frame::zeroed(1500);
+            assert!(same_buffer(&g, ptr));
+            assert!(g.iter().all(|&b| b == 0), "{g:?}");
+            drop(g);
+            // A frame of copied bytes, then a shorter frame of zeros.
+            drop(Frame::copy_from(&[3; 1400]));
+            let g = Frame::zeroed(100);
+            assert!(same_buffer(&g, ptr));
+            assert!(g.iter().all(|&b| b == 0), "{g:?}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "wrote past")]
+    fn a_write_past_what_it_declares_is_caught_in_debug_builds() {
+        let mut f = Frame::zeroed(100);
+        f.write_head(14, |b| {
+            b[50] = 1;
+            10
+        });
     }
 
     #[test]

@@ -1403,10 +1403,17 @@ impl Host {
         let mtu = path.map_or(link_mtu, |p| p.mtu.min(link_mtu)) as usize;
         let fits = frame.len() - ETH_HEADER <= mtu;
         let want_df = df == Df::Want && fits && !path.is_some_and(|p| p.locked);
-        self.set_dont_fragment(&mut frame[ETH_HEADER..], want_df);
+        // Only the headers are written (`Frame::head_mut`): a datagram
+        // made of zeros keeps its payload untouched, and the next frame
+        // made from its buffer zeroes no more than these.
+        frame.write_head(ETH_HEADER, |ip| {
+            self.set_dont_fragment(ip, want_df);
+            ipv4::header_len(ip)
+        });
         let info = &self.ports[port];
-        frame[6..12].copy_from_slice(info.mac.as_bytes());
-        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let eth = frame.head_mut(ETH_HEADER);
+        eth[6..12].copy_from_slice(info.mac.as_bytes());
+        eth[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         if fits {
             self.send_frame(port, dst, next_hop, frame, ctx);
             return;
@@ -1453,7 +1460,9 @@ impl Host {
         ctx: &mut NodeCtx,
     ) {
         if dst.is_broadcast() {
-            frame[0..6].copy_from_slice(EthernetAddress::BROADCAST.as_bytes());
+            frame
+                .head_mut(6)
+                .copy_from_slice(EthernetAddress::BROADCAST.as_bytes());
             ctx.send(port, frame);
             return;
         }
@@ -1511,16 +1520,28 @@ impl Host {
         };
         let src = self.route(dst).map_or(Ipv4Addr::UNSPECIFIED, |r| r.1);
         let mut frame = Frame::zeroed(ETH_HEADER + 20 + 8 + len);
-        self.ip_header(&mut frame, src, dst, IpProtocol::Udp, 8 + len, ttl);
-        let written;
+        // Written at its head only (see `Frame::head_mut`): the headers
+        // and what `fill` says it wrote.
+        self.ip_header(
+            frame.head_mut(ETH_HEADER + 20),
+            src,
+            dst,
+            IpProtocol::Udp,
+            8 + len,
+            ttl,
+        );
+        let written = frame.write_head(ETH_HEADER + 28, fill);
         {
-            let mut udp = UdpPacket::new_unchecked(&mut frame[ETH_HEADER + 20..]);
+            let mut udp =
+                UdpPacket::new_unchecked(&mut frame.head_mut(ETH_HEADER + 28)[ETH_HEADER + 20..]);
             udp.set_src_port(sport);
             udp.set_dst_port(dport);
             udp.set_len((8 + len) as u16);
-            written = fill(udp.payload_mut());
         }
-        ipv4::fill_udp_checksum(src, dst, &mut frame[ETH_HEADER + 20..], 8 + written);
+        frame.write_head(ETH_HEADER + 20, |udp| {
+            ipv4::fill_udp_checksum(src, dst, udp, 8 + written);
+            8
+        });
         self.send_ip(dst, frame, Df::Want, ctx);
     }
 

@@ -232,13 +232,13 @@ impl<P: Protocol> Neighbours<P> {
     ) {
         if let Some((mac, fresh_until)) = self.memo.get(ip) {
             if ctx.now < fresh_until {
-                frame[0..6].copy_from_slice(mac.as_bytes());
+                frame.head_mut(6).copy_from_slice(mac.as_bytes());
                 ctx.send(port, frame);
                 return;
             }
         }
         if let Some(mac) = self.use_entry(port, info, ip, ctx) {
-            frame[0..6].copy_from_slice(mac.as_bytes());
+            frame.head_mut(6).copy_from_slice(mac.as_bytes());
             ctx.send(port, frame);
             return;
         }

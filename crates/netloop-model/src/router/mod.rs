@@ -526,7 +526,8 @@ impl Router {
             return;
         }
         let mut frame = job.frame;
-        decrement_ttl(&mut frame[ETH_HEADER..]);
+        // Headers only (`Frame::head_mut`): a datagram's zeros stay so.
+        decrement_ttl(&mut frame.head_mut(ETH_HEADER + 12)[ETH_HEADER..]);
         self.stats.forwarded += frame.segs();
         self.transmit(port, next_hop, frame, ctx);
     }
@@ -535,7 +536,7 @@ impl Router {
     /// out of `port` towards `next_hop`, fragmenting it if it does not fit.
     /// The caller has already refused packets with DF set that don't fit.
     fn transmit(&mut self, port: PortId, next_hop: Ipv4Addr, mut frame: Frame, ctx: &mut NodeCtx) {
-        frame[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
+        frame.head_mut(12)[6..12].copy_from_slice(self.ports[port].mac.as_bytes());
         let mtu = self.ports[port].mtu as usize;
         if frame.is_super() || frame.len() - ETH_HEADER <= mtu {
             self.arp.send(port, &self.ports[port], next_hop, frame, ctx);

@@ -215,7 +215,7 @@ impl Router {
             return;
         }
         let mut frame = job.frame;
-        frame[ETH_HEADER + 7] -= 1;
+        frame.head_mut(ETH_HEADER + 8)[ETH_HEADER + 7] -= 1;
         self.stats.forwarded += frame.segs();
         let via = route.via.unwrap_or(dst);
         self.v6.transmit(&self.ports, route.port, via, frame, ctx);
