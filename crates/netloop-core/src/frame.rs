@@ -215,7 +215,7 @@ impl Frame {
     }
 
     /// The first `n` bytes to write (`n` at most the frame's length); only
-    /// they count as written.
+    /// they count as written (the slice holds no more).
     #[inline]
     pub fn head_mut(&mut self, n: usize) -> &mut [u8] {
         self.mark(n);
@@ -224,20 +224,26 @@ impl Frame {
 
     /// Lets `write` write into the bytes from `at` on (at most the frame's
     /// length); it returns how many of them, from the first, it may have
-    /// written: it must leave the rest as they were. In debug builds, a
-    /// frame made of zeros that `write` left non-zero past that panics.
+    /// written: it must leave the rest as they were. In debug builds, zeros
+    /// it was given past that and found non-zero after it panic.
     #[inline]
     pub fn write_head(&mut self, at: usize, write: impl FnOnce(&mut [u8]) -> usize) -> usize {
-        let was_zero = cfg!(debug_assertions) && self.dirty as usize <= at;
+        let len = self.data.len();
+        // The zeros known before (from here to the end).
+        let zeros_from = (self.dirty as usize).clamp(at, len);
+        let before = self.dirty;
+        // All of it counts as written until `write` says how far it went:
+        // should it panic, a frame dropped while unwinding must not pass a
+        // buffer with unknown bytes off as zeros.
+        self.dirty = ALL_DIRTY;
         let n = write(&mut self.data[at..]);
+        let end = at.saturating_add(n).min(len);
         debug_assert!(
-            !was_zero
-                || self.data[at + n.min(self.data.len() - at)..]
-                    .iter()
-                    .all(|&b| b == 0),
+            self.data[end.max(zeros_from)..].iter().all(|&b| b == 0),
             "wrote past the {n} bytes it declared"
         );
-        self.mark(at.saturating_add(n).min(self.data.len()));
+        self.dirty = before;
+        self.mark(end);
         n
     }
 
@@ -590,6 +596,27 @@ mod tests {
             // A frame of copied bytes, then a shorter frame of zeros.
             drop(Frame::copy_from(&[3; 1400]));
             let g = Frame::zeroed(100);
+            assert!(same_buffer(&g, ptr));
+            assert!(g.iter().all(|&b| b == 0), "{g:?}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_writer_that_panics_leaves_its_bytes_counted_as_written() {
+        std::thread::spawn(|| {
+            let mut f = Frame::zeroed(500);
+            let ptr = f.as_ptr();
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                f.write_head(14, |b| {
+                    b[300] = 9;
+                    panic!("a writer's bug");
+                });
+            }));
+            assert!(caught.is_err());
+            drop(f);
+            let g = Frame::zeroed(500);
             assert!(same_buffer(&g, ptr));
             assert!(g.iter().all(|&b| b == 0), "{g:?}");
         })

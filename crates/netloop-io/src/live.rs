@@ -843,8 +843,9 @@ pub fn run_live(sim: &mut Simulation, mut opts: LiveOptions<'_>) -> Result<LiveR
                 c.exited = Some((end_time, e.code, e.signal));
             }
         }
-        // A program asked for just before the end that could not start.
-        if let Some(e) = s.take_errors().into_iter().next() {
+        // A program asked for just before the end that could not start
+        // (the loop's polls do not wait for the launcher; this does).
+        if let Some(e) = s.finish_launches().into_iter().next() {
             failure.get_or_insert(e);
         }
     }

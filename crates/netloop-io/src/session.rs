@@ -212,7 +212,8 @@ impl Session {
                             // Seen by the loop's polls at once; recorded
                             // (slow) after, under the record's own lock.
                             lock(&sh).procs.push(p);
-                            if let Err(e) = lock(&reg).add_process(entry) {
+                            let recorded = lock(&reg).add_process(entry);
+                            if let Err(e) = recorded {
                                 lock(&sh).errors.push(e);
                             }
                         }
@@ -461,6 +462,20 @@ impl Session {
         }
     }
 
+    /// Starts no more programs, waits (up to 10 s) for the launcher to
+    /// finish what it was asked, and returns the start errors not taken
+    /// yet: for the end of a run, where a program asked for at its last
+    /// instant may not have been started when the loop last looked.
+    pub fn finish_launches(&mut self) -> Vec<Error> {
+        if let Some((tx, _)) = &self.launcher {
+            let (ack_tx, ack_rx) = channel();
+            if tx.send(Launch::Quiesce(ack_tx)).is_ok() {
+                let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+            }
+        }
+        std::mem::take(&mut lock(&self.shared).errors)
+    }
+
     /// Programs that have exited since the last call: (host, command, exit
     /// code — `None` if killed by a signal).
     pub fn poll_commands(&mut self) -> Vec<(String, String, Option<i32>)> {
@@ -627,37 +642,11 @@ mod tests {
     /// behind a sync on a busy disk, and every event with it.)
     #[test]
     fn polls_do_not_wait_for_the_record_to_be_written() {
-        if !crate::sys::is_root() {
-            assert!(
-                std::env::var_os("NETLOOP_REQUIRE_REAL").is_none(),
-                "NETLOOP_REQUIRE_REAL is set, but this test needs root"
-            );
-            println!("skipped: needs root (creates a network namespace)");
+        if !root() {
             return;
         }
         let mut s = Session::new().expect("session");
-        let r = RealNode {
-            node: 3,
-            name: "h1".into(),
-            kind: NodeKind::Namespace(NamespaceSpec {
-                commands: vec![],
-                via: HostLink::Veth,
-            }),
-            port: PortInfo {
-                mac: mac_for(3, 0),
-                addr: Some(Ipv4Cidr {
-                    addr: Ipv4Addr::new(198, 18, 211, 2),
-                    prefix: 24,
-                }),
-                addr6: None,
-                mtu: 1500,
-                link: 0,
-                name: "eth0".into(),
-            },
-            routes: vec![],
-            routes6: vec![],
-        };
-        s.add_namespace_host(&r).expect("namespace host");
+        s.add_namespace_host(&host_h1()).expect("namespace host");
         let held = Arc::clone(&s.registry);
         let record = lock(&held);
         s.start_command("h1", "exit 7", Path::new("/dev/null"))
@@ -684,5 +673,67 @@ mod tests {
         drop(record);
         let rep = s.teardown();
         assert!(rep.failures.is_empty(), "{rep}");
+    }
+
+    /// A program that cannot start, asked for just before the end, is
+    /// reported by `finish_launches` (the loop's non-blocking polls may
+    /// have looked before the launcher got to it).
+    #[test]
+    fn the_end_of_a_run_collects_a_late_start_error() {
+        if !root() {
+            return;
+        }
+        let mut s = Session::new().expect("session");
+        s.add_namespace_host(&host_h1()).expect("namespace host");
+        // Its log cannot be created: the launcher fails to start it.
+        s.start_command("h1", "true", Path::new("/nonexistent-netloop-dir/h1.log"))
+            .expect("asked");
+        let errors = s.finish_launches();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].to_string().contains("nonexistent-netloop-dir"),
+            "{}",
+            errors[0]
+        );
+        let rep = s.teardown();
+        assert!(rep.failures.is_empty(), "{rep}");
+    }
+
+    /// Whether the test can run (it creates a network namespace).
+    fn root() -> bool {
+        if crate::sys::is_root() {
+            return true;
+        }
+        assert!(
+            std::env::var_os("NETLOOP_REQUIRE_REAL").is_none(),
+            "NETLOOP_REQUIRE_REAL is set, but this test needs root"
+        );
+        println!("skipped: needs root (creates a network namespace)");
+        false
+    }
+
+    /// Real host h1 on 198.18.211.2/24, as the model would export it.
+    fn host_h1() -> RealNode {
+        RealNode {
+            node: 3,
+            name: "h1".into(),
+            kind: NodeKind::Namespace(NamespaceSpec {
+                commands: vec![],
+                via: HostLink::Veth,
+            }),
+            port: PortInfo {
+                mac: mac_for(3, 0),
+                addr: Some(Ipv4Cidr {
+                    addr: Ipv4Addr::new(198, 18, 211, 2),
+                    prefix: 24,
+                }),
+                addr6: None,
+                mtu: 1500,
+                link: 0,
+                name: "eth0".into(),
+            },
+            routes: vec![],
+            routes6: vec![],
+        }
     }
 }
