@@ -225,24 +225,19 @@ impl Frame {
     /// Lets `write` write into the bytes from `at` on (at most the frame's
     /// length); it returns how many of them, from the first, it may have
     /// written: it must leave the rest as they were. In debug builds, zeros
-    /// it was given past that and found non-zero after it panic.
+    /// it was given past that and found non-zero after it panic. (Should
+    /// `write` panic, the frame dropped while unwinding counts all its
+    /// bytes as written: see `Drop`.)
     #[inline]
     pub fn write_head(&mut self, at: usize, write: impl FnOnce(&mut [u8]) -> usize) -> usize {
-        let len = self.data.len();
         // The zeros known before (from here to the end).
-        let zeros_from = (self.dirty as usize).clamp(at, len);
-        let before = self.dirty;
-        // All of it counts as written until `write` says how far it went:
-        // should it panic, a frame dropped while unwinding must not pass a
-        // buffer with unknown bytes off as zeros.
-        self.dirty = ALL_DIRTY;
+        let zeros_from = (self.dirty as usize).clamp(at, self.data.len());
         let n = write(&mut self.data[at..]);
-        let end = at.saturating_add(n).min(len);
+        let end = at.saturating_add(n).min(self.data.len());
         debug_assert!(
             self.data[end.max(zeros_from)..].iter().all(|&b| b == 0),
             "wrote past the {n} bytes it declared"
         );
-        self.dirty = before;
         self.mark(end);
         n
     }
@@ -332,7 +327,14 @@ impl Drop for Frame {
     fn drop(&mut self) {
         give_back(Buf {
             data: std::mem::take(&mut self.data),
-            dirty: self.dirty,
+            // A frame dropped while a panic unwinds may have been in a
+            // writer's hands (`write_head`), which had not said how far it
+            // wrote: none of its bytes pass for zeros.
+            dirty: if std::thread::panicking() {
+                ALL_DIRTY
+            } else {
+                self.dirty
+            },
         });
     }
 }
@@ -606,16 +608,19 @@ mod tests {
     #[test]
     fn a_writer_that_panics_leaves_its_bytes_counted_as_written() {
         std::thread::spawn(|| {
-            let mut f = Frame::zeroed(500);
-            let ptr = f.as_ptr();
+            let ptr = std::cell::Cell::new(std::ptr::null());
+            // As in the model: the frame is the writer's caller's, and goes
+            // with the unwinding.
             let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut f = Frame::zeroed(500);
+                ptr.set(f.as_ptr());
                 f.write_head(14, |b| {
                     b[300] = 9;
                     panic!("a writer's bug");
                 });
             }));
             assert!(caught.is_err());
-            drop(f);
+            let ptr = ptr.get();
             let g = Frame::zeroed(500);
             assert!(same_buffer(&g, ptr));
             assert!(g.iter().all(|&b| b == 0), "{g:?}");
