@@ -635,9 +635,9 @@ mod tests {
     use std::time::Instant;
 
     /// While the run's record is being written (its lock held here, as a
-    /// slow sync of the file holds it), a program's start error and its
-    /// exit still reach the loop's polls, and the polls return at once: the
-    /// real-time loop calls them between events. (When the record shared
+    /// slow sync of the file holds it), a program's exit still reaches the
+    /// loop's polls, and the polls (exits and start errors) return at once:
+    /// the real-time loop calls them between events. (When the record shared
     /// the launcher's lock, a ping started in a real-time test waited 330 ms
     /// behind a sync on a busy disk, and every event with it.)
     #[test]
