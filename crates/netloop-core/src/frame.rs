@@ -605,6 +605,33 @@ mod tests {
         .unwrap();
     }
 
+    /// What a dropped frame's buffer says its frame wrote (the next frame
+    /// of zeros from it zeroes that much): only what was written at the
+    /// head, through a truncation; everything once `DerefMut` was used.
+    #[test]
+    fn a_buffer_remembers_only_what_its_frame_wrote() {
+        std::thread::spawn(|| {
+            let dirty_of_next = || {
+                let b = take_buffer(1000);
+                let d = b.dirty;
+                give_back(b);
+                d
+            };
+            let mut f = Frame::zeroed(1000);
+            f.head_mut(34);
+            f.write_head(42, |_| 20);
+            f.truncate(900);
+            drop(f);
+            assert_eq!(dirty_of_next(), 62, "head writes and a truncation");
+            let mut f = Frame::zeroed(1000);
+            f.push(0);
+            drop(f);
+            assert_eq!(dirty_of_next(), ALL_DIRTY, "through DerefMut");
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_writer_that_panics_leaves_its_bytes_counted_as_written() {
         std::thread::spawn(|| {

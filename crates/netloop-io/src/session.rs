@@ -455,10 +455,31 @@ impl Session {
     /// the launcher holds the lock this moment, the errors come with the
     /// next call (the real-time loop calls this between events).
     pub fn take_errors(&mut self) -> Vec<Error> {
+        self.try_shared()
+            .map(|mut g| std::mem::take(&mut g.errors))
+            .unwrap_or_default()
+    }
+
+    /// What the launcher shares, unless it holds it this moment: the
+    /// real-time loop's calls never wait for the launcher (a normal-class
+    /// thread, which may be preempted while it holds the lock); the next
+    /// poll, 20 ms later, catches up.
+    fn try_shared(&self) -> Option<MutexGuard<'_, Shared>> {
         match self.shared.try_lock() {
-            Ok(mut g) => std::mem::take(&mut g.errors),
-            Err(std::sync::TryLockError::Poisoned(e)) => std::mem::take(&mut e.into_inner().errors),
-            Err(std::sync::TryLockError::WouldBlock) => Vec::new(),
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Asks the launcher to start nothing more and waits (up to 10 s)
+    /// until it has done what it was asked before.
+    fn quiesce(launcher: Option<&(Sender<Launch>, JoinHandle<()>)>) {
+        if let Some((tx, _)) = launcher {
+            let (ack_tx, ack_rx) = channel();
+            if tx.send(Launch::Quiesce(ack_tx)).is_ok() {
+                let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+            }
         }
     }
 
@@ -467,12 +488,7 @@ impl Session {
     /// yet: for the end of a run, where a program asked for at its last
     /// instant may not have been started when the loop last looked.
     pub fn finish_launches(&mut self) -> Vec<Error> {
-        if let Some((tx, _)) = &self.launcher {
-            let (ack_tx, ack_rx) = channel();
-            if tx.send(Launch::Quiesce(ack_tx)).is_ok() {
-                let _ = ack_rx.recv_timeout(Duration::from_secs(10));
-            }
-        }
+        Session::quiesce(self.launcher.as_ref());
         std::mem::take(&mut lock(&self.shared).errors)
     }
 
@@ -489,13 +505,8 @@ impl Session {
     /// killed each one that was killed.
     pub fn poll_exits(&mut self) -> Vec<ProgramExit> {
         let mut out = Vec::new();
-        // The real-time loop calls this: never wait for the launcher (a
-        // normal-class thread, which may be preempted while it holds the
-        // lock); the next poll, 20 ms later, catches up.
-        let mut g = match self.shared.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return out,
+        let Some(mut g) = self.try_shared() else {
+            return out;
         };
         for p in g.procs.iter_mut() {
             if p.exited.is_none() && p.try_reap() {
@@ -524,12 +535,7 @@ impl Session {
         // exit would SIGKILL them through their parent-death signal, with no
         // chance to exit cleanly).
         let launcher = self.launcher.take();
-        if let Some((tx, _)) = &launcher {
-            let (ack_tx, ack_rx) = channel();
-            if tx.send(Launch::Quiesce(ack_tx)).is_ok() {
-                let _ = ack_rx.recv_timeout(Duration::from_secs(10));
-            }
-        }
+        Session::quiesce(launcher.as_ref());
         let mut g = lock(&self.shared);
         rep.stopped = g
             .procs

@@ -1531,14 +1531,12 @@ impl Host {
             ttl,
         );
         let written = frame.write_head(ETH_HEADER + 28, fill);
-        {
-            let mut udp =
-                UdpPacket::new_unchecked(&mut frame.head_mut(ETH_HEADER + 28)[ETH_HEADER + 20..]);
-            udp.set_src_port(sport);
-            udp.set_dst_port(dport);
-            udp.set_len((8 + len) as u16);
-        }
+        // The UDP header, then its checksum over it and what `fill` wrote.
         frame.write_head(ETH_HEADER + 20, |udp| {
+            let mut h = UdpPacket::new_unchecked(&mut *udp);
+            h.set_src_port(sport);
+            h.set_dst_port(dport);
+            h.set_len((8 + len) as u16);
             ipv4::fill_udp_checksum(src, dst, udp, 8 + written);
             8
         });
