@@ -437,12 +437,13 @@ pub fn print_report(r: &LiveReport) {
     };
     outln!(
         "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} \
-         (CPU: event thread {:.0} %, I/O thread {:.0} % of one core)",
+         (CPU: event thread {:.0} %, of it spinning {:.0} %; I/O thread {:.0} % of one core)",
         rt.sim_seconds,
         rt.wall_seconds,
         format::count(rt.events),
         format::ns(rt.spin_ns as f64),
         rt.event_cpu_share * 100.0,
+        rt.spin_share * 100.0,
         rt.io_cpu_share * 100.0
     );
     if rt.demotions + rt.io_demotions > 0 {

@@ -644,7 +644,9 @@ pub fn run_helper(
                 }
             }
             x.bell[me].woke();
+            wake.not_spinning();
         } else {
+            wake.spinning(mono, queue.events_processed());
             std::hint::spin_loop();
         }
     };
