@@ -478,6 +478,7 @@ pub fn print_report(r: &LiveReport) {
             "frames in",
             "late in",
             "CPU",
+            "spinning",
         ]);
         for (k, q) in p.per_partition.iter().enumerate() {
             let l = &q.event_lateness;
@@ -494,6 +495,7 @@ pub fn print_report(r: &LiveReport) {
                 right(format::count(q.frames_in)),
                 right(format::count(q.late_frames_in)),
                 right(format!("{:.0} %", q.cpu_share * 100.0)),
+                right(format!("{:.0} %", q.spin_share * 100.0)),
             ]);
             max_late = max_late.max(l.max_ns);
             late_in += q.late_frames_in;

@@ -619,6 +619,61 @@ fn partitions_write_the_captures_of_one_partition_byte_for_byte() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Spinning before deadlines has an allowance: with events closer together
+/// than the spin window (pairs of hosts sending a datagram every 45 µs
+/// between them), a real-time thread would spin from one to the next; it
+/// spins at most a tenth of each 10 ms window, and each partition's thread
+/// reports its own share.
+#[test]
+fn a_real_time_thread_spins_within_its_allowance() {
+    let dir = tmpdir("spin-allowance");
+    let mut topo = String::from("[run]\nduration = \"1s\"\nseed = 1\nstatic_neighbours = true\n");
+    for i in 0..100 {
+        topo.push_str(&format!(
+            "[[node]]\nname = \"b{i}a\"\nkind = \"host\"\n[[node]]\nname = \"b{i}b\"\nkind = \"host\"\n\
+             [[link]]\nendpoints = [\"b{i}a\", \"b{i}b\"]\nrate = \"2Mbps\"\ndelay = \"5ms\"\n\
+             [[traffic]]\nkind = \"udp-cbr\"\nfrom = \"b{i}a\"\nto = \"b{i}b\"\nrate = \"1.8Mbps\"\n\
+             size = \"1000B\"\nstart = \"{}us\"\n",
+            i * 44
+        ));
+    }
+    let file = dir.join("pairs.toml");
+    std::fs::write(&file, topo).unwrap();
+    let json = dir.join("rt.json");
+    let out = netloop(&[
+        "run",
+        file.to_str().unwrap(),
+        "--realtime",
+        "--partitions",
+        "2",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rt: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let per = rt["realtime"]["partitions"]["per_partition"]
+        .as_array()
+        .unwrap();
+    assert_eq!(per.len(), 2);
+    // A tenth of each window, and a little for the spin that crosses into
+    // the next window before it is counted there.
+    for (k, p) in per.iter().enumerate() {
+        let spin = p["spin_share"].as_f64().unwrap();
+        assert!((0.0..=0.11).contains(&spin), "partition {k}: {p}");
+        assert!(
+            spin <= p["cpu_share"].as_f64().unwrap(),
+            "partition {k}: {p}"
+        );
+    }
+    assert_eq!(rt["realtime"]["spin_share"], per[0]["spin_share"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--partitions N` in real time: each partition keeps to the wall clock
 /// on a thread of its own, frames cross the cut both ways, and a run whose
 /// frames all crossed in time gives the flows of the same run as fast as

@@ -100,6 +100,9 @@ pub struct PartitionRt {
     pub held_off_queued_ns: u64,
     /// Its thread's share of the wall time.
     pub cpu_share: f64,
+    /// Its thread's share of the wall time spent spinning before a deadline
+    /// (see `rt::SPIN_ALLOWANCE_NS`).
+    pub spin_share: f64,
     /// The simulated time it stood at when the run ended (seconds): the
     /// same for every partition, unless a stop cut one short of it.
     pub end_s: f64,
@@ -358,6 +361,7 @@ impl Exchange {
             held_off_queued_ns: report.held_off_queued_ns,
             event_lateness: report.event_lateness,
             cpu_share: report.event_cpu_share,
+            spin_share: report.spin_share,
             ..PartitionRt::default()
         };
         self.fill(0, &mut p);
@@ -548,7 +552,8 @@ pub fn run_helper(
                    wall: u64,
                    late_events: u64,
                    held: &HeldOff,
-                   lateness: &Histogram<u64>| {
+                   lateness: &Histogram<u64>,
+                   spun_ns: u64| {
         let mut p = PartitionRt {
             nodes,
             events: queue.events_processed() - events0,
@@ -558,6 +563,7 @@ pub fn run_helper(
             held_off_queued_ns: held.queued_ns,
             event_lateness: Lateness::of(lateness),
             cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
+            spin_share: spun_ns as f64 / wall as f64,
             end_s: queue.now().as_secs_f64(),
             ..PartitionRt::default()
         };
@@ -586,6 +592,7 @@ pub fn run_helper(
                         late_events,
                         &held,
                         &lateness,
+                        wake.spun_total_ns,
                     );
                     let events = queue.events_processed() - net.link_events();
                     // Partition 0 may have given up waiting: then the
@@ -669,6 +676,13 @@ pub fn run_helper(
     if fifo.is_some() {
         crate::sys::restore_policy(old_policy);
     }
-    let report = figures(queue, wall, late_events, &held, &lateness);
+    let report = figures(
+        queue,
+        wall,
+        late_events,
+        &held,
+        &lateness,
+        wake.spun_total_ns,
+    );
     HelperEnd { sim, report }
 }
