@@ -535,7 +535,7 @@ def slim(rep):
                                         "input_latency", "output_latency", "demotions", "io_demotions",
                                         "model_dropped", "event_page_faults", "steal_ns", "late_held_off",
                                         "held_off_ns", "held_off_queued_ns", "held_off_max_ns", "partitions",
-                                        "sleeps", "sleep_cost_ns")}
+                                        "sleeps", "sleep_cost_ns", "spin_share")}
     return rep
 
 

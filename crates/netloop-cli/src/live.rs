@@ -437,7 +437,7 @@ pub fn print_report(r: &LiveReport) {
     };
     outln!(
         "real time: {:.3} s simulated in {:.3} s wall, {} events; ended because {end}; spin {} \
-         (CPU: event thread {:.0} %, of it spinning {:.0} %; I/O thread {:.0} % of one core)",
+         (CPU: event thread {:.0} % (spinning {:.0} %), I/O thread {:.0} % of one core)",
         rt.sim_seconds,
         rt.wall_seconds,
         format::count(rt.events),

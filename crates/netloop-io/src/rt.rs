@@ -12,8 +12,9 @@
 //!    until `spin` before the deadline (no fixed timeouts, timer slack
 //!    lowered to 1 ns), then spin on the clock and the queue; unless busy,
 //!    no sleep shorter than a sleep costs, and when saturated, sleeps long
-//!    enough to pay for themselves, past the deadline
-//!    ([`Wakeups::sleep_for`]);
+//!    enough to pay for themselves, past the deadline; and no more
+//!    spinning in a 10 ms window than its allowance
+//!    ([`Wakeups::sleep_for`], [`SPIN_ALLOWANCE_NS`]);
 //! 4. take the frames the I/O thread read, each with its arrival time — the
 //!    kernel's timestamp where the interface gives one (AF_PACKET), else the
 //!    moment it was read — and inject each at that time after running the
@@ -569,6 +570,13 @@ pub(crate) struct Wakeups {
 /// batch, and at most this.
 pub const SPIN_ALLOWANCE_NS: u64 = crate::rtio::DUTY_WINDOW_NS / 10;
 
+/// The most one pass of a spinning loop counts as spinning: a pass looks
+/// at the clock, the queues and the ports, a microsecond or two (a look at
+/// the control hook's descriptor, once a millisecond, a few more); a pass
+/// that took longer was held off its CPU (the kernel's real-time
+/// throttling, a thread above it), and that time is not the thread's.
+pub const SPIN_PASS_MAX_NS: u64 = 50_000;
+
 /// Above this share of the CPU over the last 200 ms (`rtio::Duty`'s
 /// horizon) the thread sleeps in batches, below [`BATCH_BELOW`] no longer:
 /// short of the 90 % at which it would leave the real-time class, and
@@ -613,11 +621,17 @@ impl Wakeups {
     /// The loop chose to spin at `now` (CLOCK_MONOTONIC ns), `events`
     /// having run in all: the time since it last chose to spin counts as
     /// spinning when no event ran meanwhile (when one did, the pass that
-    /// ran it spun for one pause at most: that time was work).
+    /// ran it spun for one pause at most: that time was work), up to
+    /// [`SPIN_PASS_MAX_NS`] (a pass that took longer was held off its CPU,
+    /// which is counted as such, not spent spinning). With `run.spin` at
+    /// zero nothing counts: the thread never spins.
     pub(crate) fn spinning(&mut self, now: u64, events: u64) {
+        if self.max_ns == 0 {
+            return;
+        }
         if let Some((t0, e0)) = self.spin_mark {
             if e0 == events {
-                let d = now.saturating_sub(t0);
+                let d = now.saturating_sub(t0).min(SPIN_PASS_MAX_NS);
                 self.spun_ns += d;
                 self.spun_total_ns += d;
             }
@@ -625,7 +639,8 @@ impl Wakeups {
         self.spin_mark = Some((now, events));
     }
 
-    /// The loop chose to sleep (or to stop): it is no longer spinning.
+    /// The loop chose to sleep, blocked (a control hook, a question from
+    /// another partition) or stopped: it is no longer spinning.
     pub(crate) fn not_spinning(&mut self) {
         self.spin_mark = None;
     }
@@ -649,15 +664,20 @@ impl Wakeups {
     /// a sleep's cost even past the deadline, and runs the events due
     /// meanwhile together: each sleep then frees more CPU than it takes,
     /// events run at most that much late (and a wake-up), and the thread
-    /// stays in the real-time class. With `run.spin` at zero the thread
-    /// never spins, as documented, and sleeps up to each deadline whatever
-    /// it costs.
+    /// stays in the real-time class. A thread that has spent its window's
+    /// allowance for spinning ([`SPIN_ALLOWANCE_NS`]) sleeps up to each
+    /// deadline, at least twice a sleep's cost, and does not spin at all
+    /// until the window ends. With `run.spin` at zero the thread never
+    /// spins, as documented, and sleeps up to each deadline whatever it
+    /// costs.
     pub(crate) fn sleep_for(&self, remaining_ns: u64) -> Option<u64> {
         if self.max_ns == 0 {
             return (remaining_ns > 0).then_some(remaining_ns);
         }
         if self.spin_spent() {
-            // No more spinning this window: batches, as a saturated thread.
+            // No more spinning this window: up to the deadline, or a
+            // batch's length if that is longer, not even within the spin
+            // window.
             return (remaining_ns > 0).then(|| remaining_ns.max(2 * self.sleep_cost_ns));
         }
         let spin = self.spin_ns();
@@ -1334,6 +1354,7 @@ fn event_loop(
             let blocking = rtio::HeldOff::blocking(&duty);
             let step = control(&mut ctl);
             blocking.end(&duty, &mut side.tally.held);
+            wake.not_spinning();
             match step {
                 Step::Continue(t) => next_control = t.max(now),
                 Step::Stop => break EndReason::Control,
@@ -1710,11 +1731,18 @@ mod tests {
         // The next window has its allowance again.
         w.budget(0.3, 0.3);
         assert_eq!(w.sleep_for(5_000), None, "a new window: spin");
+        // A pass that took 5 ms was held off its CPU, not spinning: it
+        // counts as one long pass at most.
+        w.spinning(t, 7);
+        w.spinning(t + 5_000_000, 7);
+        assert_eq!(w.spun_total_ns, SPIN_ALLOWANCE_NS + SPIN_PASS_MAX_NS);
+        assert_eq!(w.sleep_for(5_000), None, "the allowance is not spent");
         // run.spin = 0 sleeps up to each deadline, allowance or not.
         let mut z = Wakeups::new(0, 20_000);
         z.spinning(0, 0);
-        z.spinning(SPIN_ALLOWANCE_NS, 0);
+        z.spinning(10_000, 0);
         assert_eq!(z.sleep_for(2_000), Some(2_000));
+        assert_eq!(z.spun_total_ns, 0, "and never counts as spinning");
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub struct PartitionRt {
     /// Its thread's share of the wall time spent spinning before a deadline
     /// (see `rt::SPIN_ALLOWANCE_NS`).
     pub spin_share: f64,
+    /// 10 ms windows in which its thread ran out of the real-time class
+    /// (see [`crate::rtio::Duty`]).
+    pub demotions: u64,
     /// The simulated time it stood at when the run ended (seconds): the
     /// same for every partition, unless a stop cut one short of it.
     pub end_s: f64,
@@ -362,6 +365,7 @@ impl Exchange {
             event_lateness: report.event_lateness,
             cpu_share: report.event_cpu_share,
             spin_share: report.spin_share,
+            demotions: report.demotions,
             ..PartitionRt::default()
         };
         self.fill(0, &mut p);
@@ -553,7 +557,8 @@ pub fn run_helper(
                    late_events: u64,
                    held: &HeldOff,
                    lateness: &Histogram<u64>,
-                   spun_ns: u64| {
+                   spun_ns: u64,
+                   demotions: u64| {
         let mut p = PartitionRt {
             nodes,
             events: queue.events_processed() - events0,
@@ -564,6 +569,7 @@ pub fn run_helper(
             event_lateness: Lateness::of(lateness),
             cpu_share: (crate::rt::thread_cpu_ns() - cpu0) as f64 / wall as f64,
             spin_share: spun_ns as f64 / wall as f64,
+            demotions,
             end_s: queue.now().as_secs_f64(),
             ..PartitionRt::default()
         };
@@ -581,6 +587,8 @@ pub fn run_helper(
         }
         x.take(me, net, queue);
         for ask in x.questions(me) {
+            // Answering (and waiting to be resumed) is not spinning.
+            wake.not_spinning();
             match ask {
                 Ask::Share(reply, resume) => {
                     let share = Share::of(net, flows, share_time(clock.now(), queue), |n| {
@@ -593,6 +601,7 @@ pub fn run_helper(
                         &held,
                         &lateness,
                         wake.spun_total_ns,
+                        duty.demotions,
                     );
                     let events = queue.events_processed() - net.link_events();
                     // Partition 0 may have given up waiting: then the
@@ -683,6 +692,7 @@ pub fn run_helper(
         &held,
         &lateness,
         wake.spun_total_ns,
+        duty.demotions,
     );
     HelperEnd { sim, report }
 }

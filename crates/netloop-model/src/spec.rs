@@ -232,7 +232,8 @@ pub struct RunSpec {
     pub seed: u64,
     /// Real-time mode: how long before an event's deadline the scheduler
     /// stops sleeping and spins on the clock. Longer is more precise and costs
-    /// more CPU; zero never spins.
+    /// more CPU; zero never spins. Whatever it is, a thread spins at most a
+    /// tenth of each 10 ms window (netloop-io's `rt::SPIN_ALLOWANCE_NS`).
     pub spin: SimDuration,
     /// Dual stack: every router and host interface gets an IPv6 address
     /// too, routers forward IPv6, and real hosts have it on.
