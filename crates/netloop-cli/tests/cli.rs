@@ -655,7 +655,7 @@ fn a_real_time_thread_spins_within_its_allowance() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rt: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rt = results(&json);
     let per = rt["realtime"]["partitions"]["per_partition"]
         .as_array()
         .unwrap();

@@ -558,7 +558,9 @@ pub(crate) struct Wakeups {
 }
 
 /// The most a thread spins in one window of [`crate::rtio::DUTY_WINDOW_NS`]
-/// (a tenth of it); past that it sleeps in batches until the window ends.
+/// (a tenth of it); past that it sleeps up to each deadline, at least a
+/// batch's sleep ([`Wakeups::batch_sleep`]), without spinning, until the
+/// window ends.
 /// Spinning before each deadline chains when events come closer together
 /// than the spin window: 2 000 simulated pairs on two partitions (some
 /// 450 000 events a second each, 2 µs apart) spun from one event to the
@@ -645,6 +647,13 @@ impl Wakeups {
         self.spin_mark = None;
     }
 
+    /// A sleep of `ns`, or of twice a sleep's cost if that is longer: a
+    /// sleep that frees more CPU than it takes (saturated, or with the
+    /// spinning allowance spent).
+    fn batch_sleep(&self, ns: u64) -> u64 {
+        ns.max(2 * self.sleep_cost_ns)
+    }
+
     /// Whether the window's allowance for spinning is spent.
     fn spin_spent(&self) -> bool {
         self.spun_ns >= SPIN_ALLOWANCE_NS
@@ -678,14 +687,14 @@ impl Wakeups {
             // No more spinning this window: up to the deadline, or a
             // batch's length if that is longer, not even within the spin
             // window.
-            return (remaining_ns > 0).then(|| remaining_ns.max(2 * self.sleep_cost_ns));
+            return (remaining_ns > 0).then(|| self.batch_sleep(remaining_ns));
         }
         let spin = self.spin_ns();
         if self.batch {
             // Within the spin window, spin: the batch's sleep was the one
             // that brought the thread here.
             let sleep = remaining_ns.checked_sub(spin).filter(|&s| s > 0)?;
-            return Some(sleep.max(2 * self.sleep_cost_ns));
+            return Some(self.batch_sleep(sleep));
         }
         let sleep = remaining_ns.checked_sub(spin)?;
         let floor = if self.cap_ns >= self.sleep_cost_ns {
