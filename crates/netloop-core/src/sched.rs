@@ -65,6 +65,41 @@ pub fn prefetch<T>(r: &T, max_lines: usize) {
     let _ = (r, max_lines);
 }
 
+/// Asks the CPU to start loading the cache lines that hold the first
+/// `bytes` bytes of `*r` (at most all of it), wherever it starts: for a
+/// value not aligned to a line, such as an element of a vector, whose hot
+/// part [`prefetch`] by whole lines from its start would miss the end of.
+#[inline]
+pub fn prefetch_bytes<T>(r: &T, bytes: usize) {
+    prefetch_span(r, 0..bytes);
+}
+
+/// Asks the CPU to start loading the cache lines that hold bytes `span`
+/// of `*r` (those within it): the part of a value one kind of event reads.
+#[inline]
+#[allow(unsafe_code)] // a prefetch: see SAFETY below
+pub fn prefetch_span<T>(r: &T, span: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let end = span.end.min(std::mem::size_of::<T>());
+        if span.start >= end {
+            return;
+        }
+        let p = (r as *const T).cast::<i8>().wrapping_add(span.start);
+        let skew = (p as usize) % 64;
+        let lines = (skew + end - span.start).div_ceil(64);
+        let first = p.wrapping_sub(skew);
+        for i in 0..lines {
+            // SAFETY: as in `prefetch`: the addresses are the lines that
+            // hold bytes of `*r`, and a prefetch never faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(i * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (r, span);
+}
+
 /// What a scheduler reports at the end of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunStats {

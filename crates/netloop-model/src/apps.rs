@@ -331,26 +331,38 @@ fn exp_sample(rng: &mut RngStream, mean: SimDuration) -> SimDuration {
 }
 
 /// A UDP traffic source.
+///
+/// Laid out in declaration order (`repr(C)`): what every tick reads first,
+/// its random stream (read only by Poisson and on/off sources, 320 bytes)
+/// after it, so that a constant-rate source's tick reads its first two
+/// lines (`SOURCE_HOT` bytes, which the scheduler's hint loads).
+#[repr(C)]
 pub struct UdpSource {
     /// Flow index.
     pub flow: u32,
-    /// Destination address (IPv4 or IPv6).
-    pub dst: IpAddr,
     /// Source port.
     pub src_port: u16,
     /// Destination port.
     pub dst_port: u16,
+    /// Destination address (IPv4 or IPv6).
+    pub dst: IpAddr,
     /// UDP payload size.
     pub size: usize,
     /// Sending pattern.
     pub pattern: Pattern,
-    /// Random stream (Poisson gaps, on/off periods).
-    pub rng: RngStream,
     /// When to stop.
     pub stop: SimTime,
     /// Packets sent so far (also the next sequence number).
     pub sent: u64,
+    /// Random stream (Poisson gaps, on/off periods).
+    pub rng: RngStream,
 }
+
+/// Bytes from the start of a source that every tick of a constant-rate
+/// source reads (all but the random stream).
+pub const SOURCE_HOT: usize = std::mem::offset_of!(UdpSource, rng);
+// With its `App`'s tag before it, within two lines.
+const _: () = assert!(App::TIMER_HINT_BYTES <= 128);
 
 impl UdpSource {
     /// Called when the source's timer fires at `now`: whether to send now, and
@@ -521,6 +533,15 @@ impl SinkStats {
 }
 
 impl App {
+    /// Bytes from an application's start that the scheduler's hint loads
+    /// before its timer: its tag and what a constant-rate source's tick
+    /// reads.
+    pub const TIMER_HINT_BYTES: usize = std::mem::align_of::<UdpSource>() + SOURCE_HOT;
+    /// The same before a frame to it arrives: its tag and all of a sink,
+    /// whose every field a datagram's statistics touch.
+    pub const FRAME_HINT_BYTES: usize =
+        std::mem::align_of::<UdpSink>() + std::mem::size_of::<UdpSink>();
+
     /// The app's sample sets that it records into (see
     /// [`Samples::presize`]): a bulk TCP client and every server record
     /// none.
@@ -713,6 +734,13 @@ pub struct TcpServer {
 }
 
 /// An application on a host.
+///
+/// Its tag first (`repr(u8)`), each variant after it at its own
+/// alignment: where a source's and a sink's fields lie is then known to
+/// the scheduler's hint (`TIMER_HINT_BYTES`, `FRAME_HINT_BYTES`); left to
+/// the compiler, a sink came 48 bytes in, after the source's field that
+/// held the tag.
+#[repr(u8)]
 pub enum App {
     /// UDP source.
     UdpSource(UdpSource),
@@ -1079,6 +1107,74 @@ mod tests {
         let j2 = j1 + (2e6 - j1) / 16.0;
         assert!((s.jitter_ns - j2).abs() < 1e-6);
         assert_eq!((s.delay.min, s.delay.max), (10_000_000, 14_000_000));
+    }
+
+    /// A source's tick and a sink's datagram read fields within the bytes
+    /// the scheduler's hint loads from the start of their `App`
+    /// (`TIMER_HINT_BYTES`, `FRAME_HINT_BYTES`): the source's fields come
+    /// before its random stream, and each lies at its `App`'s start.
+    #[test]
+    fn hot_fields_are_in_the_hinted_bytes() {
+        let at = |app: &App, field: *const u8, len: usize| {
+            (field as usize) + len - (app as *const App as usize)
+        };
+        let app = App::UdpSource(UdpSource {
+            flow: 0,
+            dst: std::net::Ipv4Addr::new(198, 18, 0, 1).into(),
+            src_port: 1,
+            dst_port: 2,
+            size: 100,
+            pattern: Pattern::Cbr {
+                interval: SimDuration::from_millis(1),
+            },
+            rng: RngStream::new(1, "t"),
+            stop: SimTime::ZERO,
+            sent: 0,
+        });
+        let App::UdpSource(s) = &app else {
+            unreachable!()
+        };
+        let ends = [
+            at(&app, (&s.flow as *const u32).cast(), 4),
+            at(&app, (&s.src_port as *const u16).cast(), 2),
+            at(&app, (&s.dst_port as *const u16).cast(), 2),
+            at(
+                &app,
+                (&s.dst as *const IpAddr).cast(),
+                std::mem::size_of::<IpAddr>(),
+            ),
+            at(&app, (&s.size as *const usize).cast(), 8),
+            at(
+                &app,
+                (&s.pattern as *const Pattern).cast(),
+                std::mem::size_of::<Pattern>(),
+            ),
+            at(&app, (&s.stop as *const SimTime).cast(), 8),
+            at(&app, (&s.sent as *const u64).cast(), 8),
+        ];
+        let end = ends.into_iter().max().unwrap();
+        assert!(
+            end <= App::TIMER_HINT_BYTES,
+            "a source's tick reads to byte {end}, past the hint's {}",
+            App::TIMER_HINT_BYTES
+        );
+        let app = App::UdpSink(UdpSink {
+            flow: 0,
+            stats: SinkStats::default(),
+        });
+        let App::UdpSink(k) = &app else {
+            unreachable!()
+        };
+        let end = at(
+            &app,
+            (k as *const UdpSink).cast(),
+            std::mem::size_of::<UdpSink>(),
+        );
+        assert!(
+            end <= App::FRAME_HINT_BYTES,
+            "a sink ends at byte {end}, past the hint's {}",
+            App::FRAME_HINT_BYTES
+        );
     }
 
     #[test]

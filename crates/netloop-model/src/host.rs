@@ -98,9 +98,12 @@ const TCP_IPV6_HEADERS: u32 = 60;
 /// ICMPv6 types the host reads (RFC 4443).
 const ICMPV6_DST_UNREACHABLE: u8 = 1;
 const ICMPV6_PACKET_TOO_BIG: u8 = 2;
-/// Cache lines of a host the scheduler's hint loads: those of the fields
-/// every UDP datagram touches (see [`Host`]'s layout).
-pub const HINT_LINES: usize = 8;
+/// Cache lines of a host the scheduler's hint loads before a frame arrives:
+/// those of the fields every UDP datagram received touches (see
+/// [`Host`]'s layout).
+pub const HINT_RX_LINES: usize = 3;
+/// The same before a timer: the fields every UDP datagram sent touches.
+pub const HINT_TX_LINES: usize = 4;
 /// Application timer tokens carry a generation in bits 32..48.
 const APP_MASK: u64 = 0xffff_ffff;
 /// TTL of packets the host originates.
@@ -253,14 +256,22 @@ type HostRoute6 = (PortId, Ipv6Addr, Ipv6Addr);
 /// each was a miss the hint did not cover.
 #[repr(C, align(64))]
 pub struct Host {
-    // Hot: every datagram.
+    // Hot: every datagram received reads what comes before `route_cache`
+    // (`HINT_RX_LINES`), every one sent also what comes before `arp` and
+    // the memo at its start (`HINT_TX_LINES`).
     apps: Vec<App>,
     /// Local UDP port → application (sinks, traceroute).
     udp_apps: HashMap<u16, usize>,
     /// The last UDP port looked up in `udp_apps` and its application, for
     /// the same reason as `route_cache` (cleared whenever `udp_apps`
-    /// changes).
-    udp_cache: Cell<Option<(u16, usize)>>,
+    /// changes). The application's index in 32 bits, and `ident` beside
+    /// it, in what would be padding: what a datagram sent touches then
+    /// ends within four lines.
+    udp_cache: Cell<Option<(u16, u32)>>,
+    ident: u16,
+    ports: Vec<PortInfo>,
+    /// Counters.
+    pub stats: HostStats,
     /// The last destination routed and its route (port, source address,
     /// next hop): a host sends to few destinations, mostly one after
     /// another, and its table and addresses never change after it is
@@ -269,17 +280,14 @@ pub struct Host {
     /// allocations of their own, three cache misses per packet on a network
     /// of thousands of hosts (cachegrind).
     route_cache: Cell<Option<(Ipv4Addr, HostRoute)>>,
-    ports: Vec<PortInfo>,
-    /// Counters.
-    pub stats: HostStats,
     /// Path MTUs learned from fragmentation-needed.
     pmtu: PmtuCache,
-    table: RoutingTable,
+    /// Its neighbour cache, whose memo of the last answers comes first.
     arp: Arp,
     next_poll: Option<SimTime>,
     /// When the reassembly timer is set for, if it is.
     reassembly_timer: Option<SimTime>,
-    ident: u16,
+    table: RoutingTable,
     // Cold: IPv6, TCP (smoltcp), ICMP, fragments.
     /// Its IPv6 side (addresses, table, neighbours), if the network has
     /// IPv6.
@@ -519,11 +527,15 @@ impl Host {
     fn udp_app(&self, port: u16) -> Option<usize> {
         if let Some((p, idx)) = self.udp_cache.get() {
             if p == port {
-                return Some(idx);
+                return Some(idx as usize);
             }
         }
         let idx = *self.udp_apps.get(&port)?;
-        self.udp_cache.set(Some((port, idx)));
+        // A host has far fewer than 2^32 applications; one that did not
+        // fit is looked up in the map every time.
+        if let Ok(i) = u32::try_from(idx) {
+            self.udp_cache.set(Some((port, i)));
+        }
         Some(idx)
     }
 
@@ -1245,7 +1257,7 @@ impl Host {
         self.prefetch_port();
         if token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 {
             if let Some(app) = self.apps.get((token & APP_MASK) as usize) {
-                netloop_core::sched::prefetch(app, 8);
+                netloop_core::sched::prefetch_bytes(app, App::TIMER_HINT_BYTES);
             }
         }
     }
@@ -1277,7 +1289,7 @@ impl Host {
             .udp_app(u16::from_be_bytes([hi, lo]))
             .and_then(|i| self.apps.get(i))
         {
-            netloop_core::sched::prefetch(app, 8);
+            netloop_core::sched::prefetch_bytes(app, App::FRAME_HINT_BYTES);
         }
     }
 
@@ -1889,16 +1901,41 @@ mod tests {
     use crate::spec::Ipv4Cidr;
     use crate::stats::Ledger;
 
-    /// What a UDP datagram touches lies in the lines the scheduler's hint
-    /// loads (`HINT_LINES` from the start of the host), and the host
-    /// starts a line.
+    /// What a UDP datagram received touches lies in the lines the
+    /// scheduler's hint loads before a frame (`HINT_RX_LINES` from the
+    /// start of the host), what one sent touches in those it loads before
+    /// a timer (`HINT_TX_LINES`), and the host starts a line.
     #[test]
     fn a_datagrams_fields_are_in_the_hinted_lines() {
         use std::mem::{align_of, offset_of, size_of};
-        let end = offset_of!(Host, ident) + size_of::<u16>();
+        let rx = [
+            offset_of!(Host, apps) + size_of::<Vec<App>>(),
+            offset_of!(Host, udp_apps) + size_of::<HashMap<u16, usize>>(),
+            offset_of!(Host, udp_cache) + size_of::<Cell<Option<(u16, u32)>>>(),
+            offset_of!(Host, ports) + size_of::<Vec<PortInfo>>(),
+            offset_of!(Host, stats) + size_of::<HostStats>(),
+        ];
+        let end = rx.into_iter().max().unwrap();
         assert!(
-            end <= HINT_LINES * 64,
-            "the hot fields end at byte {end}, past the {HINT_LINES} lines the hint loads"
+            end <= HINT_RX_LINES * 64,
+            "a received datagram's fields end at byte {end}, past the {HINT_RX_LINES} lines the hint loads"
+        );
+        // The neighbour cache's memo (its first field, and the memo's
+        // last answer its own) is what a frame to a known neighbour reads.
+        type Last = Option<(Ipv4Addr, (EthernetAddress, SimTime))>;
+        let tx = [
+            offset_of!(Host, apps) + size_of::<Vec<App>>(),
+            offset_of!(Host, ports) + size_of::<Vec<PortInfo>>(),
+            offset_of!(Host, stats) + size_of::<HostStats>(),
+            offset_of!(Host, route_cache) + size_of::<Cell<Option<(Ipv4Addr, HostRoute)>>>(),
+            offset_of!(Host, ident) + size_of::<u16>(),
+            offset_of!(Host, pmtu) + size_of::<PmtuCache>(),
+            offset_of!(Host, arp) + Arp::last_answer_at() + size_of::<Last>(),
+        ];
+        let end = tx.into_iter().max().unwrap();
+        assert!(
+            end <= HINT_TX_LINES * 64,
+            "a sent datagram's fields end at byte {end}, past the {HINT_TX_LINES} lines the hint loads"
         );
         assert_eq!(offset_of!(Host, apps), 0);
         assert_eq!(align_of::<Host>(), 64);

@@ -213,8 +213,9 @@ impl Channel {
 ///
 /// Laid out in declaration order (`repr(C)`), what every frame reads first:
 /// the channel's parameters, the transmitter, the wire, the first counters,
-/// within the first eight cache lines (`HINT_LINES`), the ones the
-/// scheduler's prefetch hint loads before an event of this direction runs
+/// within the first eight cache lines (`HINT_LINES`); what an arrival reads
+/// of them, the last three (`RX_HOT`), the ones the scheduler's prefetch
+/// hint loads before an arrival on this direction
 /// ([`netloop_core::Model::prefetch`]). Left to the compiler, a direction's
 /// 16 lines had the wire in the eleventh and whether it is up in the
 /// sixteenth: with thousands of links both were misses the hint did not
@@ -251,9 +252,17 @@ pub struct LinkDir {
     pub stats: DirStats,
 }
 
-/// Cache lines of a [`LinkDir`] the scheduler's hint loads: those of the
-/// fields every frame reads (see its layout).
+/// Cache lines of a [`LinkDir`] that a frame sent on it reads (see its
+/// layout): the hint before a transmitter's wake-up loads them.
 pub const HINT_LINES: usize = 8;
+
+/// The bytes of a [`LinkDir`] that a frame's arrival reads, from its epoch
+/// to the received counters: three of its eight lines (the channel's
+/// parameters and the transmitter are the sender's).
+pub const RX_HOT: std::ops::Range<usize> = std::mem::offset_of!(LinkDir, epoch)
+    ..std::mem::offset_of!(LinkDir, stats)
+        + std::mem::offset_of!(crate::stats::DirStats, received_bytes)
+        + std::mem::size_of::<u64>();
 
 impl LinkDir {
     /// A direction delivering to `to`.
@@ -320,6 +329,23 @@ mod tests {
         );
         assert!(offset_of!(LinkDir, wire) + size_of::<crate::wire::Wire>() <= end);
         assert_eq!(align_of::<LinkDir>(), 64);
+        // What an arrival reads: the epoch, the receiving end, the wire,
+        // the received counters, in three lines.
+        for (at, len) in [
+            (offset_of!(LinkDir, epoch), 4),
+            (offset_of!(LinkDir, to), size_of::<(NodeId, PortId)>()),
+            (offset_of!(LinkDir, wire), size_of::<crate::wire::Wire>()),
+            (offset_of!(LinkDir, stats), 5 * 8),
+        ] {
+            assert!(
+                RX_HOT.start <= at && at + len <= RX_HOT.end,
+                "byte {at} outside {RX_HOT:?}"
+            );
+        }
+        assert!(
+            RX_HOT.end.div_ceil(64) - RX_HOT.start / 64 <= 3,
+            "{RX_HOT:?}"
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ impl MemoKey for (PortId, Ipv6Addr) {
 }
 
 /// Up to `slots` remembered answers `V` for keys `K` (see the module docs).
+/// The last answer first (`repr(C)`): a lookup that finds it reads nothing
+/// else.
+#[repr(C)]
 pub struct Memo<K, V> {
     /// The last answer given or remembered, in line: with one flow every
     /// lookup is for it, and finding it costs one comparison, no hash and
@@ -63,6 +66,14 @@ pub struct Memo<K, V> {
     slots: Box<[Option<(K, V)>]>,
     /// Slots, a power of two.
     capacity: u32,
+}
+
+impl<K, V> Memo<K, V> {
+    /// Where the last answer lies in a memo (a layout test's figure).
+    #[cfg(test)]
+    pub(crate) fn last_at() -> usize {
+        std::mem::offset_of!(Self, last)
+    }
 }
 
 impl<K: MemoKey, V: Copy> Memo<K, V> {

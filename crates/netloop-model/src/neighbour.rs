@@ -106,10 +106,12 @@ struct Entry {
 }
 
 /// A neighbour cache with its waiting frames, for the family of `P`.
+///
+/// Laid out in declaration order (`repr(C)`): the memo, which is all a
+/// frame to a known neighbour reads, first, so that it lies in the lines
+/// the scheduler's hint loads of the host that holds it.
+#[repr(C)]
 pub struct Neighbours<P: Protocol> {
-    config: NeighbourConfig,
-    origin: Origin,
-    entries: HashMap<P::Addr, Entry>,
     /// Neighbours frames went to lately, each with its MAC and until when
     /// its entry is fresh: most frames go where an earlier one went, and
     /// the map's lookup is a cache miss per frame with thousands of nodes
@@ -118,6 +120,9 @@ pub struct Neighbours<P: Protocol> {
     /// Forgotten whenever the map changes, so it only ever repeats what
     /// the map says; a fresh entry's use changes nothing (`use_entry`).
     memo: Memo<P::Addr, (EthernetAddress, SimTime)>,
+    config: NeighbourConfig,
+    origin: Origin,
+    entries: HashMap<P::Addr, Entry>,
     pending_frames: u64,
     /// Entries waiting for resolution.
     pending_entries: usize,
@@ -142,6 +147,15 @@ pub struct Neighbours<P: Protocol> {
     /// Replies sent.
     pub replies_sent: u64,
     proto: std::marker::PhantomData<P>,
+}
+
+impl<P: Protocol> Neighbours<P> {
+    /// Where the memo's last answer lies in a cache (a layout test's
+    /// figure).
+    #[cfg(test)]
+    pub(crate) fn last_answer_at() -> usize {
+        std::mem::offset_of!(Self, memo) + Memo::<P::Addr, (EthernetAddress, SimTime)>::last_at()
+    }
 }
 
 impl<P: Protocol> Neighbours<P> {

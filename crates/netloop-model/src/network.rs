@@ -15,7 +15,7 @@
 //! is [`Event::Arrive`], always at least the link's propagation delay after the
 //! frame's last bit left, so a link between partitions carries its lookahead.
 
-use netloop_core::sched::prefetch;
+use netloop_core::sched::{prefetch, prefetch_span};
 use netloop_core::{EventQueue, Model, SimTime, Source, MAX_SOURCES};
 use std::collections::VecDeque;
 
@@ -1261,7 +1261,7 @@ impl Model for Network {
                     return;
                 };
                 let dir = usize::from(dir) & 1;
-                prefetch(&l.dirs[dir], crate::link::HINT_LINES);
+                prefetch_span(&l.dirs[dir], crate::link::RX_HOT);
                 (
                     rx[dir],
                     l.dirs[dir].wire.head().map_or(App::None, App::Frame),
@@ -1272,14 +1272,17 @@ impl Model for Network {
             Event::LinkEvent { .. } => return,
         };
         match self.nodes.get(node as usize) {
-            Some(Node::Host(h)) => {
-                prefetch(&**h, crate::host::HINT_LINES);
-                match app {
-                    App::Frame(frame) => h.prefetch_frame(frame),
-                    App::Timer(token) => h.prefetch_timer(token),
-                    App::None => {}
+            Some(Node::Host(h)) => match app {
+                App::Frame(frame) => {
+                    prefetch(&**h, crate::host::HINT_RX_LINES);
+                    h.prefetch_frame(frame);
                 }
-            }
+                App::Timer(token) => {
+                    prefetch(&**h, crate::host::HINT_TX_LINES);
+                    h.prefetch_timer(token);
+                }
+                App::None => prefetch(&**h, crate::host::HINT_RX_LINES),
+            },
             Some(Node::Router(r)) => prefetch(&**r, 16),
             _ => {}
         }
