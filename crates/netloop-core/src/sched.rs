@@ -87,8 +87,7 @@ pub fn prefetch_span<T>(r: &T, span: std::ops::Range<usize>) {
             return;
         }
         let p = (r as *const T).cast::<i8>().wrapping_add(span.start);
-        let skew = (p as usize) % 64;
-        let lines = (skew + end - span.start).div_ceil(64);
+        let (skew, lines) = span_lines(p as usize, end - span.start);
         let first = p.wrapping_sub(skew);
         for i in 0..lines {
             // SAFETY: as in `prefetch`: the addresses are the lines that
@@ -98,6 +97,16 @@ pub fn prefetch_span<T>(r: &T, span: std::ops::Range<usize>) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (r, span);
+}
+
+/// The lines that hold `len` bytes (at least one) from address `addr`:
+/// how far into its line `addr` lies, and how many lines from that one's
+/// start.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline]
+fn span_lines(addr: usize, len: usize) -> (usize, usize) {
+    let skew = addr % 64;
+    (skew, (skew + len).div_ceil(64))
 }
 
 /// What a scheduler reports at the end of a run.
@@ -167,6 +176,25 @@ mod tests {
         fn handle(&mut self, now: SimTime, _: (), q: &mut EventQueue<()>) {
             self.0.push(now.as_nanos());
             q.schedule(now + SimDuration::from_nanos(10), 0, ());
+        }
+    }
+
+    /// The lines a span's prefetch loads are exactly those that hold its
+    /// bytes, wherever it starts in a line.
+    #[test]
+    fn a_span_loads_the_lines_that_hold_it() {
+        for addr in 4096..4096 + 128 {
+            for len in [1, 63, 64, 65, 112, 156, 304] {
+                let (skew, lines) = span_lines(addr, len);
+                let first = addr - skew;
+                let last = addr + len - 1;
+                assert_eq!(first % 64, 0, "{addr} {len}");
+                assert!(
+                    first + 64 > addr,
+                    "{addr} {len}: a line before the first byte's"
+                );
+                assert_eq!(first + 64 * lines, (last / 64 + 1) * 64, "{addr} {len}");
+            }
         }
     }
 

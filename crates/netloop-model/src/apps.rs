@@ -334,8 +334,9 @@ fn exp_sample(rng: &mut RngStream, mean: SimDuration) -> SimDuration {
 ///
 /// Laid out in declaration order (`repr(C)`): what every tick reads first,
 /// its random stream (read only by Poisson and on/off sources, 320 bytes)
-/// after it, so that a constant-rate source's tick reads its first two
-/// lines (`SOURCE_HOT` bytes, which the scheduler's hint loads).
+/// after it, so that a constant-rate source's tick reads its first
+/// `SOURCE_HOT` bytes (96), which the scheduler's hint loads: two or three
+/// lines, as its `App` lies in a vector.
 #[repr(C)]
 pub struct UdpSource {
     /// Flow index.
@@ -361,7 +362,7 @@ pub struct UdpSource {
 /// Bytes from the start of a source that every tick of a constant-rate
 /// source reads (all but the random stream).
 pub const SOURCE_HOT: usize = std::mem::offset_of!(UdpSource, rng);
-// With its `App`'s tag before it, within two lines.
+// With its `App`'s tag before it, at most two lines' worth of bytes.
 const _: () = assert!(App::TIMER_HINT_BYTES <= 128);
 
 impl UdpSource {

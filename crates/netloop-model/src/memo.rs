@@ -61,8 +61,7 @@ pub struct Memo<K, V> {
     last: Option<(K, V)>,
     /// Empty until the first `put` of a memo of more than one slot; then
     /// `capacity` slots. (A boxed slice, not a vector, and a 32-bit
-    /// capacity: a host's neighbour cache holds a memo of one slot within
-    /// the lines the scheduler's hint loads.)
+    /// capacity: a small memo, read only when `last` misses.)
     slots: Box<[Option<(K, V)>]>,
     /// Slots, a power of two.
     capacity: u32,
@@ -73,6 +72,12 @@ impl<K, V> Memo<K, V> {
     #[cfg(test)]
     pub(crate) fn last_at() -> usize {
         std::mem::offset_of!(Self, last)
+    }
+
+    /// The last answer's size (a layout test's figure).
+    #[cfg(test)]
+    pub(crate) fn last_size() -> usize {
+        std::mem::size_of::<Option<(K, V)>>()
     }
 }
 

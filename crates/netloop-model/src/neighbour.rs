@@ -107,9 +107,10 @@ struct Entry {
 
 /// A neighbour cache with its waiting frames, for the family of `P`.
 ///
-/// Laid out in declaration order (`repr(C)`): the memo, which is all a
-/// frame to a known neighbour reads, first, so that it lies in the lines
-/// the scheduler's hint loads of the host that holds it.
+/// Laid out in declaration order (`repr(C)`): the memo, whose last answer
+/// is all a frame to the last neighbour reads, first, so that the answer
+/// lies in the lines the scheduler's hint loads of the host that holds it
+/// (a host's test checks).
 #[repr(C)]
 pub struct Neighbours<P: Protocol> {
     /// Neighbours frames went to lately, each with its MAC and until when
@@ -129,8 +130,6 @@ pub struct Neighbours<P: Protocol> {
     /// Static entries ([`Neighbours::add_static`]): they never go, so they
     /// have a bound of their own and do not take the learned entries'
     /// room (a table full of them would refuse every other neighbour).
-    /// 32 bits: a host's cache stays within the lines the scheduler's
-    /// hint loads of it.
     statics: u32,
     /// When the one retry tick that counts is due: every entry that needs a
     /// tick asks for one, and without this a flood of new neighbours would
@@ -155,6 +154,12 @@ impl<P: Protocol> Neighbours<P> {
     #[cfg(test)]
     pub(crate) fn last_answer_at() -> usize {
         std::mem::offset_of!(Self, memo) + Memo::<P::Addr, (EthernetAddress, SimTime)>::last_at()
+    }
+
+    /// The size of the memo's last answer (a layout test's figure).
+    #[cfg(test)]
+    pub(crate) fn last_answer_size() -> usize {
+        Memo::<P::Addr, (EthernetAddress, SimTime)>::last_size()
     }
 }
 
