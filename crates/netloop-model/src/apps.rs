@@ -1110,16 +1110,9 @@ mod tests {
         assert_eq!((s.delay.min, s.delay.max), (10_000_000, 14_000_000));
     }
 
-    /// A source's tick and a sink's datagram read fields within the bytes
-    /// the scheduler's hint loads from the start of their `App`
-    /// (`TIMER_HINT_BYTES`, `FRAME_HINT_BYTES`): the source's fields come
-    /// before its random stream, and each lies at its `App`'s start.
-    #[test]
-    fn hot_fields_are_in_the_hinted_bytes() {
-        let at = |app: &App, field: *const u8, len: usize| {
-            (field as usize) + len - (app as *const App as usize)
-        };
-        let app = App::UdpSource(UdpSource {
+    /// A source of 100-byte datagrams every millisecond until `stop`.
+    fn cbr_source(stop: SimTime) -> UdpSource {
+        UdpSource {
             flow: 0,
             dst: std::net::Ipv4Addr::new(198, 18, 0, 1).into(),
             src_port: 1,
@@ -1129,9 +1122,21 @@ mod tests {
                 interval: SimDuration::from_millis(1),
             },
             rng: RngStream::new(1, "t"),
-            stop: SimTime::ZERO,
+            stop,
             sent: 0,
-        });
+        }
+    }
+
+    /// A source's tick and a sink's datagram read fields within the bytes
+    /// the scheduler's hint loads from the start of their `App`
+    /// (`TIMER_HINT_BYTES`, `FRAME_HINT_BYTES`): the source's fields come
+    /// before its random stream, and each lies at its `App`'s start.
+    #[test]
+    fn hot_fields_are_in_the_hinted_bytes() {
+        let at = |app: &App, field: *const u8, len: usize| {
+            (field as usize) + len - (app as *const App as usize)
+        };
+        let app = App::UdpSource(cbr_source(SimTime::ZERO));
         let App::UdpSource(s) = &app else {
             unreachable!()
         };
@@ -1180,19 +1185,7 @@ mod tests {
 
     #[test]
     fn cbr_ticks_every_interval_until_stop() {
-        let mut src = UdpSource {
-            flow: 0,
-            dst: std::net::Ipv4Addr::new(198, 18, 0, 1).into(),
-            src_port: 1,
-            dst_port: 2,
-            size: 100,
-            pattern: Pattern::Cbr {
-                interval: SimDuration::from_millis(1),
-            },
-            rng: RngStream::new(1, "t"),
-            stop: SimTime::from_nanos(3_000_000),
-            sent: 0,
-        };
+        let mut src = cbr_source(SimTime::from_nanos(3_000_000));
         let mut t = SimTime::ZERO;
         let mut sends = 0;
         loop {
