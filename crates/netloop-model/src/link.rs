@@ -213,9 +213,9 @@ impl Channel {
 ///
 /// Laid out in declaration order (`repr(C)`), what every frame reads first:
 /// the channel's parameters, the transmitter, the wire, the first counters,
-/// within the first eight cache lines (`HINT_LINES`); what an arrival reads
-/// of them, the last three (`RX_HOT`), the ones the scheduler's prefetch
-/// hint loads before an arrival on this direction
+/// within the first eight cache lines; what an arrival reads of them, the
+/// last three (`RX_HOT`), the ones the scheduler's prefetch hint loads
+/// before an arrival on this direction
 /// ([`netloop_core::Model::prefetch`]). Left to the compiler, a direction's
 /// 16 lines had the wire in the eleventh and whether it is up in the
 /// sixteenth: with thousands of links both were misses the hint did not
@@ -251,12 +251,6 @@ pub struct LinkDir {
     /// Counters (the ones every frame counts first).
     pub stats: DirStats,
 }
-
-/// Cache lines of a [`LinkDir`] within which lies what a frame sent on it
-/// reads (see its layout; a test checks). No hint loads them: the sender's
-/// direction is not hinted, and a transmitter's wake-up loads the whole
-/// direction.
-pub const HINT_LINES: usize = 8;
 
 /// The bytes of a [`LinkDir`] that a frame's arrival reads, from its epoch
 /// to the received counters: three of its eight lines (the channel's
@@ -317,8 +311,10 @@ mod tests {
         Channel::new(spec, RngStream::new(1, "test"))
     }
 
-    /// What every frame reads of a direction lies in the lines the
-    /// scheduler's hint loads, and a direction starts a line.
+    /// What every frame reads of a direction lies in its first eight
+    /// lines (no hint loads them for a sender, whose direction is not
+    /// hinted), what an arrival reads in the lines its hint loads
+    /// (`RX_HOT`), and a direction starts a line.
     #[test]
     fn a_frames_fields_are_in_the_hinted_lines() {
         use std::mem::{align_of, offset_of, size_of};
@@ -326,8 +322,8 @@ mod tests {
             + offset_of!(crate::stats::DirStats, received_bytes)
             + size_of::<u64>();
         assert!(
-            end <= HINT_LINES * 64,
-            "the hot fields end at byte {end}, past the {HINT_LINES} lines the hint loads"
+            end <= 8 * 64,
+            "the hot fields end at byte {end}, past eight lines"
         );
         assert!(offset_of!(LinkDir, wire) + size_of::<crate::wire::Wire>() <= end);
         assert_eq!(align_of::<LinkDir>(), 64);
