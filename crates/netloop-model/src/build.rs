@@ -695,6 +695,13 @@ impl<'a> Builder<'a> {
                         addr: s.network(),
                         prefix: s.prefix,
                     };
+                    // Hosts' stacks take only unicast addresses (smoltcp
+                    // panics on others): multicast, the reserved 240/4,
+                    // loopback and "this network" are refused here.
+                    let first = s.addr.octets()[0];
+                    if first >= 224 || first == 127 || first == 0 {
+                        return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("subnet {s} is not unicast address space (multicast, reserved, loopback or 0.0.0.0/8)")));
+                    }
                     if let Some((prev, pl)) = subnet {
                         if prev != s {
                             return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("subnet {s} differs from {prev} given on link '{}' of the same switched segment", self.spec.links[pl].name)));

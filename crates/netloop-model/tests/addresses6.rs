@@ -262,3 +262,27 @@ fn an_ipv6_only_network_has_no_ipv4_and_its_traffic_and_endpoints_use_ipv6() {
     let e = err(&bad);
     assert!(e.contains("route") && e.contains("IPv6-only"), "{e}");
 }
+
+/// An IPv4 subnet outside unicast space is refused with the link named,
+/// not handed to a host's stack (which panicked on a multicast address:
+/// found by the topology fuzzer).
+#[test]
+fn an_ipv4_subnet_outside_unicast_space_is_refused() {
+    for bad in [
+        "238.18.20.0/24",
+        "240.0.0.0/24",
+        "127.1.0.0/24",
+        "0.0.0.0/24",
+    ] {
+        let mut s = net();
+        s.links[0].subnet = Some(Ipv4Cidr::parse(bad).unwrap());
+        let e = Simulation::build(&s).err().expect("an error").to_string();
+        assert!(
+            e.contains("subnet") && e.contains("not unicast"),
+            "{bad}: {e}"
+        );
+    }
+    let mut s = net();
+    s.links[0].subnet = Some(Ipv4Cidr::parse("198.18.99.0/24").unwrap());
+    assert!(Simulation::build(&s).is_ok());
+}
