@@ -408,7 +408,7 @@ impl Horizon {
                 if hosts.contains(&d.to.0) {
                     // No duplicates, no overtaking, nothing changed at run
                     // time: fragments arrive once and in the order sent.
-                    let spec = &d.channel.spec;
+                    let spec = d.channel.spec();
                     let ordered = spec.duplicate == 0.0
                         && spec.jitter.as_ref().is_none_or(|j| !j.reorder)
                         && !sim.net.spec().events.iter().any(|e| e.link == l.name);
@@ -419,7 +419,7 @@ impl Horizon {
                         .map(|e| e.addr.port())
                         .collect();
                     into.push((li, side, ordered, ports));
-                    let least = d.channel.spec.least_delay();
+                    let least = d.channel.spec().least_delay();
                     lookahead = Some(lookahead.map_or(least, |x| x.min(least)));
                 }
             }

@@ -1151,7 +1151,7 @@ fn too_short(
     cut.cut_links.contains(&link)
         && (0..2).any(|side| {
             ev.direction.includes(side) && {
-                let mut d = net.links()[link].dirs[side].channel.spec.clone();
+                let mut d = net.links()[link].dirs[side].channel.spec().clone();
                 d.apply(change);
                 d.least_delay() < cut.lookahead
             }

@@ -13,7 +13,7 @@
 //! This module decides *what* happens to a frame; `network` schedules the
 //! events that make it happen.
 
-use netloop_core::{RngStream, SimDuration, SimTime};
+use netloop_core::{DataRate, RngStream, SimDuration, SimTime};
 use rand_distr::{Distribution, Normal};
 
 use crate::qdisc::{self, QueueDisc};
@@ -42,14 +42,64 @@ pub fn max_frame_len(mtu: u32, frame: &[u8]) -> usize {
 }
 
 /// The impairment model of one direction: timing and randomness.
+///
+/// Laid out for the frame that meets no impairment, the common case of a
+/// network with thousands of links: what it reads (`Line`: the rate, the
+/// delay, the MTU, the overhead, and that nothing else applies) lies in the
+/// channel itself, at the start of its direction's first cache line. The
+/// full parameters, a trace's cursor, the random stream and the state of the
+/// impairments live in an allocation of their own (`Impairments`), which
+/// only a frame that an impairment may touch reads: with them in line a
+/// direction's channel spread over five lines, each a miss per frame sent.
+#[repr(C)]
 pub struct Channel {
+    line: Line,
+    slow: Box<Impairments>,
+}
+
+/// What a frame reads of a channel without impairments: a copy of four of
+/// its parameters, made again whenever they change (`Channel::new`,
+/// `Channel::apply`, the only writers of the parameters).
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    rate: Option<DataRate>,
+    delay: SimDuration,
+    mtu: u32,
+    overhead: u32,
+    /// No trace, no jitter, no loss, no corruption, no duplication: a
+    /// frame's time on the wire and its arrival follow from the four
+    /// above, and nothing is drawn (the random stream is left as each
+    /// draw's zero probability would leave it).
+    plain: bool,
+}
+
+impl Line {
+    fn of(spec: &DirectionSpec, traced: bool) -> Line {
+        Line {
+            rate: spec.rate,
+            delay: spec.delay,
+            mtu: spec.mtu,
+            overhead: spec.overhead,
+            // `RngStream::chance` draws nothing for a probability of zero
+            // or less: such a direction draws nothing today either. (A
+            // NaN draws, so it is not plain.)
+            plain: !traced
+                && spec.trace.is_none()
+                && spec.jitter.is_none()
+                && matches!(spec.loss, LossSpec::None)
+                && spec.corrupt <= 0.0
+                && spec.duplicate <= 0.0,
+        }
+    }
+}
+
+/// What only an impaired frame reads: out of line (see [`Channel`]).
+struct Impairments {
     /// Current parameters.
-    pub spec: DirectionSpec,
+    spec: DirectionSpec,
     /// Where the transmitter stands in `spec.trace`, if it follows one.
     trace: Option<TraceCursor>,
-    /// Out of line: 320 bytes that only an impaired direction reads, and
-    /// every frame reads the rest of its [`LinkDir`] (see its layout).
-    rng: Box<RngStream>,
+    rng: RngStream,
     /// Gilbert–Elliott state: true in the bad state.
     ge_bad: bool,
     /// Arrival time of the last frame, for jitter without reordering.
@@ -59,28 +109,53 @@ pub struct Channel {
 impl Channel {
     /// A channel with parameters `spec` drawing from `rng`.
     pub fn new(spec: DirectionSpec, rng: RngStream) -> Self {
+        let trace = spec.trace.as_ref().map(TraceCursor::new);
         Channel {
-            trace: spec.trace.as_ref().map(TraceCursor::new),
-            spec,
-            rng: Box::new(rng),
-            ge_bad: false,
-            last_arrival: SimTime::ZERO,
+            line: Line::of(&spec, trace.is_some()),
+            slow: Box::new(Impairments {
+                trace,
+                spec,
+                rng,
+                ge_bad: false,
+                last_arrival: SimTime::ZERO,
+            }),
         }
+    }
+
+    /// The current parameters.
+    pub fn spec(&self) -> &DirectionSpec {
+        &self.slow.spec
+    }
+
+    /// The MTU (read for every frame offered: from the line).
+    #[inline]
+    pub fn mtu(&self) -> u32 {
+        self.line.mtu
+    }
+
+    /// The propagation delay, without jitter.
+    #[inline]
+    pub fn delay(&self) -> SimDuration {
+        self.line.delay
     }
 
     /// Time the transmitter is busy with a frame of `len` bytes.
     pub fn tx_time(&self, len: usize) -> SimDuration {
-        match self.spec.rate {
+        match self.line.rate {
             None => SimDuration::ZERO,
-            Some(rate) => rate.tx_time((len as u64).max(MIN_FRAME) + self.spec.overhead as u64),
+            Some(rate) => rate.tx_time((len as u64).max(MIN_FRAME) + self.line.overhead as u64),
         }
     }
 
     /// Whether the loss model loses the next frame (advancing its state).
     pub fn lose(&mut self) -> bool {
-        match self.spec.loss {
+        if self.line.plain {
+            return false;
+        }
+        let s = &mut *self.slow;
+        match s.spec.loss {
             LossSpec::None => false,
-            LossSpec::Bernoulli { p } => self.rng.chance(p),
+            LossSpec::Bernoulli { p } => s.rng.chance(p),
             LossSpec::GilbertElliott {
                 p,
                 r,
@@ -90,13 +165,11 @@ impl Channel {
                 // Loss is decided in the current state, then the state moves:
                 // a bad period of n frames is then exactly n consecutive
                 // bad-state frames, with mean length 1/r.
-                let lost = self
-                    .rng
-                    .chance(if self.ge_bad { loss_bad } else { loss_good });
-                self.ge_bad = if self.ge_bad {
-                    !self.rng.chance(r)
+                let lost = s.rng.chance(if s.ge_bad { loss_bad } else { loss_good });
+                s.ge_bad = if s.ge_bad {
+                    !s.rng.chance(r)
                 } else {
-                    self.rng.chance(p)
+                    s.rng.chance(p)
                 };
                 lost
             }
@@ -105,29 +178,33 @@ impl Channel {
 
     /// Arrival time of a frame whose last bit left at `now`.
     pub fn arrival(&mut self, now: SimTime) -> SimTime {
-        let base = now + self.spec.delay;
-        let Some(j) = &self.spec.jitter else {
+        let base = now + self.line.delay;
+        if self.line.plain {
+            return base;
+        }
+        let s = &mut *self.slow;
+        let Some(j) = &s.spec.jitter else {
             // Without jitter arrivals are already in order.
             return base;
         };
         let a = j.amount.as_nanos() as f64;
         let offset_ns: f64 = match j.distribution {
-            JitterDistribution::Uniform => (self.rng.uniform() * 2.0 - 1.0) * a,
+            JitterDistribution::Uniform => (s.rng.uniform() * 2.0 - 1.0) * a,
             JitterDistribution::Normal => Normal::new(0.0, a)
-                .map(|n| n.sample(&mut self.rng))
+                .map(|n| n.sample(&mut s.rng))
                 .unwrap_or(0.0),
             JitterDistribution::Pareto => {
                 // Lomax (Pareto type II) with shape 3 and mean `a`: scale 2a.
-                let u = 1.0 - self.rng.uniform();
+                let u = 1.0 - s.rng.uniform();
                 2.0 * a * (u.powf(-1.0 / 3.0) - 1.0)
             }
         };
         let t = (base.as_nanos() as f64 + offset_ns).max(now.as_nanos() as f64);
         let mut at = SimTime::from_nanos(t.round() as u64);
-        if !j.reorder && at < self.last_arrival {
-            at = self.last_arrival;
+        if !j.reorder && at < s.last_arrival {
+            at = s.last_arrival;
         }
-        self.last_arrival = self.last_arrival.max(at);
+        s.last_arrival = s.last_arrival.max(at);
         at
     }
 
@@ -146,17 +223,20 @@ impl Channel {
     /// it: [`Channel::corrupt`]'s draws, for a segment of a super-frame
     /// before it is cut.
     pub fn corrupt_bit(&mut self, len: usize) -> Option<u64> {
-        if len == 0 || !self.rng.chance(self.spec.corrupt) {
+        let s = &mut *self.slow;
+        if self.line.plain || len == 0 || !s.rng.chance(s.spec.corrupt) {
             return None;
         }
-        Some(self.rng.below(len as u64 * 8))
+        Some(s.rng.below(len as u64 * 8))
     }
 
     /// Whether super-frames must be cut before this direction: each
     /// segment would leave at its own time (a rate) or arrive with its own
     /// delay (jitter), as on the wire.
     pub fn cuts_super_frames(&self) -> bool {
-        self.spec.rate.is_some() || self.spec.trace.is_some() || self.spec.jitter.is_some()
+        self.line.rate.is_some()
+            || (!self.line.plain
+                && (self.slow.spec.trace.is_some() || self.slow.spec.jitter.is_some()))
     }
 
     /// When the transmitter, starting `frame` at `now`, has sent its last
@@ -164,10 +244,13 @@ impl Channel {
     /// `waited`: the frame waited in the queue for the frame before it,
     /// which finished at `now` (a trace may give it what that one left).
     pub fn tx_end(&mut self, now: SimTime, frame: &Frame, waited: bool) -> SimTime {
-        let Some(cursor) = &mut self.trace else {
+        if self.line.plain {
+            return now + self.tx_time_of(frame);
+        }
+        let overhead = self.line.overhead;
+        let Some(cursor) = &mut self.slow.trace else {
             return now + self.tx_time_of(frame);
         };
-        let overhead = self.spec.overhead;
         // A super-frame is cut before a traced direction; its segments
         // are counted one by one should one get here.
         let bytes = match frame.meta.gso {
@@ -194,32 +277,35 @@ impl Channel {
 
     /// Whether to deliver an extra copy of the frame.
     pub fn duplicate(&mut self) -> bool {
-        self.rng.chance(self.spec.duplicate)
+        !self.line.plain && self.slow.rng.chance(self.slow.spec.duplicate)
     }
 
     /// Applies a run-time change.
     pub fn apply(&mut self, c: &LinkChange) {
-        self.spec.apply(c);
+        let s = &mut *self.slow;
+        s.spec.apply(c);
         if c.rate.is_some() {
-            self.trace = None;
+            s.trace = None;
         }
         if c.loss.is_some() {
-            self.ge_bad = false;
+            s.ge_bad = false;
         }
+        self.line = Line::of(&s.spec, s.trace.is_some());
     }
 }
 
 /// One direction of a link.
 ///
 /// Laid out in declaration order (`repr(C)`), what every frame reads first:
-/// the channel's parameters, the transmitter, the wire, the first counters,
-/// within the first eight cache lines; what an arrival reads of them, the
-/// last three (`RX_HOT`), the ones the scheduler's prefetch hint loads
-/// before an arrival on this direction
+/// the channel's line (its impairments out of line), the transmitter, the
+/// wire, the first counters, in the first four cache lines. A frame sent
+/// reads them all (`TX_HOT`), one arriving the last three (`RX_HOT`): the
+/// lines the scheduler's prefetch hint loads before a host's timer (whose
+/// datagram the host sends on its one link) and before an arrival
 /// ([`netloop_core::Model::prefetch`]). Left to the compiler, a direction's
 /// 16 lines had the wire in the eleventh and whether it is up in the
-/// sixteenth: with thousands of links both were misses the hint did not
-/// cover.
+/// sixteenth; with the channel's parameters in line, a frame sent read
+/// eight.
 #[repr(C, align(64))]
 pub struct LinkDir {
     /// Timing and impairments.
@@ -252,9 +338,15 @@ pub struct LinkDir {
     pub stats: DirStats,
 }
 
+/// The bytes of a [`LinkDir`] that a frame sent reads (its channel's line,
+/// the transmitter, the wire, the offered and sent counters): four lines.
+pub const TX_HOT: std::ops::Range<usize> = 0..std::mem::offset_of!(LinkDir, stats)
+    + std::mem::offset_of!(crate::stats::DirStats, sent_bytes)
+    + std::mem::size_of::<u64>();
+
 /// The bytes of a [`LinkDir`] that a frame's arrival reads, from its epoch
-/// to the received counters: three of its eight lines (the channel's
-/// parameters and the transmitter are the sender's).
+/// to the received counters: three lines (the channel's line and the
+/// transmitter are the sender's).
 pub const RX_HOT: std::ops::Range<usize> = std::mem::offset_of!(LinkDir, epoch)
     ..std::mem::offset_of!(LinkDir, stats)
         + std::mem::offset_of!(crate::stats::DirStats, received_bytes)
@@ -311,36 +403,43 @@ mod tests {
         Channel::new(spec, RngStream::new(1, "test"))
     }
 
-    /// What every frame reads of a direction lies in its first eight
-    /// lines (no hint loads them for a sender, whose direction is not
-    /// hinted), what an arrival reads in the lines its hint loads
-    /// (`RX_HOT`), and a direction starts a line.
+    /// What a frame sent reads of a direction lies in the four lines the
+    /// hint before a host's timer loads (`TX_HOT`), what an arrival reads
+    /// in the three its hint loads (`RX_HOT`), and a direction starts a
+    /// line.
     #[test]
     fn a_frames_fields_are_in_the_hinted_lines() {
         use std::mem::{align_of, offset_of, size_of};
-        let end = offset_of!(LinkDir, stats)
-            + offset_of!(crate::stats::DirStats, received_bytes)
-            + size_of::<u64>();
-        assert!(
-            end <= 8 * 64,
-            "the hot fields end at byte {end}, past eight lines"
-        );
-        assert!(offset_of!(LinkDir, wire) + size_of::<crate::wire::Wire>() <= end);
         assert_eq!(align_of::<LinkDir>(), 64);
+        let stat = |at: usize| offset_of!(LinkDir, stats) + at;
+        let wire = (offset_of!(LinkDir, wire), size_of::<crate::wire::Wire>());
+        let epoch = (offset_of!(LinkDir, epoch), size_of::<u32>());
+        // What a frame sent reads: the channel's line (not its
+        // impairments), the transmitter, the wire, the counters.
+        for (at, len) in [
+            (offset_of!(LinkDir, channel), size_of::<Channel>()),
+            (offset_of!(LinkDir, busy_until), size_of::<SimTime>()),
+            (offset_of!(LinkDir, tx_segs), size_of::<u64>()),
+            (offset_of!(LinkDir, wake_pending), 1),
+            (offset_of!(LinkDir, up), 1),
+            epoch,
+            wire,
+            (stat(offset_of!(DirStats, offered_packets)), 8),
+            (stat(offset_of!(DirStats, sent_packets)), 8),
+            (stat(offset_of!(DirStats, sent_bytes)), 8),
+        ] {
+            // (TX_HOT starts at the direction's first byte.)
+            assert!(at + len <= TX_HOT.end, "byte {at} outside {TX_HOT:?}");
+        }
+        assert!(TX_HOT.end.div_ceil(64) <= 4, "{TX_HOT:?}");
         // What an arrival reads: the epoch, the receiving end, the wire,
         // the received counters, in three lines.
         for (at, len) in [
-            (offset_of!(LinkDir, epoch), 4),
+            epoch,
             (offset_of!(LinkDir, to), size_of::<(NodeId, PortId)>()),
-            (offset_of!(LinkDir, wire), size_of::<crate::wire::Wire>()),
-            (
-                offset_of!(LinkDir, stats) + offset_of!(DirStats, received_packets),
-                8,
-            ),
-            (
-                offset_of!(LinkDir, stats) + offset_of!(DirStats, received_bytes),
-                8,
-            ),
+            wire,
+            (stat(offset_of!(DirStats, received_packets)), 8),
+            (stat(offset_of!(DirStats, received_bytes)), 8),
         ] {
             assert!(
                 RX_HOT.start <= at && at + len <= RX_HOT.end,
@@ -351,6 +450,71 @@ mod tests {
             RX_HOT.end.div_ceil(64) - RX_HOT.start / 64 <= 3,
             "{RX_HOT:?}"
         );
+    }
+
+    /// Only a channel without any impairment takes the line's short way,
+    /// and a change at run time reaches the line (it is a copy).
+    #[test]
+    fn the_line_follows_the_parameters() {
+        let plain = DirectionSpec {
+            rate: Some(DataRate::from_mbps(1000)),
+            delay: SimDuration::from_millis(1),
+            ..DirectionSpec::default()
+        };
+        assert!(chan(plain.clone()).line.plain);
+        let jitter = Some(JitterSpec {
+            amount: SimDuration::from_millis(1),
+            distribution: JitterDistribution::Uniform,
+            reorder: true,
+        });
+        for impaired in [
+            DirectionSpec {
+                jitter,
+                ..plain.clone()
+            },
+            DirectionSpec {
+                loss: LossSpec::Bernoulli { p: 0.0 },
+                ..plain.clone()
+            },
+            DirectionSpec {
+                corrupt: 0.5,
+                ..plain.clone()
+            },
+            DirectionSpec {
+                duplicate: 0.5,
+                ..plain.clone()
+            },
+            DirectionSpec {
+                corrupt: f64::NAN,
+                ..plain.clone()
+            },
+        ] {
+            assert!(!chan(impaired.clone()).line.plain, "{impaired:?}");
+        }
+
+        let mut c = chan(plain);
+        let now = SimTime::from_nanos(1_000);
+        assert!(!c.lose());
+        c.apply(&LinkChange {
+            rate: Some(Some(DataRate::from_mbps(100))),
+            delay: Some(SimDuration::from_millis(7)),
+            loss: Some(LossSpec::Bernoulli { p: 1.0 }),
+            duplicate: Some(1.0),
+            ..LinkChange::default()
+        });
+        // 1538 bytes at 100 Mbit/s.
+        assert_eq!(c.tx_time(1514).as_nanos(), 123_040);
+        assert_eq!(c.arrival(now), now + SimDuration::from_millis(7));
+        assert!(c.lose());
+        assert!(c.duplicate());
+        c.apply(&LinkChange {
+            loss: Some(LossSpec::None),
+            duplicate: Some(0.0),
+            ..LinkChange::default()
+        });
+        assert!(c.line.plain);
+        assert!(!c.lose() && !c.duplicate());
+        assert_eq!(c.delay(), SimDuration::from_millis(7));
     }
 
     #[test]
@@ -389,7 +553,7 @@ mod tests {
             last = at;
         }
         // Sparse traffic (every 20 ms): jitter spreads delays over ±5 ms.
-        let mut c = chan(c.spec.clone());
+        let mut c = chan(c.spec().clone());
         let mut spread = (u64::MAX, 0);
         for i in 0..1_000u64 {
             let now = SimTime::from_nanos(i * 20_000_000);

@@ -305,6 +305,21 @@ impl PortLinks {
         PortLinks { first, links }
     }
 
+    /// The link of `node` if it has exactly one port.
+    #[inline]
+    fn only(&self, node: NodeId) -> Option<(LinkId, usize)> {
+        let i = *self.first.get(node)? as usize;
+        let end = self
+            .first
+            .get(node + 1)
+            .map_or(self.links.len(), |&f| f as usize);
+        if end != i + 1 {
+            return None;
+        }
+        let (l, s) = self.links[i];
+        Some((l as LinkId, s as usize))
+    }
+
     /// The link on `port` of `node`, and which side of it.
     #[inline]
     fn get(&self, node: NodeId, port: PortId) -> (LinkId, usize) {
@@ -660,7 +675,7 @@ impl Network {
         });
         let reason = if !d.up {
             Some(DropReason::LinkDown)
-        } else if longest > max_frame_len(d.channel.spec.mtu, &frame) {
+        } else if longest > max_frame_len(d.channel.mtu(), &frame) {
             Some(DropReason::MtuExceeded)
         } else {
             None
@@ -933,7 +948,7 @@ impl Network {
                 // `describe` made the segment count the cut's; should they
                 // ever differ, a segment without a fate arrives untouched.
                 let fate = fates.get(i).copied().unwrap_or(Fate::Arrives {
-                    at: now + d.channel.spec.delay,
+                    at: now + d.channel.delay(),
                     bit: None,
                     dup: false,
                 });
@@ -1267,7 +1282,18 @@ impl Model for Network {
                     l.dirs[dir].wire.head().map_or(App::None, App::Frame),
                 )
             }
-            Event::Timer { node, token } => (node, App::Timer(token)),
+            Event::Timer { node, token } => {
+                // A host's timer most often sends a datagram, on the host's
+                // one link if it has one: the direction's lines would be
+                // the send's misses (`port_links` is small enough to stay
+                // in the caches). A router's timers do not send.
+                if let Some((link, side)) = self.port_links.only(node as usize) {
+                    if let Some(l) = self.links.get(link) {
+                        prefetch_span(&l.dirs[side & 1], crate::link::TX_HOT);
+                    }
+                }
+                (node, App::Timer(token))
+            }
             Event::Enter { node } => (node, App::None),
             Event::LinkEvent { .. } => return,
         };
@@ -1332,5 +1358,15 @@ mod tests {
         assert!(past.is_err(), "node 1 has no port 0");
         let past = std::panic::catch_unwind(|| p.get(0, 2));
         assert!(past.is_err(), "node 0 has no port 2");
+    }
+
+    /// Only a node with exactly one port has "its link" (the one a timer's
+    /// hint loads), the last node included; a node past the end has none.
+    #[test]
+    fn only_a_one_port_node_has_its_link() {
+        let per_node = vec![vec![(3, 1), (0, 0)], vec![], vec![(5, 0)], vec![(7, 1)]];
+        let p = PortLinks::new(&per_node);
+        let only: Vec<_> = (0..5).map(|n| p.only(n)).collect();
+        assert_eq!(only, [None, None, Some((5, 0)), Some((7, 1)), None]);
     }
 }

@@ -432,13 +432,13 @@ impl SimView<'_> {
                 let dir = |i: usize| {
                     let d = &l.dirs[i];
                     DirResult {
-                        rate_bps: d.channel.spec.rate.map(|r| r.bps()),
-                        trace: d.channel.spec.trace.as_ref().map(|t| TraceResult {
+                        rate_bps: d.channel.spec().rate.map(|r| r.bps()),
+                        trace: d.channel.spec().trace.as_ref().map(|t| TraceResult {
                             kind: t.kind(),
                             source: t.source().to_string(),
                             mean_bps: t.mean_bps(),
                         }),
-                        delay_ns: d.channel.spec.delay.as_nanos(),
+                        delay_ns: d.channel.spec().delay.as_nanos(),
                         up: d.up,
                         stats: ds[i].stats.clone(),
                     }
