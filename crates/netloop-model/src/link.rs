@@ -299,7 +299,10 @@ impl Channel {
 /// Laid out in declaration order (`repr(C)`), what every frame reads first:
 /// the channel's line (its impairments out of line), the transmitter, the
 /// wire, the first counters, in the first four cache lines. A frame sent
-/// reads them all (`TX_HOT`), one arriving the last three (`RX_HOT`): the
+/// that is neither queued nor dropped reads them and no more (`TX_HOT`;
+/// one that queues or is dropped also writes the queue's or the drops'
+/// counters after them, and an impaired one reads the channel's
+/// impairments), one arriving the last three (`RX_HOT`): the
 /// lines the scheduler's prefetch hint loads before a host's timer (whose
 /// datagram the host sends on its one link) and before an arrival
 /// ([`netloop_core::Model::prefetch`]). Left to the compiler, a direction's
@@ -338,8 +341,9 @@ pub struct LinkDir {
     pub stats: DirStats,
 }
 
-/// The bytes of a [`LinkDir`] that a frame sent reads (its channel's line,
-/// the transmitter, the wire, the offered and sent counters): four lines.
+/// The bytes of a [`LinkDir`] that a frame sent reads when it is neither
+/// queued nor dropped and meets no impairment (its channel's line, the
+/// transmitter, the wire, the offered and sent counters): four lines.
 pub const TX_HOT: std::ops::Range<usize> = 0..std::mem::offset_of!(LinkDir, stats)
     + std::mem::offset_of!(crate::stats::DirStats, sent_bytes)
     + std::mem::size_of::<u64>();
@@ -415,7 +419,8 @@ mod tests {
         let wire = (offset_of!(LinkDir, wire), size_of::<crate::wire::Wire>());
         let epoch = (offset_of!(LinkDir, epoch), size_of::<u32>());
         // What a frame sent reads: the channel's line (not its
-        // impairments), the transmitter, the wire, the counters.
+        // impairments), the transmitter, the wire, the counters; a field
+        // of these moved past the sent counters would leave the span.
         for (at, len) in [
             (offset_of!(LinkDir, channel), size_of::<Channel>()),
             (offset_of!(LinkDir, busy_until), size_of::<SimTime>()),

@@ -1286,7 +1286,10 @@ impl Model for Network {
                 // A host's timer most often sends a datagram, on the host's
                 // one link if it has one: the direction's lines would be
                 // the send's misses (`port_links` is small enough to stay
-                // in the caches). A router's timers do not send.
+                // in the caches). A one-port node of another kind gets the
+                // hint too (a router's timer may send: a resolution's
+                // retry, a packet its forwarding engine finished); a node
+                // with several ports gets none, not knowing which.
                 if let Some((link, side)) = self.port_links.only(node as usize) {
                     if let Some(l) = self.links.get(link) {
                         prefetch_span(&l.dirs[side & 1], crate::link::TX_HOT);

@@ -333,8 +333,10 @@ impl Ledger {
 ///
 /// In declaration order (`repr(C)`): the counters every frame adds to come
 /// first, in the lines of a [`crate::link::LinkDir`] the scheduler's hint
-/// loads for an arrival (a frame that waits in the queue also writes the
-/// queue's counters, after the drops: a transmitter's wake-up loads more).
+/// loads, the offered and sent ones before a host's timer (`TX_HOT`), the
+/// received ones for an arrival (`RX_HOT`); a frame that waits in the
+/// queue also writes the queue's counters, after the drops (a
+/// transmitter's wake-up loads more).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[repr(C)]
 pub struct DirStats {
