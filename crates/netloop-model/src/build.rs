@@ -61,6 +61,25 @@ pub const DEFAULT_POOL: Ipv4Cidr = Ipv4Cidr {
     prefix: 15,
 };
 
+/// IPv4 space that holds no interface address: multicast and the reserved
+/// 240/4 (224/3 together), loopback and "this network".
+const NOT_UNICAST4: [Ipv4Cidr; 3] = [
+    Ipv4Cidr {
+        addr: Ipv4Addr::new(224, 0, 0, 0),
+        prefix: 3,
+    },
+    Ipv4Cidr {
+        addr: Ipv4Addr::new(127, 0, 0, 0),
+        prefix: 8,
+    },
+    Ipv4Cidr {
+        addr: Ipv4Addr::new(0, 0, 0, 0),
+        prefix: 8,
+    },
+];
+/// [`NOT_UNICAST4`] in words, for errors.
+const NOT_UNICAST4_WHAT: &str = "multicast, reserved, loopback or 0.0.0.0/8";
+
 /// The default pool for automatic IPv6 subnets (RFC 5180's benchmarking
 /// range).
 pub const DEFAULT_POOL6: Ipv6Cidr = Ipv6Cidr {
@@ -684,6 +703,26 @@ impl<'a> Builder<'a> {
 
     fn assign_addresses(&mut self) -> Result<(), BuildError> {
         let pool = self.spec.address_pool.unwrap_or(DEFAULT_POOL);
+        // Hosts' stacks take only unicast addresses (smoltcp panics on
+        // others): a pool, a subnet or an address in multicast space, the
+        // reserved 240/4, loopback or "this network" is refused here.
+        if let Some(r) = NOT_UNICAST4
+            .iter()
+            .find(|r| r.contains(pool.addr) || pool.contains(r.addr))
+        {
+            return Err(self.err(ItemRef::Run, Some("address_pool"), format!("the address pool {pool} overlaps {r}, {NOT_UNICAST4_WHAT}: links need unicast subnets (e.g. the default, {DEFAULT_POOL})")));
+        }
+        for (li, l) in self.spec.links.iter().enumerate() {
+            for a in [l.a.address, l.b.address].into_iter().flatten() {
+                if NOT_UNICAST4.iter().any(|r| r.contains(a.addr)) {
+                    return Err(self.err(
+                        ItemRef::Link(li),
+                        Some("addresses"),
+                        format!("{a} is not a unicast address ({NOT_UNICAST4_WHAT})"),
+                    ));
+                }
+            }
+        }
         // Explicit subnets first: from a link's `subnet`, else from an
         // explicit address on the segment.
         let mut used_blocks: Vec<Ipv4Cidr> = Vec::new();
@@ -695,12 +734,14 @@ impl<'a> Builder<'a> {
                         addr: s.network(),
                         prefix: s.prefix,
                     };
-                    // Hosts' stacks take only unicast addresses (smoltcp
-                    // panics on others): multicast, the reserved 240/4,
-                    // loopback and "this network" are refused here.
-                    let first = s.addr.octets()[0];
-                    if first >= 224 || first == 127 || first == 0 {
-                        return Err(self.err(ItemRef::Link(li), Some("subnet"), format!("subnet {s} is not unicast address space (multicast, reserved, loopback or 0.0.0.0/8)")));
+                    if NOT_UNICAST4.iter().any(|r| r.contains(s.addr)) {
+                        return Err(self.err(
+                            ItemRef::Link(li),
+                            Some("subnet"),
+                            format!(
+                                "subnet {s} is not unicast address space ({NOT_UNICAST4_WHAT})"
+                            ),
+                        ));
                     }
                     if let Some((prev, pl)) = subnet {
                         if prev != s {

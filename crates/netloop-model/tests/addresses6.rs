@@ -286,3 +286,33 @@ fn an_ipv4_subnet_outside_unicast_space_is_refused() {
     s.links[0].subnet = Some(Ipv4Cidr::parse("198.18.99.0/24").unwrap());
     assert!(Simulation::build(&s).is_ok());
 }
+
+/// So is an interface's address there (the segment's subnet would come
+/// from it), and an address pool that reaches into it (automatic subnets
+/// would): each named, not handed to a host's stack.
+#[test]
+fn an_ipv4_address_or_pool_outside_unicast_space_is_refused() {
+    let err = |s: &NetworkSpec| Simulation::build(s).err().expect("an error").to_string();
+    for bad in ["225.1.2.3/24", "250.0.0.1/24", "127.0.0.2/24", "0.1.2.3/24"] {
+        let mut s = net();
+        s.links[4].b.address = Some(Ipv4Cidr::parse(bad).unwrap());
+        let e = err(&s);
+        assert!(
+            e.contains("link 'r2-h'") && e.contains("addresses") && e.contains("not a unicast"),
+            "{bad}: {e}"
+        );
+    }
+    for bad in ["224.0.0.0/8", "0.0.0.0/0", "127.0.0.0/16", "192.0.0.0/2"] {
+        let mut s = net();
+        s.address_pool = Some(Ipv4Cidr::parse(bad).unwrap());
+        let e = err(&s);
+        assert!(
+            e.contains("address_pool") && e.contains("overlaps"),
+            "{bad}: {e}"
+        );
+    }
+    let mut s = net();
+    s.links[4].b.address = Some(Ipv4Cidr::parse("198.18.77.2/24").unwrap());
+    s.address_pool = Some(Ipv4Cidr::parse("10.0.0.0/8").unwrap());
+    assert!(Simulation::build(&s).is_ok());
+}
