@@ -65,6 +65,45 @@ pub fn prefetch<T>(r: &T, max_lines: usize) {
     let _ = (r, max_lines);
 }
 
+/// Asks the CPU to start loading the cache lines that hold the `bytes`
+/// bytes from `addr`, whatever is there (an address kept only to be
+/// loaded, never read through; 0: none).
+#[inline]
+#[allow(unsafe_code)] // a prefetch: see SAFETY below
+pub fn prefetch_addr_span(addr: usize, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if addr == 0 || bytes == 0 {
+            return;
+        }
+        let (skew, lines) = span_lines(addr, bytes);
+        for i in 0..lines {
+            // SAFETY: a prefetch never faults or reads into the program,
+            // whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((addr - skew + i * 64) as *const i8) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (addr, bytes);
+}
+
+/// Asks the CPU to start loading the cache line at `addr`, whatever is
+/// there (an address kept only to be loaded, never read through).
+#[inline]
+#[allow(unsafe_code)] // a prefetch: see SAFETY below
+pub fn prefetch_addr(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch never faults or reads into the program,
+        // whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(addr as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 /// Asks the CPU to start loading the cache lines that hold the first
 /// `bytes` bytes of `*r` (at most all of it), wherever it starts: for a
 /// value not aligned to a line, such as an element of a vector, whose hot

@@ -1265,33 +1265,28 @@ impl Host {
         }
     }
 
-    /// A hint that `frame` arrives next (see [`Host::prefetch_timer`]):
-    /// if it is an IPv4 datagram for one of the host's UDP applications,
-    /// finds the application (which reads its port map) and starts loading
-    /// it. Reading the frame's headers and the map here, an event early,
-    /// takes their misses while the current event still runs.
-    pub fn prefetch_frame(&self, frame: &[u8]) {
+    /// Whether timer `token` wakes the host's first application.
+    pub fn wakes_first_app(token: u64) -> bool {
+        token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 && token & APP_MASK == 0
+    }
+
+    /// Where the host's first port and its application lie, if it has
+    /// exactly one application (see `network::HostHint`).
+    pub fn hint_addresses(&self) -> Option<(usize, usize)> {
+        match (self.ports.first(), &self.apps[..]) {
+            (Some(p), [app]) => Some((p as *const _ as usize, app as *const App as usize)),
+            _ => None,
+        }
+    }
+
+    /// A hint that a frame for UDP port `dport` (0: none) arrives next:
+    /// starts loading the host's first port and the application.
+    pub fn prefetch_udp(&self, dport: u16) {
         self.prefetch_port();
-        // Ethernet, IPv4, UDP: the destination port is 2 bytes into the
-        // UDP header, after the IP header's own length. Looked up as the
-        // datagram's arrival will (`udp_app`, whose one-entry memo then
-        // spares that second lookup).
-        let ip = frame.get(ETH_HEADER..).unwrap_or_default();
-        if frame.get(12..14) != Some(&u16::from(EthernetProtocol::Ipv4).to_be_bytes())
-            || ip.len() < IP_HEADER
-            || ip[0] >> 4 != 4
-            || ip[9] != ipv4::PROTO_UDP
-        {
+        if dport == 0 {
             return;
         }
-        let at = 4 * usize::from(ip[0] & 0xf) + 2;
-        let Some(&[hi, lo]) = ip.get(at..at + 2) else {
-            return;
-        };
-        if let Some(app) = self
-            .udp_app(u16::from_be_bytes([hi, lo]))
-            .and_then(|i| self.apps.get(i))
-        {
+        if let Some(app) = self.udp_app(dport).and_then(|i| self.apps.get(i)) {
             netloop_core::sched::prefetch_bytes(app, App::FRAME_HINT_BYTES);
         }
     }
@@ -2112,6 +2107,50 @@ mod tests {
         assert_eq!(host.in_flight() - host.v6.ndp.in_flight(), 0);
         assert_eq!(ledger.dropped.get(DropReason::ReassemblyTimeout), 1);
         (out, ledger)
+    }
+
+    /// The hint's addresses name the host's first port and its one
+    /// application, and none once it has two (the hint then reads the
+    /// host's port map); only an application's own timer wakes the first.
+    #[test]
+    fn hint_addresses_name_the_one_application() {
+        let port = PortInfo {
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 1]),
+            addr: None,
+            addr6: None,
+            mtu: 1500,
+            link: 0,
+            name: "eth0".into(),
+        };
+        let mut host = Host::new(vec![port], RoutingTable::new(), RoutingTable6::new(), 1);
+        assert_eq!(host.hint_addresses(), None);
+        let source = || {
+            App::UdpSource(apps::UdpSource {
+                flow: 0,
+                dst: Ipv4Addr::new(198, 18, 0, 1).into(),
+                src_port: 1,
+                dst_port: 2,
+                size: 100,
+                pattern: apps::Pattern::Cbr {
+                    interval: netloop_core::SimDuration::from_millis(1),
+                },
+                rng: netloop_core::RngStream::new(1, "t"),
+                stop: SimTime::MAX,
+                sent: 0,
+            })
+        };
+        host.add_app(source(), 1024);
+        let (p, a) = host.hint_addresses().expect("one application");
+        assert_eq!(p, &host.ports[0] as *const PortInfo as usize);
+        assert_eq!(a, &host.apps[0] as *const App as usize);
+        host.add_app(source(), 1024);
+        assert_eq!(host.hint_addresses(), None);
+
+        assert!(Host::wakes_first_app(0));
+        assert!(Host::wakes_first_app(7 << 32), "a later generation");
+        for other in [1, POLL_TIMER, REASSEMBLY_TIMER, ARP_TIMER] {
+            assert!(!Host::wakes_first_app(other), "{other:#x}");
+        }
     }
 
     #[test]

@@ -43,6 +43,26 @@ pub fn validate(ip: &[u8]) -> Result<usize, DropReason> {
     Ok(total)
 }
 
+/// The UDP destination port of `frame`, an Ethernet frame, if it carries
+/// an IPv4 UDP datagram or its first fragment: what the hint before its
+/// arrival finds the receiving application by.
+pub fn udp_dport(frame: &[u8]) -> Option<u16> {
+    let ip = frame.get(crate::link::ETH_HEADER..)?;
+    if frame.get(12..14)? != [0x08, 0x00]
+        || ip.len() < IP_HEADER
+        || ip[0] >> 4 != 4
+        || ip[9] != PROTO_UDP
+        || frag_offset(ip) != 0
+    {
+        return None;
+    }
+    let at = header_len(ip) + 2;
+    let &[hi, lo] = ip.get(at..at + 2)? else {
+        return None;
+    };
+    Some(u16::from_be_bytes([hi, lo]))
+}
+
 /// The header length in bytes.
 pub fn header_len(ip: &[u8]) -> usize {
     (ip[0] & 0x0f) as usize * 4
@@ -251,6 +271,39 @@ pub fn fragment(frame: &[u8], mtu: usize) -> Option<Vec<Frame>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The port is found after the header's own length, in a datagram or
+    /// its first fragment only; anything else has none.
+    #[test]
+    fn udp_dport_reads_the_first_fragments_port() {
+        let frame = |ihl: u8, proto: u8, frag: u16| {
+            let mut f = vec![0u8; 14 + 4 * usize::from(ihl) + 8];
+            f[12] = 0x08;
+            f[14] = 0x40 | ihl;
+            f[14 + 6..14 + 8].copy_from_slice(&frag.to_be_bytes());
+            f[14 + 9] = proto;
+            let at = 14 + 4 * usize::from(ihl) + 2;
+            f[at..at + 2].copy_from_slice(&5001u16.to_be_bytes());
+            f
+        };
+        assert_eq!(udp_dport(&frame(5, PROTO_UDP, 0)), Some(5001));
+        assert_eq!(udp_dport(&frame(6, PROTO_UDP, 0)), Some(5001), "options");
+        assert_eq!(
+            udp_dport(&frame(5, PROTO_UDP, 0x2000)),
+            Some(5001),
+            "first fragment"
+        );
+        assert_eq!(
+            udp_dport(&frame(5, PROTO_UDP, 0x2001)),
+            None,
+            "a later fragment"
+        );
+        assert_eq!(udp_dport(&frame(5, PROTO_TCP, 0)), None);
+        assert_eq!(udp_dport(&frame(5, PROTO_UDP, 0)[..30]), None, "cut short");
+        let mut arp = frame(5, PROTO_UDP, 0);
+        arp[13] = 0x06;
+        assert_eq!(udp_dport(&arp), None);
+    }
 
     /// A 20-byte header with a valid checksum, varied by `seed`.
     fn header(seed: u32) -> Vec<u8> {

@@ -261,6 +261,9 @@ pub struct Network {
     /// links' own `to`, in a small array that stays in the caches: see
     /// [`Model::prefetch`]).
     link_rx: Vec<[u32; 2]>,
+    /// Per node, where a host's first port and its one application lie,
+    /// for the hints (see [`HostHint`]).
+    host_hints: Vec<HostHint>,
     pub(crate) ledger: Ledger,
     taps: Vec<Vec<Box<dyn Tap>>>,
     /// The last frame shown to a tap (see [`TapOrder`]).
@@ -279,6 +282,32 @@ pub struct Network {
     remote: Option<Remote>,
     /// Scheduled link changes (`[[event]]`) carried out so far.
     link_events: u64,
+}
+
+/// Where a host's first port and its application lie, when it has exactly
+/// one application (`app` 0 otherwise, and for other nodes): addresses
+/// kept only to be loaded by the hints, never read through. With them the
+/// hint before a host's event starts loading the application without
+/// reading the host's own lines first, which with thousands of hosts are
+/// in memory (the hint waited for them, then for the application). The
+/// applications and ports are all made before the network, and their
+/// vectors do not move after; were one to, a hint would load the wrong
+/// line, nothing worse.
+#[derive(Clone, Copy, Default)]
+struct HostHint {
+    port: usize,
+    app: usize,
+}
+
+impl HostHint {
+    fn of(node: &Node) -> HostHint {
+        match node {
+            Node::Host(h) => h
+                .hint_addresses()
+                .map_or_else(HostHint::default, |(port, app)| HostHint { port, app }),
+            _ => HostHint::default(),
+        }
+    }
 }
 
 /// For each node and port, the link and which side of it (0 = a, 1 = b):
@@ -436,6 +465,7 @@ impl Network {
             .iter()
             .map(|l| [l.dirs[0].to.0 as u32, l.dirs[1].to.0 as u32])
             .collect();
+        let host_hints = nodes.iter().map(HostHint::of).collect();
         Network {
             spec,
             nodes,
@@ -444,6 +474,7 @@ impl Network {
             port_links,
             links,
             link_rx,
+            host_hints,
             ledger: Ledger::default(),
             taps,
             tap_order: TapOrder::default(),
@@ -1252,10 +1283,10 @@ impl Model for Network {
     /// hosts).
     fn prefetch(&self, event: &Event) {
         /// What tells a host's application, if the node is a host.
-        enum App<'a> {
+        enum App {
             None,
-            /// The frame at the head of the wire (its UDP port).
-            Frame(&'a Frame),
+            /// The frame at the head of the wire.
+            Frame(crate::wire::HeadHint),
             /// The timer's token.
             Timer(u64),
         }
@@ -1277,10 +1308,7 @@ impl Model for Network {
                 };
                 let dir = usize::from(dir) & 1;
                 prefetch_span(&l.dirs[dir], crate::link::RX_HOT);
-                (
-                    rx[dir],
-                    l.dirs[dir].wire.head().map_or(App::None, App::Frame),
-                )
+                (rx[dir], App::Frame(l.dirs[dir].wire.head_hint()))
             }
             Event::Timer { node, token } => {
                 // A host's timer most often sends a datagram, on the host's
@@ -1302,13 +1330,34 @@ impl Model for Network {
         };
         match self.nodes.get(node as usize) {
             Some(Node::Host(h)) => match app {
-                App::Frame(frame) => {
+                App::Frame(hint) => {
                     prefetch(&**h, crate::host::HINT_RX_LINES);
-                    h.prefetch_frame(frame);
+                    netloop_core::sched::prefetch_addr(hint.data);
+                    match self.host_hints.get(node as usize) {
+                        Some(&HostHint { port, app }) if app != 0 => {
+                            netloop_core::sched::prefetch_addr_span(port, 128);
+                            netloop_core::sched::prefetch_addr_span(
+                                app,
+                                crate::apps::App::FRAME_HINT_BYTES,
+                            );
+                        }
+                        _ => h.prefetch_udp(hint.dport),
+                    }
                 }
                 App::Timer(token) => {
                     prefetch(&**h, crate::host::HINT_TX_LINES);
-                    h.prefetch_timer(token);
+                    match self.host_hints.get(node as usize) {
+                        Some(&HostHint { port, app })
+                            if app != 0 && crate::host::Host::wakes_first_app(token) =>
+                        {
+                            netloop_core::sched::prefetch_addr_span(port, 128);
+                            netloop_core::sched::prefetch_addr_span(
+                                app,
+                                crate::apps::App::TIMER_HINT_BYTES,
+                            );
+                        }
+                        _ => h.prefetch_timer(token),
+                    }
                 }
                 App::None => prefetch(&**h, crate::host::HINT_RX_LINES),
             },

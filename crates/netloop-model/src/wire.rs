@@ -29,8 +29,32 @@ pub struct InAir {
     pub at: SimTime,
     /// The direction's epoch when it left (a link-down since then drops it).
     pub epoch: u32,
+    /// Its UDP destination port (0: none), read when it was put on the
+    /// wire, while its bytes were in the caches (see [`HeadHint`]).
+    pub dport: u16,
     /// The frame.
     pub frame: Frame,
+}
+
+/// What the hint before the head frame's arrival reads of it, kept in the
+/// wire itself: its entry in the deque and its bytes have left the caches
+/// since it was put on the wire, and the hint read both, one after the
+/// other, to find the receiving application.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct HeadHint {
+    /// The address of its bytes, to load (never read through).
+    pub data: usize,
+    /// Its UDP destination port (0: none).
+    pub dport: u16,
+}
+
+impl HeadHint {
+    fn of(f: &InAir) -> HeadHint {
+        HeadHint {
+            data: f.frame.as_ptr() as usize,
+            dport: f.dport,
+        }
+    }
 }
 
 /// The frames on one direction's wire, and the arrival events pending for
@@ -50,6 +74,8 @@ pub struct Wire {
     wakes: SmallVec<[SimTime; 2]>,
     /// Segments on the wire (a super-frame counts its segments).
     segs: u64,
+    /// The head frame's, while there is one.
+    head_hint: HeadHint,
 }
 
 impl Wire {
@@ -58,11 +84,17 @@ impl Wire {
     /// due at its time.
     pub fn push(&mut self, at: SimTime, epoch: u32, frame: Frame) -> Option<SimTime> {
         self.segs += frame.segs();
+        let dport = crate::ipv4::udp_dport(&frame).unwrap_or(0);
         debug_assert!(self.frames.back().is_none_or(|f| f.at == self.back_at));
         let i = if self.frames.is_empty() || self.back_at <= at {
             // In order, as almost every frame is: `insert` at the end would
             // take the general path (it moved elements in 1 % of a run).
-            self.frames.push_back(InAir { at, epoch, frame });
+            self.frames.push_back(InAir {
+                at,
+                epoch,
+                dport,
+                frame,
+            });
             self.back_at = at;
             self.frames.len() - 1
         } else {
@@ -71,10 +103,19 @@ impl Wire {
                 .iter()
                 .rposition(|f| f.at <= at)
                 .map_or(0, |i| i + 1);
-            self.frames.insert(i, InAir { at, epoch, frame });
+            self.frames.insert(
+                i,
+                InAir {
+                    at,
+                    epoch,
+                    dport,
+                    frame,
+                },
+            );
             i
         };
         if i == 0 {
+            self.head_hint = HeadHint::of(&self.frames[0]);
             self.wake(at)
         } else {
             None
@@ -99,13 +140,22 @@ impl Wire {
             self.frames.front().is_none_or(|f| f.at >= now),
             "a frame on the wire was due before now without an event"
         );
-        let next = self.frames.front().map(|f| f.at);
+        let next = self.frames.front().map(|f| {
+            self.head_hint = HeadHint::of(f);
+            f.at
+        });
         (head, next.and_then(|t| self.wake(t)))
     }
 
     /// When the first frame on the wire reaches the far end, if any.
     pub fn head_at(&self) -> Option<SimTime> {
         self.frames.front().map(|f| f.at)
+    }
+
+    /// What the hint before the head frame's arrival reads of it (stale
+    /// once the wire is empty: it is only a hint).
+    pub fn head_hint(&self) -> HeadHint {
+        self.head_hint
     }
 
     /// The first frame to reach the far end, if any.
@@ -167,6 +217,38 @@ mod tests {
             events.extend(next);
         }
         out
+    }
+
+    /// The hint kept in the wire names the head frame's bytes and UDP
+    /// port whenever the head changes: a frame put on an empty wire, one
+    /// that overtakes the head, the next one once the head arrived.
+    #[test]
+    fn the_head_hint_follows_the_head() {
+        let udp = |dport: u16| {
+            let mut b = [0u8; 60];
+            b[12] = 0x08;
+            b[14] = 0x45;
+            b[23] = crate::ipv4::PROTO_UDP;
+            b[36..38].copy_from_slice(&dport.to_be_bytes());
+            Frame::copy_from(&b)
+        };
+        let hint = |f: &Frame, dport| HeadHint {
+            data: f.as_ptr() as usize,
+            dport,
+        };
+        let mut w = Wire::default();
+        let (a, b, c) = (udp(1000), udp(2000), f(7));
+        let (ha, hb, hc) = (hint(&a, 1000), hint(&b, 2000), hint(&c, 0));
+        w.push(t(50), 0, a);
+        assert_eq!(w.head_hint(), ha);
+        w.push(t(60), 0, b);
+        assert_eq!(w.head_hint(), ha);
+        w.push(t(20), 0, c);
+        assert_eq!(w.head_hint(), hc, "not UDP: no port");
+        w.take(t(20));
+        assert_eq!(w.head_hint(), ha);
+        w.take(t(50));
+        assert_eq!(w.head_hint(), hb);
     }
 
     #[test]
