@@ -47,7 +47,7 @@ pub fn hint_next<M: Model>(model: &M, queue: &EventQueue<M::Event>, hints: bool)
 /// `max_lines` of them): a hint, with no effect on what the program
 /// computes.
 #[inline]
-#[allow(unsafe_code)] // the one unsafe call of this crate: see SAFETY below
+#[allow(unsafe_code)] // a prefetch: see SAFETY below (this crate's only unsafe calls are prefetches)
 pub fn prefetch<T>(r: &T, max_lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
