@@ -81,7 +81,7 @@ pub fn prefetch_addr_span(addr: usize, bytes: usize) {
         for i in 0..lines {
             // SAFETY: a prefetch never faults or reads into the program,
             // whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>((addr - skew + i * 64) as *const i8) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((addr - skew).wrapping_add(i * 64) as *const i8) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -89,19 +89,10 @@ pub fn prefetch_addr_span(addr: usize, bytes: usize) {
 }
 
 /// Asks the CPU to start loading the cache line at `addr`, whatever is
-/// there (an address kept only to be loaded, never read through).
+/// there (an address kept only to be loaded, never read through; 0: none).
 #[inline]
-#[allow(unsafe_code)] // a prefetch: see SAFETY below
 pub fn prefetch_addr(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch never faults or reads into the program,
-        // whatever the address.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(addr as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
+    prefetch_addr_span(addr, 1);
 }
 
 /// Asks the CPU to start loading the cache lines that hold the first
@@ -116,26 +107,11 @@ pub fn prefetch_bytes<T>(r: &T, bytes: usize) {
 /// Asks the CPU to start loading the cache lines that hold bytes `span`
 /// of `*r` (those within it): the part of a value one kind of event reads.
 #[inline]
-#[allow(unsafe_code)] // a prefetch: see SAFETY below
 pub fn prefetch_span<T>(r: &T, span: std::ops::Range<usize>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let end = span.end.min(std::mem::size_of::<T>());
-        if span.start >= end {
-            return;
-        }
-        let p = (r as *const T).cast::<i8>().wrapping_add(span.start);
-        let (skew, lines) = span_lines(p as usize, end - span.start);
-        let first = p.wrapping_sub(skew);
-        for i in 0..lines {
-            // SAFETY: as in `prefetch`: the addresses are the lines that
-            // hold bytes of `*r`, and a prefetch never faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(i * 64)) };
-        }
+    let end = span.end.min(std::mem::size_of::<T>());
+    if span.start < end {
+        prefetch_addr_span(r as *const T as usize + span.start, end - span.start);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (r, span);
 }
 
 /// The lines that hold `len` bytes (at least one) from address `addr`:
