@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::pcap::{create_dir, resolve, Capture, Filter};
 
-/// A part record's header: time, key (u64 each), sub and length (u32
+/// A part record's header: time (u64), key (u128), sub and length (u32
 /// each), little-endian; the frame's bytes follow.
-const RECORD_HEADER: usize = 24;
+const RECORD_HEADER: usize = 32;
 
 /// How much a part buffers before writing.
 const FLUSH_AT: usize = 1 << 20;
@@ -49,7 +49,7 @@ pub struct PartFailure {
     /// The first frame lost, where known (time ns, key, sub): the merged
     /// capture stops there. Unknown (a part that arrived short from
     /// another process): it stops where the part's last whole frame is.
-    pub lost: Option<(u64, u64, u32)>,
+    pub lost: Option<(u64, u128, u32)>,
     /// The error.
     pub why: String,
 }
@@ -224,10 +224,10 @@ impl PartReader {
         let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
         let at = TapOrder {
             time: SimTime::from_nanos(u64_at(0)),
-            key: u64_at(8),
-            sub: u32_at(16),
+            key: u128::from_le_bytes(h[8..24].try_into().expect("16 bytes")),
+            sub: u32_at(24),
         };
-        let mut data = vec![0u8; u32_at(20) as usize];
+        let mut data = vec![0u8; u32_at(28) as usize];
         r.read_exact(&mut data)?;
         self.left -= 1;
         Ok(Some((at, data)))
@@ -447,7 +447,7 @@ pub fn whole_records(f: &mut File) -> std::io::Result<u64> {
     let mut h = [0u8; RECORD_HEADER];
     while at + RECORD_HEADER as u64 <= len {
         r.read_exact(&mut h)?;
-        let size = u32::from_le_bytes(h[20..24].try_into().expect("4 bytes")) as u64;
+        let size = u32::from_le_bytes(h[28..32].try_into().expect("4 bytes")) as u64;
         let end = at + RECORD_HEADER as u64 + size;
         if end > len {
             break;
@@ -485,7 +485,7 @@ mod tests {
         }
     }
 
-    fn order(t: u64, key: u64, sub: u32) -> TapOrder {
+    fn order(t: u64, key: u128, sub: u32) -> TapOrder {
         TapOrder {
             time: SimTime::from_nanos(t),
             key,
@@ -605,6 +605,34 @@ mod tests {
         assert!(err.contains("arrived short"), "{err}");
         let got: Vec<Vec<u8>> = frames_of(&out).into_iter().map(|(_, d)| d).collect();
         assert_eq!(got, vec![b"a1".to_vec(), b"b1".to_vec(), b"a2".to_vec()]);
+    }
+
+    /// A key is a source above bit 64 and an event's number below: at one
+    /// moment the lower source's frame comes first, whatever the numbers
+    /// (read back with the low half only, this would put b's first). A
+    /// failure's place keeps the whole key through the JSON the ranks send.
+    #[test]
+    fn keys_keep_their_source_above_64_bits() {
+        let dir = TestDir::new("wide");
+        let parts: Vec<_> = (0..2).map(|p| Part::new(dir.path(), "w", p)).collect();
+        let (a_key, b_key) = ((1u128 << 64) | 9, (2u128 << 64) | 1);
+        parts[0].lock().unwrap().push(order(10, a_key, 0), b"a");
+        parts[1].lock().unwrap().push(order(10, b_key, 0), b"b");
+        let out = dir.path().join("out.pcap");
+        let cap = Capture::create(&out).unwrap();
+        let mut cap = cap.lock().unwrap();
+        merge(&mut cap, finished(&parts));
+        assert_eq!(cap.finish(), None);
+        let got: Vec<Vec<u8>> = frames_of(&out).into_iter().map(|(_, d)| d).collect();
+        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec()]);
+
+        let f = PartFailure {
+            records: 0,
+            lost: Some((10, b_key, 3)),
+            why: "x".into(),
+        };
+        let back: PartFailure = serde_json::from_slice(&serde_json::to_vec(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
     }
 
     /// A part whose file cannot be made (no such directory) stops at its

@@ -170,8 +170,8 @@ pub trait Tap: Send {
 /// Where a frame shown to a [`Tap`] falls in a run: its simulated time, a
 /// key, and its place among the frames shown under that key.
 ///
-/// The key is the highest event key ([`EventQueue::current_key`]: source
-/// and that source's sequence number) among the events this network has
+/// The key is the highest event key ([`EventQueue::current_key`]: source,
+/// then the event's number in its queue) among the events this network has
 /// run at this instant so far. Why not the key of the event that showed
 /// the frame: a queue runs an instant's events lowest key first, but an
 /// event may schedule another for the same instant with a lower key (a
@@ -191,7 +191,7 @@ pub struct TapOrder {
     /// When (simulated).
     pub time: SimTime,
     /// The event's key.
-    pub key: u64,
+    pub key: u128,
     /// Frames the same event showed before this one.
     pub sub: u32,
 }
@@ -270,7 +270,7 @@ pub struct Network {
     tap_order: TapOrder,
     /// The instant of the last event run and the highest key among the
     /// events run at it (kept while there are taps: see [`TapOrder`]).
-    instant: (SimTime, u64),
+    instant: (SimTime, u128),
     /// Whether any link has a tap.
     tapped: bool,
     out: Vec<(PortId, Frame)>,
@@ -1308,7 +1308,9 @@ impl Model for Network {
                 };
                 let dir = usize::from(dir) & 1;
                 prefetch_span(&l.dirs[dir], crate::link::RX_HOT);
-                (rx[dir], App::Frame(l.dirs[dir].wire.head_hint()))
+                let wire = &l.dirs[dir].wire;
+                wire.prefetch_head();
+                (rx[dir], App::Frame(wire.head_hint()))
             }
             Event::Timer { node, token } => {
                 // A host's timer most often sends a datagram, on the host's

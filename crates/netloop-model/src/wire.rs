@@ -158,6 +158,17 @@ impl Wire {
         self.head_hint
     }
 
+    /// Starts loading the head frame's entry (its time, its frame's
+    /// handle), which the arrival reads first: the entry sits in the
+    /// deque's buffer, apart from the wire, and has left the caches since
+    /// the frame was put on the wire. Finding it reads only the deque's
+    /// fields, in the wire's own lines, which the hint reads anyway.
+    pub fn prefetch_head(&self) {
+        if let Some(f) = self.frames.front() {
+            netloop_core::sched::prefetch_bytes(f, std::mem::size_of::<InAir>());
+        }
+    }
+
     /// The first frame to reach the far end, if any.
     pub fn head(&self) -> Option<&Frame> {
         self.frames.front().map(|f| &f.frame)
