@@ -36,10 +36,12 @@ pub struct InAir {
     pub frame: Frame,
 }
 
-/// What the hint before the head frame's arrival reads of it, kept in the
-/// wire itself: its entry in the deque and its bytes have left the caches
-/// since it was put on the wire, and the hint read both, one after the
-/// other, to find the receiving application.
+/// What the hint before the head frame's arrival needs of it, kept in the
+/// wire while the frame is at the head and carried by its arrival event
+/// (`Event::Arrive`'s `hint`): its entry in the deque and its bytes have
+/// left the caches since it was put on the wire, and the hint read both,
+/// one after the other, to find the receiving application; read from the
+/// wire, it still waited for the wire's lines first.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct HeadHint {
     /// The address of its bytes, to load (never read through).
@@ -49,6 +51,21 @@ pub struct HeadHint {
 }
 
 impl HeadHint {
+    /// In one word, for an event to carry: the address above the port.
+    /// An address past 48 bits loses its top (a wrong line loaded, no
+    /// more: it is only loaded).
+    pub fn pack(self) -> u64 {
+        ((self.data as u64) << 16) | u64::from(self.dport)
+    }
+
+    /// What [`pack`](Self::pack) packed.
+    pub fn unpack(w: u64) -> HeadHint {
+        HeadHint {
+            data: (w >> 16) as usize,
+            dport: w as u16,
+        }
+    }
+
     fn of(f: &InAir) -> HeadHint {
         HeadHint {
             data: f.frame.as_ptr() as usize,
@@ -152,7 +169,7 @@ impl Wire {
         self.frames.front().map(|f| f.at)
     }
 
-    /// What the hint before the head frame's arrival reads of it (stale
+    /// What the head frame's arrival event carries for its hint (stale
     /// once the wire is empty: it is only a hint).
     pub fn head_hint(&self) -> HeadHint {
         self.head_hint
@@ -260,6 +277,19 @@ mod tests {
         assert_eq!(w.head_hint(), ha);
         w.take(t(50));
         assert_eq!(w.head_hint(), hb);
+        // As an arrival event carries it: whole for any address below
+        // 2^48 (a user-space address on x86-64), any port.
+        for h in [
+            ha,
+            hb,
+            hc,
+            HeadHint {
+                data: (1 << 48) - 64,
+                dport: u16::MAX,
+            },
+        ] {
+            assert_eq!(HeadHint::unpack(h.pack()), h);
+        }
     }
 
     #[test]
