@@ -1393,19 +1393,8 @@ impl<'a> Builder<'a> {
         mut tables: Vec<(RoutingTable, RoutingTable6)>,
     ) -> Result<Simulation, BuildError> {
         let spec = self.spec;
-        let src = Sources::new(spec.nodes.len(), spec.links.len()).ok_or_else(|| {
-            self.err(
-                ItemRef::Run,
-                None,
-                format!(
-                    "{} nodes and {} links are more than one event queue tells apart \
-                     (nodes + 4 x links must stay below {})",
-                    spec.nodes.len(),
-                    spec.links.len(),
-                    netloop_core::MAX_SOURCES
-                ),
-            )
-        })?;
+        let src = Sources::new(spec.nodes.len(), spec.links.len())
+            .map_err(|why| self.err(ItemRef::Run, None, why))?;
         let seed = spec.run.seed;
         let mut nodes: Vec<Node> = Vec::with_capacity(spec.nodes.len());
         let mut real = Vec::new();

@@ -207,7 +207,14 @@ pub struct TapOrder {
 /// between events due at the same moment break by them (see
 /// `netloop_core::queue`), the same in one queue as in a partitioned run.
 /// Each source belongs to exactly one owner (a node, one half of a link
-/// direction), which a partition holds whole.
+/// direction), which a partition holds whole. Events of one source at one
+/// moment then break ties by the order they were put in the queue, which
+/// must be the source's own in every cut: a node's and a transmitter's are
+/// scheduled by the partition that owns them, in order; a wire's arrivals
+/// are put in the queue by the sender or by [`Network::receive`], in
+/// batches, and are safe because a wire never has two pending at one
+/// moment (`Wire::push` and `Wire::take` schedule one only for a time that
+/// has none).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sources {
     nodes: u32,
@@ -216,9 +223,23 @@ pub(crate) struct Sources {
 
 impl Sources {
     /// The sources of a network of `nodes` nodes and `links` links, or
-    /// `None` if it has more than the queue tells apart.
-    pub(crate) fn new(nodes: usize, links: usize) -> Option<Sources> {
-        (1 + nodes + 4 * links <= MAX_SOURCES).then_some(Sources {
+    /// why there can be none: more nodes than their MAC addresses tell
+    /// apart, or more sources than the queue does.
+    pub(crate) fn new(nodes: usize, links: usize) -> Result<Sources, String> {
+        if nodes > crate::node::MAX_NODES {
+            return Err(format!(
+                "{nodes} nodes are more than netloop tells apart: a port's MAC \
+                 address holds its node's number in 24 bits (at most {} nodes)",
+                crate::node::MAX_NODES
+            ));
+        }
+        if 1 + nodes as u64 + 4 * links as u64 > MAX_SOURCES {
+            return Err(format!(
+                "{nodes} nodes and {links} links are more than one event queue tells \
+                 apart (1 + nodes + 4 x links must be at most {MAX_SOURCES})"
+            ));
+        }
+        Ok(Sources {
             nodes: nodes as u32,
             links: links as u32,
         })
@@ -1430,6 +1451,21 @@ mod tests {
         assert!(past.is_err(), "node 1 has no port 0");
         let past = std::panic::catch_unwind(|| p.get(0, 2));
         assert!(past.is_err(), "node 0 has no port 2");
+    }
+
+    /// A network's size is refused where its nodes' MAC addresses or the
+    /// queue's sources would no longer tell them apart, and only there.
+    #[test]
+    fn sources_refuse_only_what_they_cannot_tell_apart() {
+        let max = crate::node::MAX_NODES;
+        assert!(Sources::new(max, 0).is_ok());
+        let e = Sources::new(max + 1, 0).unwrap_err();
+        assert!(e.contains("MAC address"), "{e}");
+        let links = ((MAX_SOURCES - 1 - 10) / 4) as usize;
+        assert!(Sources::new(10, links).is_ok());
+        let e = Sources::new(10, links + 1).unwrap_err();
+        assert!(e.contains("event queue"), "{e}");
+        assert_eq!(crate::node::mac_for(max - 1, 0).0[1..4], [0xff; 3]);
     }
 
     /// An event stays two words, its hint included: the queue moves each
