@@ -947,6 +947,24 @@ struct EventSide<'a, 'p> {
 /// counted from their time: the conservative side).
 const CHECKPOINTS: usize = 4096;
 
+/// When event number `n`, due at `due` (CLOCK_MONOTONIC ns), became known:
+/// its time, or the moment of the last injection before it was scheduled
+/// if that was later (`known`: checkpoints as in `EventSide::known`).
+/// Injections come a few a millisecond and most events run within
+/// microseconds of their time, so the last checkpoint is nearly always
+/// before `due` and nothing is searched (the search of every late event
+/// had been 3 % of partition 0's time with 10 000 simulated pairs).
+fn known_from(known: &VecDeque<(u64, u64)>, due: u64, n: u64) -> u64 {
+    match (known.front(), known.back()) {
+        (Some(&(first, _)), Some(&(_, last_at))) if n >= first && last_at > due => {
+            // The last injection before the event was scheduled.
+            let i = known.partition_point(|&(k, _)| k <= n);
+            due.max(known[i - 1].1)
+        }
+        _ => due,
+    }
+}
+
 impl EventSide<'_, '_> {
     /// How late event number `n`, due at `t`, runs now: counted from its
     /// time, or from the moment it became known if that was later. Events a
@@ -956,13 +974,12 @@ impl EventSide<'_, '_> {
     #[inline]
     fn lateness(&self, t: SimTime, n: u64) -> u64 {
         let now = clock::mono_ns();
-        let mut due = self.clock.mono_of(t);
-        if now > due && self.known.front().is_some_and(|&(first, _)| n >= first) {
-            // The last injection before the event was scheduled.
-            let i = self.known.partition_point(|&(k, _)| k <= n);
-            due = due.max(self.known[i - 1].1);
+        let due = self.clock.mono_of(t);
+        if now > due {
+            now.saturating_sub(known_from(&self.known, due, n))
+        } else {
+            0
         }
-        now.saturating_sub(due)
     }
 
     /// Injects `frame`, read from port `port`, into the model now (at the
@@ -1549,6 +1566,32 @@ const PORTS_AT: usize = 3;
 
 #[cfg(test)]
 mod tests {
+    /// An event became known at its time or at the last injection before
+    /// it was scheduled, whichever was later: the same as a search of
+    /// every checkpoint, whether or not the last one is before its time.
+    #[test]
+    fn an_event_is_known_from_the_last_injection_before_it() {
+        let known: VecDeque<(u64, u64)> = [(10, 1_000), (20, 2_000), (30, 3_000)].into();
+        let brute = |due: u64, n: u64| {
+            known
+                .iter()
+                .filter(|&&(k, _)| k <= n)
+                .map(|&(_, at)| at)
+                .max()
+                .map_or(due, |at| due.max(at))
+        };
+        for due in [0, 500, 1_500, 2_500, 3_000, 3_500] {
+            for n in [0, 9, 10, 15, 20, 29, 30, 100] {
+                assert_eq!(
+                    known_from(&known, due, n),
+                    brute(due, n),
+                    "due {due}, n {n}"
+                );
+            }
+        }
+        assert_eq!(known_from(&VecDeque::new(), 7, 7), 7);
+    }
+
     use super::*;
 
     #[test]
