@@ -7,7 +7,7 @@
 //! events are scheduled only by the partition that runs them, in order,
 //! and a wire's arrivals (scheduled by the sender, or in batches as frames
 //! cross from another partition) never tie, a wire having at most one
-//! arrival pending at any moment (`netloop_model::wire`). A counter per
+//! arrival pending for any one moment (`netloop_model::wire`). A counter per
 //! source would say no more, and with sources per link direction it was a
 //! random read of a large array at every schedule (in `perf` of a plain
 //! run of 10 000 simulated pairs, not recorded, 4.6 % of the run stalled

@@ -352,6 +352,10 @@ impl<'a> Builder<'a> {
                 "the run duration must be positive".into(),
             ));
         }
+        // Before anything is made for each node and link: a network too
+        // large is refused at once, not after its ports and routes.
+        Sources::new(spec.nodes.len(), spec.links.len())
+            .map_err(|why| self.err(ItemRef::Run, None, why))?;
         for (i, n) in spec.nodes.iter().enumerate() {
             if n.name.is_empty() {
                 return Err(self.err(
@@ -1394,7 +1398,7 @@ impl<'a> Builder<'a> {
     ) -> Result<Simulation, BuildError> {
         let spec = self.spec;
         let src = Sources::new(spec.nodes.len(), spec.links.len())
-            .map_err(|why| self.err(ItemRef::Run, None, why))?;
+            .map_err(|why| self.err(ItemRef::Run, None, why))?; // checked in `build`
         let seed = spec.run.seed;
         let mut nodes: Vec<Node> = Vec::with_capacity(spec.nodes.len());
         let mut real = Vec::new();

@@ -1461,11 +1461,17 @@ mod tests {
         assert!(Sources::new(max, 0).is_ok());
         let e = Sources::new(max + 1, 0).unwrap_err();
         assert!(e.contains("MAC address"), "{e}");
-        let links = ((MAX_SOURCES - 1 - 10) / 4) as usize;
-        assert!(Sources::new(10, links).is_ok());
-        let e = Sources::new(10, links + 1).unwrap_err();
+        // 1 + 3 + 4 x (2^30 - 1) = 2^32 sources, the most; one node more
+        // is one too many.
+        let links = (1 << 30) - 1;
+        let s = Sources::new(3, links).unwrap();
+        assert_eq!(s.rx(links - 1, 1), Source::MAX);
+        let e = Sources::new(4, links).unwrap_err();
         assert!(e.contains("event queue"), "{e}");
-        assert_eq!(crate::node::mac_for(max - 1, 0).0[1..4], [0xff; 3]);
+        // The MAC addresses of 2^24 nodes differ; one more would repeat.
+        use crate::node::mac_for;
+        assert_eq!(mac_for(max - 1, 0).0[1..4], [0xff; 3]);
+        assert_eq!(mac_for(max, 0), mac_for(0, 0));
     }
 
     /// An event stays two words, its hint included: the queue moves each
