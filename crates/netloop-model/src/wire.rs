@@ -36,12 +36,12 @@ pub struct InAir {
     pub frame: Frame,
 }
 
-/// What the hint before the head frame's arrival needs of it, kept in the
-/// wire while the frame is at the head and carried by its arrival event
-/// (`Event::Arrive`'s `hint`): its entry in the deque and its bytes have
-/// left the caches since it was put on the wire, and the hint read both,
-/// one after the other, to find the receiving application; read from the
-/// wire, it still waited for the wire's lines first.
+/// What the hint before the head frame's arrival needs of it, carried by
+/// its arrival event (`Event::Arrive`'s `hint`): its entry in the deque
+/// and its bytes have left the caches since it was put on the wire, and
+/// the hint read both, one after the other, to find the receiving
+/// application; read from the wire, it still waited for the wire's lines
+/// first.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct HeadHint {
     /// The address of its bytes, to load (never read through).
@@ -91,8 +91,6 @@ pub struct Wire {
     wakes: SmallVec<[SimTime; 2]>,
     /// Segments on the wire (a super-frame counts its segments).
     segs: u64,
-    /// The head frame's, while there is one.
-    head_hint: HeadHint,
 }
 
 impl Wire {
@@ -132,7 +130,6 @@ impl Wire {
             i
         };
         if i == 0 {
-            self.head_hint = HeadHint::of(&self.frames[0]);
             self.wake(at)
         } else {
             None
@@ -157,10 +154,7 @@ impl Wire {
             self.frames.front().is_none_or(|f| f.at >= now),
             "a frame on the wire was due before now without an event"
         );
-        let next = self.frames.front().map(|f| {
-            self.head_hint = HeadHint::of(f);
-            f.at
-        });
+        let next = self.frames.front().map(|f| f.at);
         (head, next.and_then(|t| self.wake(t)))
     }
 
@@ -169,10 +163,13 @@ impl Wire {
         self.frames.front().map(|f| f.at)
     }
 
-    /// What the head frame's arrival event carries for its hint (stale
-    /// once the wire is empty: it is only a hint).
+    /// What the head frame's arrival event carries for its hint: read
+    /// when the event is scheduled, right after the head was put on the
+    /// wire or its entry read, while it is in the caches.
     pub fn head_hint(&self) -> HeadHint {
-        self.head_hint
+        self.frames
+            .front()
+            .map_or_else(HeadHint::default, HeadHint::of)
     }
 
     /// Starts loading the head frame's entry (its time, its frame's
