@@ -1258,16 +1258,20 @@ impl Host {
     /// `perf`).
     pub fn prefetch_timer(&self, token: u64) {
         self.prefetch_port();
-        if token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 {
-            if let Some(app) = self.apps.get((token & APP_MASK) as usize) {
-                netloop_core::sched::prefetch_bytes(app, App::TIMER_HINT_BYTES);
-            }
+        if let Some(app) = Self::timer_app(token).and_then(|i| self.apps.get(i)) {
+            netloop_core::sched::prefetch_bytes(app, App::TIMER_HINT_BYTES);
         }
+    }
+
+    /// The application timer `token` wakes, if an application's.
+    fn timer_app(token: u64) -> Option<usize> {
+        (token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0)
+            .then_some((token & APP_MASK) as usize)
     }
 
     /// Whether timer `token` wakes the host's first application.
     pub fn wakes_first_app(token: u64) -> bool {
-        token & (POLL_TIMER | REASSEMBLY_TIMER | ARP_TIMER) == 0 && token & APP_MASK == 0
+        Self::timer_app(token) == Some(0)
     }
 
     /// Where the host's first port and its application lie, if it has
