@@ -32,6 +32,24 @@ fn cvt(ret: c_int) -> io::Result<c_int> {
 // Process and clocks
 // ---------------------------------------------------------------------------
 
+/// The processor's time-stamp counter, where it has one (x86_64); `None`
+/// elsewhere. Not ordered with the instructions around it (no fence): a
+/// reading may be taken a few cycles early or late, which is what makes it
+/// cheap (see `clock::FastClock`).
+#[inline]
+pub fn tsc() -> Option<u64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC reads a register; it has no operands and no effect
+        // on memory, and every x86_64 processor has it.
+        Some(unsafe { std::arch::x86_64::_rdtsc() })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
 /// The machine's physical memory in bytes, if the system says.
 pub fn physical_memory() -> Option<u64> {
     // SAFETY: sysconf takes an integer and has no preconditions.

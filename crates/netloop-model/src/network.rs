@@ -310,6 +310,9 @@ pub struct Network {
     remote: Option<Remote>,
     /// Scheduled link changes (`[[event]]`) carried out so far.
     link_events: u64,
+    /// Set when a frame reached an external node's outbox, cleared by
+    /// [`Network::take_departed`].
+    departed: bool,
 }
 
 /// Where a host's first port and its application lie, when it has exactly
@@ -515,6 +518,7 @@ impl Network {
             src,
             remote: None,
             link_events: 0,
+            departed: false,
         }
     }
 
@@ -1062,6 +1066,7 @@ impl Network {
         d.stats.received_bytes += frame.wire_len();
         let (node, port) = d.to;
         self.tap(now, link, side, true, &frame);
+        let mut departed = false;
         self.dispatch(now, node, q, |nd, ctx| match nd {
             Node::Host(h) => h.receive(port, frame, ctx),
             Node::Router(r) => r.receive(port, frame, ctx),
@@ -1069,8 +1074,18 @@ impl Network {
             Node::External(e) => {
                 ctx.deliver_n(Sink::External, n);
                 e.outbox.push_back(Departure { at: now, frame });
+                departed = true;
             }
         });
+        self.departed |= departed;
+    }
+
+    /// Whether a frame reached an external node's outbox since the last
+    /// call: the real-time loop drains the outboxes only then, not after
+    /// every event (looking at every external node after each event had
+    /// been 3 % of partition 0's time with 10 000 simulated pairs).
+    pub fn take_departed(&mut self) -> bool {
+        std::mem::take(&mut self.departed)
     }
 
     /// Runs `f` on node `node` with a context, then carries out what it asked

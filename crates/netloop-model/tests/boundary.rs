@@ -104,3 +104,26 @@ fn now_is_allowed_and_the_past_or_an_internal_node_is_refused() {
     sim.run_until(at_us(2_000), 1 << 20, |_, _| true);
     assert_eq!(departures(&mut sim, b).len(), 1);
 }
+
+/// The network says when a frame has left through an external node (the
+/// real-time loop looks at the outboxes only then), and says it once.
+#[test]
+fn a_departure_is_flagged_until_taken() {
+    let mut sim = pair();
+    let (a, b) = (sim.real[0].node, sim.real[1].node);
+    sim.run_until(at_us(10), 1 << 20, |_, _| true);
+    assert!(!sim.net.take_departed(), "nothing has left yet");
+    sim.net
+        .inject_at(&mut sim.queue, a, at_us(100), frame(1))
+        .expect("a future time at an external node");
+    // Entered, not yet across the link's 1 ms.
+    sim.run_until(at_us(500), 1 << 20, |_, _| true);
+    assert!(!sim.net.take_departed(), "in flight, not departed");
+    sim.run_until(at_us(5_000), 1 << 20, |_, _| true);
+    assert!(sim.net.take_departed(), "it left at b");
+    assert!(!sim.net.take_departed(), "said once");
+    assert_eq!(
+        departures(&mut sim, b),
+        [((100_000 + TX_NS + 1_000_000) / 1000, 1)]
+    );
+}
