@@ -533,6 +533,10 @@ impl<'a> Builder<'a> {
     fn make_ports(&mut self) -> Result<(), BuildError> {
         let spec = self.spec;
         let mut names = HashSet::new();
+        // Each node's interface names, with the link of each: looked up
+        // rather than searched (a search of the node's ports for each new
+        // one took a switch of 65 536 ports billions of comparisons).
+        let mut interfaces: HashMap<(usize, String), usize> = HashMap::new();
         for (i, l) in spec.links.iter().enumerate() {
             if !names.insert(l.name.as_str()) {
                 return Err(self.err(
@@ -564,8 +568,21 @@ impl<'a> Builder<'a> {
                     ));
                 }
                 let port = self.ports[node].len();
+                if port == crate::node::MAX_PORTS {
+                    return Err(self.err(
+                        ItemRef::Link(i),
+                        Some("endpoints"),
+                        format!(
+                            "'{}' would have more than {} ports with this link: a port's MAC \
+                             address holds its number in 16 bits; split its links over \
+                             several switches",
+                            ep.node,
+                            crate::node::MAX_PORTS
+                        ),
+                    ));
+                }
                 let name = ep.interface.clone().unwrap_or_else(|| format!("eth{port}"));
-                if let Some(other) = self.ports[node].iter().find(|p| p.name == name) {
+                if let Some(&other) = interfaces.get(&(node, name.clone())) {
                     let how = if ep.interface.is_some() {
                         ""
                     } else {
@@ -576,10 +593,11 @@ impl<'a> Builder<'a> {
                         Some("interfaces"),
                         format!(
                             "'{}' would have two interfaces named '{name}', on this link{how} and on link '{}': name them apart in 'interfaces'",
-                            ep.node, spec.links[other.link].name
+                            ep.node, spec.links[other].name
                         ),
                     ));
                 }
+                interfaces.insert((node, name.clone()), i);
                 self.ports[node].push(PortInfo {
                     mac: mac_for(node, port),
                     addr: None,

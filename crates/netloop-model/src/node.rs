@@ -131,9 +131,12 @@ impl<'a> NodeCtx<'a> {
 /// The most nodes a network may have: [`mac_for`] tells 2^24 apart.
 pub const MAX_NODES: usize = 1 << 24;
 
+/// The most ports a node may have: [`mac_for`] tells 2^16 apart.
+pub const MAX_PORTS: usize = 1 << 16;
+
 /// A deterministic MAC address for port `port` of node `node`: locally
 /// administered unicast (02:…), unique within a network of up to
-/// [`MAX_NODES`] nodes with up to 2^16 ports each.
+/// [`MAX_NODES`] nodes with up to [`MAX_PORTS`] ports each.
 pub fn mac_for(node: usize, port: usize) -> EthernetAddress {
     let (n, p) = (node as u32, port as u16);
     EthernetAddress([
