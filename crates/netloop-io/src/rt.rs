@@ -1057,19 +1057,24 @@ impl EventSide<'_, '_> {
     ) -> bool {
         let mut ran = 0u32;
         let hints = net.wants_hints();
-        self.fast.anchor();
         while let Some(t) = queue.peek_time() {
             if t > limit {
                 break;
             }
             // A burst of events due at once (a model that falls far behind)
             // must not keep a Ctrl-C waiting: the loop looks at the flag
-            // between passes, and here every 4096 events.
-            ran = ran.wrapping_add(1);
-            if ran.is_multiple_of(4096) && self.opts.stop.load(Ordering::Relaxed) {
-                self.flush_direct();
-                return false;
+            // between passes, and here every 4096 events. The clock's
+            // anchor is taken with the first event due (a pass with none,
+            // a frame entering or a spin, takes none) and again every
+            // 4096, so that a long backlog is not read off one anchor.
+            if ran.is_multiple_of(4096) {
+                if ran > 0 && self.opts.stop.load(Ordering::Relaxed) {
+                    self.flush_direct();
+                    return false;
+                }
+                self.fast.anchor();
             }
+            ran = ran.wrapping_add(1);
             let (t, n, ev) = queue.pop_numbered().expect("peeked");
             netloop_core::sched::hint_next(&*net, queue, hints);
             let late = self.lateness(t, n);
@@ -1616,9 +1621,6 @@ const PORTS_AT: usize = 3;
 
 #[cfg(test)]
 mod tests {
-    /// An event became known at its time or at the last injection before
-    /// it was scheduled, whichever was later: the same as a search of
-    /// every checkpoint, whether or not the last one is before its time.
     /// The run's histogram holds every event once, however its windows
     /// were closed; a window only its own.
     #[test]
@@ -1644,6 +1646,9 @@ mod tests {
         assert_eq!(l.all().len(), 5, "closing a window moves, not copies");
     }
 
+    /// An event became known at its time or at the last injection before
+    /// it was scheduled, whichever was later: the same as a search of
+    /// every checkpoint, whether or not the last one is before its time.
     #[test]
     fn an_event_is_known_from_the_last_injection_before_it() {
         let known: VecDeque<(u64, u64)> = [(10, 1_000), (20, 2_000), (30, 3_000)].into();

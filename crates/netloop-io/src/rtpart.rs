@@ -502,14 +502,15 @@ pub fn run_helper(
     // As partition 0's thread: sleeps end when asked, not up to 50 µs later.
     clock::set_timer_slack_ns(1);
     let sleep_cost_ns = crate::rt::sleep_cost_ns();
+    // Each event's lateness is read from the counter (see `FastClock`),
+    // its rate measured (a 2 ms spin) before this partition says it is
+    // ready: partition 0 starts the clock once every partition is.
+    let mut fast = clock::FastClock::new();
     x.ready.fetch_add(1, Ordering::AcqRel);
     let mut lateness = histogram();
     let mut late_events = 0u64;
     let mut duty = Duty::new(fifo);
     // Partition 0 starts the clock once its scheduler is ready.
-    // Each event's lateness is read from the counter (see `FastClock`),
-    // its rate measured before the clock starts.
-    let mut fast = clock::FastClock::new();
     let clock = loop {
         if let Some(c) = x.clock.get() {
             break *c;
@@ -532,16 +533,20 @@ pub fn run_helper(
                       held: &mut HeldOff| {
         let mut ran = 0u32;
         let hints = net.wants_hints();
-        fast.anchor();
         while let Some(t) = queue.peek_time() {
             if t > limit {
                 break;
             }
-            // A backlog must not keep a Ctrl-C waiting (as in `rt`).
-            ran = ran.wrapping_add(1);
-            if ran.is_multiple_of(4096) && opts.stop.load(Ordering::Relaxed) {
-                return false;
+            // A backlog must not keep a Ctrl-C waiting (as in `rt`); the
+            // clock's anchor is taken with the first event due and again
+            // every 4096 (as in `rt`).
+            if ran.is_multiple_of(4096) {
+                if ran > 0 && opts.stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                fast.anchor();
             }
+            ran = ran.wrapping_add(1);
             let (t, ev) = queue.pop().expect("peeked");
             netloop_core::sched::hint_next(&*net, queue, hints);
             let late = fast.now_ns().saturating_sub(clock.mono_of(t));
