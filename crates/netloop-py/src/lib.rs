@@ -456,6 +456,9 @@ impl LiveRun {
         let (ready_tx, ready_rx) = mpsc::sync_channel::<String>(1);
         let flag = stop_flag.clone();
         let topology = name.to_string();
+        // The run's threads (this one and those it starts) leave signals
+        // to Python's main thread, which alone runs their handlers.
+        let signals = netloop_io::sys::block_async_signals();
         let thread = std::thread::Builder::new()
             .name(format!("netloop {name}"))
             .spawn(move || -> Outcome {
@@ -502,8 +505,10 @@ impl LiveRun {
                 let mut v = serde_json::to_value(&results).map_err(|e| e.to_string())?;
                 v["pcap"] = captures;
                 Ok(v.to_string())
-            })
-            .map_err(|e| netloop_err(format!("cannot start the network's thread: {e}")))?;
+            });
+        drop(signals);
+        let thread =
+            thread.map_err(|e| netloop_err(format!("cannot start the network's thread: {e}")))?;
         let mut run = LiveRun {
             handle,
             stop_flag,

@@ -571,6 +571,35 @@ def test_pcap_and_programs_of_the_topology(tmp_path: Path) -> None:
     assert "3 received" in log, log
 
 
+def _blocked_signals(task: Path) -> int:
+    for line in (task / "status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigBlk in {task}/status")
+
+
+@pytest.mark.netloop_real
+def test_the_networks_threads_leave_signals_to_the_main_thread() -> None:
+    # Python runs signal handlers in its main thread only: a SIGTERM the
+    # kernel gives another thread leaves the main thread asleep (the test
+    # below then hung now and then). Every thread of a running network
+    # blocks SIGTERM and SIGINT; the main thread does not.
+    term, intr = 1 << (signal.SIGTERM - 1), 1 << (signal.SIGINT - 1)
+    net = netloop.Network("sigmask")
+    h1, h2 = net.add_real_host("h1"), net.add_real_host("h2")
+    net.add_link(h1, h2, delay="1ms")
+    with net:
+        me = Path("/proc/self/task")
+        main = me / str(threading.get_native_id())
+        assert _blocked_signals(main) & (term | intr) == 0
+        theirs = {t: _blocked_signals(t) for t in me.iterdir()
+                  if (t / "comm").read_text().startswith("netloop")}
+        assert theirs, "the network runs in threads of its own"
+        for t, mask in theirs.items():
+            name = (t / "comm").read_text().strip()
+            assert mask & term and mask & intr, f"thread {name} takes SIGTERM/SIGINT: {mask:x}"
+
+
 @pytest.mark.netloop_real
 def test_sigterm_tears_the_network_down(tmp_path: Path) -> None:
     script = tmp_path / "run.py"
