@@ -983,8 +983,8 @@ struct EventSide<'a, 'p> {
     /// ns), oldest first. An event numbered after a checkpoint was not known
     /// before its moment (see [`EventSide::lateness`]).
     known: VecDeque<(u64, u64)>,
-    /// What each event's lateness is read from: anchored at every
-    /// [`EventSide::run_due`].
+    /// What each event's lateness is read from: anchored by
+    /// [`EventSide::run_due`] with its first event and every 4 096.
     fast: clock::FastClock,
 }
 
@@ -1250,7 +1250,7 @@ pub fn run_realtime(
     // At the thread's priority, before the clock starts.
     tally.sleep_cost_ns = sleep_cost_ns();
     // Its rate measured (a 2 ms spin) before the clock starts.
-    let fast = clock::FastClock::new();
+    let fast = clock::FastClock::calibrated();
     if let Some(p) = opts.partners {
         p.wait_ready();
     }

@@ -505,7 +505,7 @@ pub fn run_helper(
     // Each event's lateness is read from the counter (see `FastClock`),
     // its rate measured (a 2 ms spin) before this partition says it is
     // ready: partition 0 starts the clock once every partition is.
-    let mut fast = clock::FastClock::new();
+    let mut fast = clock::FastClock::calibrated();
     x.ready.fetch_add(1, Ordering::AcqRel);
     let mut lateness = histogram();
     let mut late_events = 0u64;

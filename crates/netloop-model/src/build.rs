@@ -354,7 +354,7 @@ impl<'a> Builder<'a> {
         }
         // Before anything is made for each node and link: a network too
         // large is refused at once, not after its ports and routes.
-        Sources::new(spec.nodes.len(), spec.links.len())
+        let src = Sources::new(spec.nodes.len(), spec.links.len())
             .map_err(|why| self.err(ItemRef::Run, None, why))?;
         for (i, n) in spec.nodes.iter().enumerate() {
             if n.name.is_empty() {
@@ -388,7 +388,7 @@ impl<'a> Builder<'a> {
         self.assign_addresses6()?;
         self.drop_ipv4()?;
         let tables = self.routing_tables()?;
-        self.finish(tables)
+        self.finish(tables, src)
     }
 
     /// Real nodes join the model through exactly one interface, and a
@@ -582,7 +582,9 @@ impl<'a> Builder<'a> {
                     ));
                 }
                 let name = ep.interface.clone().unwrap_or_else(|| format!("eth{port}"));
-                if let Some(&other) = interfaces.get(&(node, name.clone())) {
+                let entry = interfaces.entry((node, name.clone()));
+                if let std::collections::hash_map::Entry::Occupied(o) = &entry {
+                    let other = *o.get();
                     let how = if ep.interface.is_some() {
                         ""
                     } else {
@@ -597,7 +599,7 @@ impl<'a> Builder<'a> {
                         ),
                     ));
                 }
-                interfaces.insert((node, name.clone()), i);
+                entry.or_insert(i);
                 self.ports[node].push(PortInfo {
                     mac: mac_for(node, port),
                     addr: None,
@@ -1413,10 +1415,9 @@ impl<'a> Builder<'a> {
     fn finish(
         self,
         mut tables: Vec<(RoutingTable, RoutingTable6)>,
+        src: Sources,
     ) -> Result<Simulation, BuildError> {
         let spec = self.spec;
-        let src = Sources::new(spec.nodes.len(), spec.links.len())
-            .map_err(|why| self.err(ItemRef::Run, None, why))?; // checked in `build`
         let seed = spec.run.seed;
         let mut nodes: Vec<Node> = Vec::with_capacity(spec.nodes.len());
         let mut real = Vec::new();
